@@ -1,0 +1,93 @@
+"""Status vocabularies and allowed transitions, as plain constants (no database).
+
+Services move a row only along an edge listed here, with a compare-and-set on status and
+version; anything else is a no-op, so duplicates and late workers cannot move a row back.
+"""
+
+from __future__ import annotations
+
+from django.db.models import TextChoices
+
+
+class EventStatus(TextChoices):
+    PENDING = "pending"
+    PROCESSED = "processed"
+    DISCARDED = "discarded"
+    FAILED = "failed"
+
+
+EVENT_TRANSITIONS: dict[str, frozenset[str]] = {
+    EventStatus.PENDING: frozenset(
+        {EventStatus.PROCESSED, EventStatus.DISCARDED, EventStatus.FAILED}
+    ),
+}
+
+
+class CommandStatus(TextChoices):
+    PENDING_DISPATCH = "pending_dispatch"
+    DISPATCHED = "dispatched"
+    ACKNOWLEDGED = "acknowledged"
+    APPLIED = "applied"
+    RETRYING = "retrying"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    UNCERTAIN = "uncertain"
+
+
+S = CommandStatus
+COMMAND_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.PENDING_DISPATCH: frozenset({S.DISPATCHED, S.RETRYING, S.FAILED}),
+    S.DISPATCHED: frozenset({S.ACKNOWLEDGED, S.APPLIED, S.RETRYING, S.FAILED, S.UNCERTAIN}),
+    S.ACKNOWLEDGED: frozenset({S.APPLIED, S.UNCERTAIN, S.FAILED}),
+    S.RETRYING: frozenset({S.DISPATCHED, S.EXPIRED, S.FAILED}),
+}
+COMMAND_TERMINAL: frozenset[str] = frozenset({S.APPLIED, S.FAILED, S.EXPIRED, S.UNCERTAIN})
+# States in which a command may still reach the device: at most one per device endpoint.
+COMMAND_LIVE: frozenset[str] = frozenset(set(CommandStatus.values) - COMMAND_TERMINAL)
+
+
+def command_can_move(from_status: str, to_status: str) -> bool:
+    return to_status in COMMAND_TRANSITIONS.get(from_status, frozenset())
+
+
+class ExecutionOutcome(TextChoices):
+    INTENT_CREATED = "intent_created"
+    ALREADY_IN_STATE = "already_in_state"
+    ALREADY_PENDING = "already_pending"
+    BLOCKED = "blocked"
+
+
+class ReasonCode(TextChoices):
+    """Why an event, execution or command ended where it did."""
+
+    NO_MATCHING_RULE = "no_matching_rule"
+    RULE_MATCHED = "rule_matched"
+    RULE_INACTIVE = "rule_inactive"
+    TARGET_DISABLED = "target_disabled"
+    TARGET_NOT_WRITABLE = "target_not_writable"
+    TARGET_OTHER_FARM = "target_other_farm"
+    TARGET_MAINTENANCE = "target_maintenance"
+    TARGET_RETIRED = "target_retired"
+    TARGET_OFFLINE = "target_offline"
+    VALUE_OUT_OF_RANGE = "value_out_of_range"
+    VALUE_NOT_ALLOWED = "value_not_allowed"
+    VALUE_WRONG_TYPE = "value_wrong_type"
+    BINDING_INVALID = "binding_invalid"
+    ENDPOINT_BUSY = "endpoint_busy"
+    EVALUATION_ERROR = "evaluation_error"
+    PUBLISH_ERROR = "publish_error"
+    ACK_TIMEOUT = "ack_timeout"
+    DEVICE_BUSY = "device_busy"
+    DEVICE_REJECTED = "device_rejected"
+    INVALID_PARAM = "invalid_param"
+    NOT_SUPPORTED = "not_supported"
+    HARDWARE_FAULT = "hardware_fault"
+    ACKNOWLEDGED = "acknowledged"
+    STATE_REPORTED = "state_reported"
+    TELEMETRY_MATCHED = "telemetry_matched"
+    STATE_MISMATCH = "state_mismatch"
+    NO_APPLIED_EVIDENCE = "no_applied_evidence"
+    RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
+    DISPATCHED = "dispatched"
+    RETRY_DUE = "retry_due"
+    MANUAL = "manual"

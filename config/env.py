@@ -1,0 +1,192 @@
+"""Environment parsing: every setting has an embedded default, and a malformed value stops
+start-up with a message that names the variable, never a half-configured process."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class SettingError(ImproperlyConfigured):
+    """A malformed environment variable; the message starts with the variable's name."""
+
+    def __init__(self, name: str, value: str, why: str) -> None:
+        super().__init__(f"{name}={value!r} is invalid: {why}")
+        self.variable = name
+
+
+def _get(name: str) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = _get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingError(name, raw, "expected an integer") from None
+    if value < minimum:
+        raise SettingError(name, raw, f"must be >= {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    raw = _get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingError(name, raw, "expected a number") from None
+    if value < minimum:
+        raise SettingError(name, raw, f"must be >= {minimum}")
+    return value
+
+
+def env_float_list(name: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = _get(name)
+    if raw is None:
+        return default
+    try:
+        values = tuple(float(x) for x in raw.split(",") if x.strip())
+    except ValueError:
+        raise SettingError(name, raw, "expected comma-separated numbers") from None
+    if not values or min(values) < 0:
+        raise SettingError(name, raw, "expected at least one non-negative number")
+    return values
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = _get(name)
+    if raw is None:
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise SettingError(name, raw, "expected true/false")
+
+
+def database_from_env(base_dir: Path) -> dict[str, Any]:
+    """``DATABASE_URL``: ``postgres://user:pass@host:port/name`` or ``sqlite:///path``."""
+    raw = _get("DATABASE_URL")
+    if raw is None:
+        return _sqlite(base_dir / "var" / "farm.sqlite3")
+    parts = urlsplit(raw)
+    if parts.scheme == "sqlite":
+        path = unquote(parts.path)
+        if not path or path == "/":
+            raise SettingError("DATABASE_URL", raw, "sqlite URL needs a file path")
+        return _sqlite(Path(path[1:] if path.startswith("//") else path))
+    if parts.scheme not in {"postgres", "postgresql", "pgsql"}:
+        raise SettingError("DATABASE_URL", raw, "scheme must be postgres:// or sqlite:///")
+    name = unquote(parts.path.lstrip("/"))
+    if not name:
+        raise SettingError("DATABASE_URL", raw, "missing database name")
+    try:
+        port = parts.port
+    except ValueError:
+        raise SettingError("DATABASE_URL", raw, "port is not a number") from None
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": parts.hostname or "",
+        "PORT": str(port or ""),
+        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": options,
+        "TEST": {"NAME": env_str("DATABASE_TEST_NAME", f"test_{name}")},
+    }
+
+
+def _sqlite(path: Path) -> dict[str, Any]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        # Several threads (in-process worker, bridge, simulator) write at once: wait, do not fail.
+        "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE",
+                    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+    }
+
+
+def env_str(name: str, default: str) -> str:
+    return _get(name) or default
+
+
+def broker_from_env() -> tuple[str, bool]:
+    """``CELERY_BROKER_URL``; returns (url, embedded). Default: kombu's in-process transport."""
+    raw = _get("CELERY_BROKER_URL")
+    if raw is None:
+        return "memory://", True
+    scheme = urlsplit(raw).scheme
+    if scheme not in {"redis", "rediss", "amqp", "amqps", "pyamqp", "memory"}:
+        raise SettingError("CELERY_BROKER_URL", raw, "scheme must be redis, amqp or memory")
+    if scheme != "memory" and not urlsplit(raw).hostname:
+        raise SettingError("CELERY_BROKER_URL", raw, "missing host")
+    return raw, scheme == "memory"
+
+
+def cache_from_env() -> dict[str, Any]:
+    """``REDIS_URL`` backs coordination (locks, dedupe, correlation); default is locmem."""
+    raw = _get("REDIS_URL")
+    if raw is None:
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                "LOCATION": "farm-coordination"}
+    parts = urlsplit(raw)
+    if parts.scheme not in {"redis", "rediss", "unix"} or (
+        parts.scheme != "unix" and not parts.hostname
+    ):
+        raise SettingError("REDIS_URL", raw, "expected redis://host:port/db")
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw,
+            "KEY_PREFIX": env_str("REDIS_KEY_PREFIX", "farm")}
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    """Where the bridge, dispatcher and simulator connect, and which protocol they speak."""
+
+    host: str
+    port: int
+    username: str | None
+    password: str | None
+    tls: bool
+    embedded: bool
+    protocol: int  # 5 for MQTT v5, 4 for 3.1.1 (the embedded broker speaks only 3.1.1)
+    shared_group: str | None  # None on brokers without shared subscriptions
+
+
+def mqtt_from_env() -> MqttConfig:
+    """``MQTT_URL``: ``mqtt://[user:pass@]host:port``; default: the embedded broker."""
+    raw = _get("MQTT_URL")
+    if raw is None:
+        port = env_int("MQTT_EMBEDDED_PORT", 18830, minimum=1)
+        return MqttConfig("127.0.0.1", port, None, None, False, True, 4, None)
+    parts = urlsplit(raw)
+    if parts.scheme not in {"mqtt", "mqtts", "tcp"} or not parts.hostname:
+        raise SettingError("MQTT_URL", raw, "expected mqtt://host:port")
+    try:
+        port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
+    except ValueError:
+        raise SettingError("MQTT_URL", raw, "port is not a number") from None
+    protocol = env_int("MQTT_PROTOCOL", 5, minimum=4)
+    if protocol not in (4, 5):
+        raise SettingError("MQTT_PROTOCOL", str(protocol), "must be 4 (3.1.1) or 5")
+    group = env_str("MQTT_SHARED_GROUP", "farm-bridge")
+    return MqttConfig(parts.hostname, port, unquote(parts.username) if parts.username else None,
+                      unquote(parts.password) if parts.password else None,
+                      parts.scheme == "mqtts", False, protocol,
+                      None if group.lower() == "none" else group)

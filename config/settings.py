@@ -1,0 +1,101 @@
+"""Settings read from the environment; with nothing set, everything runs embedded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.env import (
+    broker_from_env,
+    cache_from_env,
+    database_from_env,
+    env_bool,
+    env_float,
+    env_float_list,
+    env_int,
+    env_str,
+    mqtt_from_env,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_str("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_celery_beat",
+    "devices",
+    "automation",
+    "reminders",
+    "notifications",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = "config.wsgi.application"
+
+DATABASES = {"default": database_from_env(BASE_DIR)}
+CACHES = {"default": cache_from_env()}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en"
+STATIC_URL = "static/"
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+
+# --- Celery -----------------------------------------------------------------------------
+CELERY_BROKER_URL, CELERY_BROKER_EMBEDDED = broker_from_env()
+
+# --- MQTT ---------------------------------------------------------------------------------
+MQTT = mqtt_from_env()
+
+# --- Execution core tunables (units in the names) --------------------------------------------
+EVENT_SWEEP_AFTER_S = env_int("EVENT_SWEEP_AFTER_S", 30, minimum=1)
+SWEEP_BATCH_SIZE = env_int("SWEEP_BATCH_SIZE", 500, minimum=1)
+EVALUATE_BATCH_SIZE = env_int("EVALUATE_BATCH_SIZE", 200, minimum=1)
+DEVICE_FRESHNESS_S = env_int("DEVICE_FRESHNESS_S", 300, minimum=1)
+COMMAND_MAX_ATTEMPTS = env_int("COMMAND_MAX_ATTEMPTS", 3, minimum=1)
+ACK_TIMEOUT_S = env_float("ACK_TIMEOUT_S", 5.0, minimum=0.1)
+APPLIED_WINDOW_S = env_float("APPLIED_WINDOW_S", 30.0, minimum=0.1)
+DISPATCH_LEASE_S = env_float("DISPATCH_LEASE_S", 30.0, minimum=0.1)
+RETRY_BACKOFF_S = env_float_list("RETRY_BACKOFF_S", (5.0, 15.0, 45.0))
+RETRY_JITTER_RATIO = env_float("RETRY_JITTER_RATIO", 0.2)
+BEAT_SWEEP_INTERVAL_S = env_float("BEAT_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
+}

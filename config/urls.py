@@ -1,0 +1,6 @@
+"""URL map: the admin for support staff."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [path("admin/", admin.site.urls)]

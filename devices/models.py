@@ -1,0 +1,157 @@
+"""Devices domain tables (SPEC §2)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Farm(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="farms")
+    name = models.CharField(max_length=200)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="farm_name_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DeviceProfile(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EndpointDataType(models.TextChoices):
+    BOOL = "bool"
+    NUMBER = "number"
+    ENUM = "enum"
+
+
+class DeviceProfileEndpoint(models.Model):
+    """An endpoint in a profile's catalogue, e.g. ``io1`` (bool, writable, ``setIO``)."""
+
+    profile = models.ForeignKey(DeviceProfile, on_delete=models.CASCADE, related_name="endpoints")
+    key = models.CharField(max_length=64)
+    data_type = models.CharField(max_length=16, choices=EndpointDataType.choices)
+    writable = models.BooleanField(default=False)
+    min_value = models.FloatField(null=True, blank=True)
+    max_value = models.FloatField(null=True, blank=True)
+    allowed_values = models.JSONField(null=True, blank=True)
+    rpc_method = models.CharField(max_length=64, blank=True, default="")
+    rpc_param_key = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "key"], name="endpoint_key_per_profile")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id}:{self.key}"
+
+
+class DeviceStatus(models.TextChoices):
+    ACTIVE = "active"
+    MAINTENANCE = "maintenance"
+    RETIRED = "retired"
+
+
+class Device(models.Model):
+    farm = models.ForeignKey(Farm, on_delete=models.PROTECT, related_name="devices")
+    profile = models.ForeignKey(DeviceProfile, on_delete=models.PROTECT, related_name="devices")
+    serial_number = models.CharField(max_length=64, unique=True)
+    name = models.CharField(max_length=200, blank=True, default="")
+    status = models.CharField(
+        max_length=16, choices=DeviceStatus.choices, default=DeviceStatus.ACTIVE
+    )
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.serial_number
+
+
+class DeviceInstanceEndpoint(models.Model):
+    """One endpoint on one device; caches the last reported value for the no-storm check."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="endpoints")
+    profile_endpoint = models.ForeignKey(
+        DeviceProfileEndpoint, on_delete=models.PROTECT, related_name="instances"
+    )
+    is_enabled = models.BooleanField(default=True)
+    rpc_method_override = models.CharField(max_length=64, blank=True, default="")
+    rpc_param_key_override = models.CharField(max_length=64, blank=True, default="")
+    last_value = models.JSONField(null=True, blank=True)
+    last_value_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["device", "profile_endpoint"], name="one_instance_per_endpoint"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device_id}:{self.profile_endpoint_id}"
+
+    @property
+    def rpc_method(self) -> str:
+        return self.rpc_method_override or self.profile_endpoint.rpc_method
+
+    @property
+    def rpc_param_key(self) -> str:
+        return self.rpc_param_key_override or self.profile_endpoint.rpc_param_key
+
+
+class Telemetry(models.Model):
+    """A telemetry message as received; (device, fingerprint) absorbs redeliveries."""
+
+    device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="telemetry")
+    raw_payload = models.TextField()
+    fingerprint = models.CharField(max_length=64)
+    message_ts = models.DateTimeField()
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["device", "fingerprint"], name="telemetry_once")
+        ]
+        indexes = [models.Index(fields=["device", "message_ts"])]
+
+
+class TelemetryRejectionReason(models.TextChoices):
+    UNKNOWN_DEVICE = "unknown_device"
+    DEVICE_RETIRED = "device_retired"
+    INVALID_ENCODING = "invalid_encoding"
+    INVALID_JSON = "invalid_json"
+    NOT_AN_OBJECT = "not_an_object"
+    MISSING_VALUES = "missing_values"
+    INVALID_TIMESTAMP = "invalid_timestamp"
+    INVALID_VALUE_TYPE = "invalid_value_type"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+
+
+class TelemetryRejection(models.Model):
+    """Telemetry (or part of it) that was dropped, kept so support can see why."""
+
+    serial_number = models.CharField(max_length=200)
+    raw_payload = models.TextField()
+    reason_code = models.CharField(max_length=32, choices=TelemetryRejectionReason.choices)
+    detail = models.CharField(max_length=500, blank=True, default="")
+    received_at = models.DateTimeField()
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["serial_number", "recorded_at"])]

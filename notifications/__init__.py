@@ -1,0 +1,1 @@
+"""Notification rendering and delivery (not built yet)."""

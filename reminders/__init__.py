@@ -1,0 +1,1 @@
+"""Reminders and report subscriptions on the due-work scheduler (not built yet)."""
