@@ -126,7 +126,10 @@ class AutomationCommandIntent(models.Model):
     # Holds the target endpoint's id while the command may still reach the device; the unique
     # constraint is the serialisation lock of SPEC §3.5 (one live command per device endpoint).
     inflight_endpoint = models.OneToOneField(
-        DeviceInstanceEndpoint, on_delete=models.CASCADE, null=True, blank=True,
+        DeviceInstanceEndpoint,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="inflight_intent",
     )
     dispatched_at = models.DateTimeField(null=True, blank=True)
@@ -172,7 +175,10 @@ class DeviceCommandReceipt(models.Model):
     """Raw evidence from (or about) a device for a command, kept for postmortems."""
 
     intent = models.ForeignKey(
-        AutomationCommandIntent, on_delete=models.CASCADE, null=True, blank=True,
+        AutomationCommandIntent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="receipts",
     )
     device = models.ForeignKey(Device, on_delete=models.SET_NULL, null=True, blank=True)

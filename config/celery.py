@@ -12,11 +12,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 STAGE_QUEUES = ("ingest", "evaluate", "dispatch", "reconcile", "scheduler", "notify", "events")
 
+# Every project task and its stage queue; a test checks that each registered task has one.
+TASK_ROUTES: dict[str, str] = {
+    "devices.telemetry_ingest": "ingest",
+    "automation.endpoint_events_evaluate": "evaluate",
+    "automation.endpoint_events_sweep": "evaluate",
+}
+
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
     task_queues=[Queue(name) for name in STAGE_QUEUES],
     task_default_queue="events",
+    task_routes={name: {"queue": queue} for name, queue in TASK_ROUTES.items()},
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,
@@ -36,7 +44,8 @@ def configure_beat_schedule() -> None:
     from config.beat import BEAT_SCHEDULE
 
     app.conf.beat_schedule = {
-        name: {"task": entry.task, "schedule": entry.every_s} for name, entry in BEAT_SCHEDULE.items()
+        name: {"task": entry.task, "schedule": entry.every_s}
+        for name, entry in BEAT_SCHEDULE.items()
     }
 
 

@@ -118,8 +118,11 @@ def _sqlite(path: Path) -> dict[str, Any]:
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": str(path),
         # Several threads (in-process worker, bridge, simulator) write at once: wait, do not fail.
-        "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE",
-                    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+        "OPTIONS": {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
     }
 
 
@@ -144,15 +147,20 @@ def cache_from_env() -> dict[str, Any]:
     """``REDIS_URL`` backs coordination (locks, dedupe, correlation); default is locmem."""
     raw = _get("REDIS_URL")
     if raw is None:
-        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                "LOCATION": "farm-coordination"}
+        return {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "farm-coordination",
+        }
     parts = urlsplit(raw)
     if parts.scheme not in {"redis", "rediss", "unix"} or (
         parts.scheme != "unix" and not parts.hostname
     ):
         raise SettingError("REDIS_URL", raw, "expected redis://host:port/db")
-    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw,
-            "KEY_PREFIX": env_str("REDIS_KEY_PREFIX", "farm")}
+    return {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": raw,
+        "KEY_PREFIX": env_str("REDIS_KEY_PREFIX", "farm"),
+    }
 
 
 @dataclass(frozen=True)
@@ -186,7 +194,13 @@ def mqtt_from_env() -> MqttConfig:
     if protocol not in (4, 5):
         raise SettingError("MQTT_PROTOCOL", str(protocol), "must be 4 (3.1.1) or 5")
     group = env_str("MQTT_SHARED_GROUP", "farm-bridge")
-    return MqttConfig(parts.hostname, port, unquote(parts.username) if parts.username else None,
-                      unquote(parts.password) if parts.password else None,
-                      parts.scheme == "mqtts", False, protocol,
-                      None if group.lower() == "none" else group)
+    return MqttConfig(
+        parts.hostname,
+        port,
+        unquote(parts.username) if parts.username else None,
+        unquote(parts.password) if parts.password else None,
+        parts.scheme == "mqtts",
+        False,
+        protocol,
+        None if group.lower() == "none" else group,
+    )

@@ -1,0 +1,54 @@
+"""Safety gates of SPEC §3.5 as one pure function, used at evaluation (what is known then)
+and re-checked at dispatch (everything, including freshness)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from automation.models import AutomationRule
+from automation.states import ReasonCode
+from devices.models import DeviceInstanceEndpoint, DeviceStatus
+from devices.values import value_violation
+
+
+def command_gate_failure(
+    rule: AutomationRule,
+    target: DeviceInstanceEndpoint,
+    *,
+    now: datetime | None = None,
+    freshness_s: float | None = None,
+) -> ReasonCode | None:
+    """The first gate that forbids sending ``rule.target_value`` to ``target``, or None.
+
+    Every failure is a configuration reason: the command is not retried.
+    ``now``/``freshness_s`` enable the online check, which only dispatch can make.
+    """
+    device = target.device
+    profile_endpoint = target.profile_endpoint
+    if not rule.is_active:
+        return ReasonCode.RULE_INACTIVE
+    if not target.is_enabled:
+        return ReasonCode.TARGET_DISABLED
+    if not profile_endpoint.writable:
+        return ReasonCode.TARGET_NOT_WRITABLE
+    if device.farm_id != rule.farm_id:
+        return ReasonCode.TARGET_OTHER_FARM
+    if device.status == DeviceStatus.RETIRED:
+        return ReasonCode.TARGET_RETIRED
+    if device.status == DeviceStatus.MAINTENANCE:
+        return ReasonCode.TARGET_MAINTENANCE
+    violation = value_violation(profile_endpoint, rule.target_value)
+    if violation is not None:
+        return ReasonCode(violation)
+    if not target.rpc_method or not target.rpc_param_key:
+        return ReasonCode.BINDING_INVALID
+    if (
+        now is not None
+        and freshness_s is not None
+        and (
+            device.last_seen_at is None
+            or device.last_seen_at < now - timedelta(seconds=freshness_s)
+        )
+    ):
+        return ReasonCode.TARGET_OFFLINE
+    return None

@@ -1,0 +1,38 @@
+"""Deterministic keys (SPEC §3.2). Every path that can create a row builds its key here, so a
+redelivery, a retry and a sweep all land on the same unique key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value: sorted keys, no spaces, so equal values hash equally."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _sha256(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def telemetry_fingerprint(raw_payload: str) -> str:
+    return hashlib.sha256(raw_payload.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def event_dedupe_key(
+    *, device_id: int, endpoint_id: int, event_ts: datetime, value: Any, fingerprint: str
+) -> str:
+    return _sha256(device_id, endpoint_id, event_ts.isoformat(), canonical_json(value), fingerprint)
+
+
+def intent_idempotency_key(
+    *, rule_id: int, target_endpoint_id: int, target_value: Any, event_id: int
+) -> str:
+    return _sha256(rule_id, target_endpoint_id, canonical_json(target_value), event_id)
+
+
+def desired_state_fingerprint(params: dict[str, Any]) -> str:
+    return _sha256(canonical_json(params))

@@ -1,0 +1,35 @@
+"""Write the code-declared beat schedule into django-celery-beat's tables (idempotent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from config.beat import BEAT_SCHEDULE
+
+
+class Command(BaseCommand):
+    help = "Sync config.beat.BEAT_SCHEDULE into django-celery-beat (keeps operators' pauses)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with transaction.atomic():
+            for name, entry in BEAT_SCHEDULE.items():
+                interval, _ = IntervalSchedule.objects.get_or_create(
+                    every=max(1, round(entry.every_s)), period=IntervalSchedule.SECONDS
+                )
+                task, created = PeriodicTask.objects.get_or_create(
+                    name=name, defaults={"task": entry.task, "interval": interval}
+                )
+                if not created and (task.task != entry.task or task.interval_id != interval.pk):
+                    task.task, task.interval = entry.task, interval
+                    task.save(update_fields=["task", "interval"])
+                self.stdout.write(f"{'created' if created else 'kept   '} {name} -> {entry.task}")
+            stale = PeriodicTask.objects.exclude(name__in=list(BEAT_SCHEDULE)).exclude(
+                name__startswith="celery."
+            )
+            for task in stale:
+                self.stdout.write(f"removed {task.name}")
+            stale.delete()

@@ -1,0 +1,63 @@
+"""Rule operators as pure functions. A comparison between incompatible types is False (the
+rule does not match), never an exception that fails the event."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from automation.models import Operator
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _ordered(test: Callable[[float, float], bool]) -> Callable[[Any, Any, Any], bool]:
+    def check(value: Any, low: Any, _high: Any) -> bool:
+        v, t = _num(value), _num(low)
+        return v is not None and t is not None and test(v, t)
+
+    return check
+
+
+def _range(inside: bool) -> Callable[[Any, Any, Any], bool]:
+    def check(value: Any, low: Any, high: Any) -> bool:
+        v, lo, hi = _num(value), _num(low), _num(high)
+        if v is None or lo is None or hi is None:
+            return False
+        within = lo <= v <= hi
+        return within if inside else not within
+
+    return check
+
+
+def _equal(value: Any, other: Any) -> bool:
+    if isinstance(value, bool) or isinstance(other, bool):
+        return type(value) is type(other) and value == other
+    return value == other
+
+
+OPERATORS: dict[str, Callable[[Any, Any, Any], bool]] = {
+    Operator.GT: _ordered(lambda v, t: v > t),
+    Operator.GTE: _ordered(lambda v, t: v >= t),
+    Operator.LT: _ordered(lambda v, t: v < t),
+    Operator.LTE: _ordered(lambda v, t: v <= t),
+    Operator.EQ: lambda v, t, _h: _equal(v, t),
+    Operator.NEQ: lambda v, t, _h: not _equal(v, t),
+    Operator.BETWEEN: _range(inside=True),
+    Operator.OUTSIDE: _range(inside=False),
+}
+
+
+def operator_matches(operator: str, value: Any, threshold: Any, threshold_high: Any = None) -> bool:
+    """True when ``value`` satisfies the rule's condition; unknown operators never match."""
+    check = OPERATORS.get(operator)
+    return bool(check and check(value, threshold, threshold_high))
+
+
+def values_equal(a: Any, b: Any) -> bool:
+    """Equality used for 'already in state' and applied evidence (True is not 1)."""
+    return _equal(a, b)

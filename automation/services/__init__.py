@@ -1,0 +1,1 @@
+"""Every write and business decision of the execution core, one module per stage."""

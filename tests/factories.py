@@ -1,0 +1,136 @@
+"""factory_boy factories and a ready-made farm for tests and the demo's shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import factory
+from django.utils import timezone
+
+from automation.models import AutomationRule, Operator
+from devices.models import (
+    Device,
+    DeviceInstanceEndpoint,
+    DeviceProfile,
+    DeviceProfileEndpoint,
+    EndpointDataType,
+    Farm,
+    Organization,
+)
+
+
+class OrganizationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Organization
+
+    name = factory.Sequence(lambda n: f"Org {n}")
+
+
+class FarmFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Farm
+
+    organization = factory.SubFactory(OrganizationFactory)
+    name = factory.Sequence(lambda n: f"Farm {n}")
+    time_zone = "Europe/Berlin"
+
+
+class DeviceProfileFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DeviceProfile
+
+    name = factory.Sequence(lambda n: f"Profile {n}")
+
+
+class ProfileEndpointFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DeviceProfileEndpoint
+
+    profile = factory.SubFactory(DeviceProfileFactory)
+    key = factory.Sequence(lambda n: f"ep{n}")
+    data_type = EndpointDataType.NUMBER
+
+
+class DeviceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Device
+
+    farm = factory.SubFactory(FarmFactory)
+    profile = factory.SubFactory(DeviceProfileFactory)
+    serial_number = factory.Sequence(lambda n: f"SN-{n:05d}")
+    last_seen_at = factory.LazyFunction(timezone.now)
+
+
+class InstanceEndpointFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = DeviceInstanceEndpoint
+
+    device = factory.SubFactory(DeviceFactory)
+    profile_endpoint = factory.SubFactory(ProfileEndpointFactory)
+
+
+class RuleFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AutomationRule
+
+    name = factory.Sequence(lambda n: f"Rule {n}")
+    operator = Operator.GT
+    threshold_value = 30
+    target_value = True
+
+
+@dataclass
+class FarmKit:
+    """One farm: a sensor (temp, humidity) and an actuator (io1 relay, fan speed, mode)."""
+
+    farm: Farm
+    sensor: Device
+    actuator: Device
+    temp: DeviceInstanceEndpoint
+    humidity: DeviceInstanceEndpoint
+    io1: DeviceInstanceEndpoint
+    fan: DeviceInstanceEndpoint
+    mode: DeviceInstanceEndpoint
+
+    def rule(self, **kwargs: Any) -> AutomationRule:
+        defaults: dict[str, Any] = {
+            "farm": self.farm,
+            "trigger_endpoint": self.temp,
+            "target_endpoint": self.io1,
+        }
+        defaults.update(kwargs)
+        return RuleFactory(**defaults)
+
+
+def make_farm(*, farm: Farm | None = None, prefix: str = "") -> FarmKit:
+    farm = farm or FarmFactory()
+    sensor_profile = DeviceProfileFactory()
+    relay_profile = DeviceProfileFactory()
+    temp = ProfileEndpointFactory(profile=sensor_profile, key="temp")
+    humidity = ProfileEndpointFactory(profile=sensor_profile, key="humidity")
+    io1 = ProfileEndpointFactory(
+        profile=relay_profile, key="io1", data_type=EndpointDataType.BOOL, writable=True,
+        rpc_method="setIO", rpc_param_key="io1",
+    )
+    fan = ProfileEndpointFactory(
+        profile=relay_profile, key="fan", data_type=EndpointDataType.NUMBER, writable=True,
+        min_value=0, max_value=100, rpc_method="setFan", rpc_param_key="fan",
+    )
+    mode = ProfileEndpointFactory(
+        profile=relay_profile, key="mode", data_type=EndpointDataType.ENUM, writable=True,
+        allowed_values=["auto", "manual"], rpc_method="setMode", rpc_param_key="mode",
+    )
+    named = {"serial_number": f"{prefix}-sensor"} if prefix else {}
+    sensor = DeviceFactory(farm=farm, profile=sensor_profile, **named)
+    named = {"serial_number": f"{prefix}-relay"} if prefix else {}
+    actuator = DeviceFactory(farm=farm, profile=relay_profile, **named)
+
+    def instance(device: Device, endpoint: DeviceProfileEndpoint) -> DeviceInstanceEndpoint:
+        return InstanceEndpointFactory(device=device, profile_endpoint=endpoint)
+
+    return FarmKit(
+        farm=farm, sensor=sensor, actuator=actuator,
+        temp=instance(sensor, temp), humidity=instance(sensor, humidity),
+        io1=instance(actuator, io1), fan=instance(actuator, fan), mode=instance(actuator, mode),
+    )
