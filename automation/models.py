@@ -51,10 +51,18 @@ class AutomationRule(models.Model):
 class AutomationEndpointEvent(models.Model):
     """One normalised endpoint value from telemetry: the replay and dedupe boundary."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE)
-    farm = models.ForeignKey(Farm, on_delete=models.CASCADE)
-    device = models.ForeignKey(Device, on_delete=models.CASCADE)
-    device_instance_endpoint = models.ForeignKey(DeviceInstanceEndpoint, on_delete=models.CASCADE)
+    # organization/farm/device are copies of the endpoint's owners, kept for filtering; the
+    # endpoint and telemetry keys carry the integrity. Fewer indexes keep ingest set-based fast.
+    organization = models.ForeignKey(
+        Organization, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
+    farm = models.ForeignKey(Farm, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False)
+    device = models.ForeignKey(
+        Device, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
+    )
+    device_instance_endpoint = models.ForeignKey(
+        DeviceInstanceEndpoint, on_delete=models.CASCADE, db_index=False
+    )
     source_telemetry = models.ForeignKey(Telemetry, on_delete=models.CASCADE)
     event_timestamp = models.DateTimeField()
     normalized_value = models.JSONField()

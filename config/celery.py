@@ -1,5 +1,4 @@
-"""The Celery app: one queue per pipeline stage, late acks, and the embedded broker tuned
-so the in-process worker does not wait a second between polls."""
+"""The Celery app: one queue per pipeline stage, late acks, prefetch of one."""
 
 from __future__ import annotations
 
@@ -34,8 +33,6 @@ app.conf.update(
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )
-if os.environ.get("CELERY_BROKER_URL", "").strip() in ("", "memory://"):
-    app.conf.broker_transport_options = {"polling_interval": 0.005}
 app.autodiscover_tasks()
 
 

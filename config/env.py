@@ -134,7 +134,7 @@ def broker_from_env() -> tuple[str, bool]:
     """``CELERY_BROKER_URL``; returns (url, embedded). Default: kombu's in-process transport."""
     raw = _get("CELERY_BROKER_URL")
     if raw is None:
-        return "memory://", True
+        return "memory://localhost/", True
     scheme = urlsplit(raw).scheme
     if scheme not in {"redis", "rediss", "amqp", "amqps", "pyamqp", "memory"}:
         raise SettingError("CELERY_BROKER_URL", raw, "scheme must be redis, amqp or memory")

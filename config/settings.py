@@ -75,6 +75,8 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL, CELERY_BROKER_EMBEDDED = broker_from_env()
+# kombu's in-process transport polls once a second by default: far too slow for a pipeline.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005} if CELERY_BROKER_EMBEDDED else {}
 
 # --- MQTT ---------------------------------------------------------------------------------
 MQTT = mqtt_from_env()

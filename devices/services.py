@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
 from automation.states import EventStatus
+from config.sql import insert_ignore_returning
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -74,12 +75,12 @@ class _Parsed:
     fingerprint: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class IngestResult:
-    telemetry: int = 0
-    events: int = 0
-    rejections: int = 0
-    pending_event_ids: list[int] = field(default_factory=list)
+    telemetry: int
+    events: int
+    rejections: int
+    pending_event_ids: list[int]
 
 
 def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str, Any]]:
@@ -149,11 +150,10 @@ def telemetry_ingest(
     messages: Sequence[InboundTelemetry],
     on_events: Callable[[list[int]], None] | None = None,
 ) -> IngestResult:
-    """Persist a batch of telemetry; ``on_events`` receives pending event ids after commit.
+    """Persist a batch of telemetry; ``on_events`` receives new event ids after commit.
 
-    Idempotent: a redelivered message inserts nothing new, and its still-pending events are
-    handed on again (evaluation is idempotent too), so a crash between commit and hand-off
-    only delays work.
+    Idempotent: a redelivered message inserts no telemetry, so no events are even built for
+    it. A crash between commit and hand-off only delays work: the pending sweep finds it.
     """
     serials = {m.serial for m in messages if "\x00" not in m.serial}
     devices = {
@@ -167,64 +167,52 @@ def telemetry_ingest(
             device_id__in={p.device.pk for p in parsed}
         ).select_related("profile_endpoint")
     }
-    result = IngestResult(rejections=len(rejections))
     now = timezone.now()
     with transaction.atomic():
-        telemetry_ids = _persist_telemetry(parsed)
-        events, value_rejections = _build_events(parsed, endpoints, telemetry_ids, now)
+        fresh = _persist_telemetry(parsed)
+        events, value_rejections = _build_events(fresh, endpoints, now)
         rejections.extend(value_rejections)
-        AutomationEndpointEvent.objects.bulk_create(events, ignore_conflicts=True)
+        event_ids = [row[0] for row in insert_ignore_returning(AutomationEndpointEvent, events)]
         if rejections:
             TelemetryRejection.objects.bulk_create(rejections)
         _touch_devices(parsed, now)
-        _update_last_values(events, endpoints)
-        result.telemetry = len(telemetry_ids)
-        result.events = len(events)
-        result.rejections = len(rejections)
-        result.pending_event_ids = list(
-            AutomationEndpointEvent.objects.filter(
-                dedupe_key__in=[e.dedupe_key for e in events],
-                processing_status=EventStatus.PENDING,
-            ).values_list("pk", flat=True)
-        )
-        if on_events is not None and result.pending_event_ids:
-            ids = result.pending_event_ids
-            transaction.on_commit(lambda: on_events(ids))
-    return result
+        _update_last_values(events)
+        if on_events is not None and event_ids:
+            transaction.on_commit(lambda: on_events(event_ids))
+    return IngestResult(
+        telemetry=len(fresh),
+        events=len(event_ids),
+        rejections=len(rejections),
+        pending_event_ids=event_ids,
+    )
 
 
-def _persist_telemetry(parsed: Sequence[_Parsed]) -> dict[tuple[int, str], int]:
-    rows = {
-        (p.device.pk, p.fingerprint): Telemetry(
-            device=p.device,
-            raw_payload=p.message.payload,
-            fingerprint=p.fingerprint,
-            message_ts=p.ts,
-            received_at=p.message.received_at,
-        )
-        for p in parsed
-    }
-    if not rows:
-        return {}
-    Telemetry.objects.bulk_create(list(rows.values()), ignore_conflicts=True)
-    return {
-        (device_id, fp): pk
-        for device_id, fp, pk in Telemetry.objects.filter(
-            fingerprint__in={fp for _, fp in rows}
-        ).values_list("device_id", "fingerprint", "pk")
-        if (device_id, fp) in rows
-    }
+def _persist_telemetry(parsed: Sequence[_Parsed]) -> list[tuple[_Parsed, int]]:
+    """Insert-or-ignore the batch's telemetry; returns only the messages seen for the first
+    time, with their new row ids."""
+    unique = {(p.device.pk, p.fingerprint): p for p in parsed}
+    rows = [
+        {
+            "device": p.device.pk,
+            "raw_payload": p.message.payload,
+            "fingerprint": p.fingerprint,
+            "message_ts": p.ts,
+            "received_at": p.message.received_at,
+        }
+        for p in unique.values()
+    ]
+    inserted = insert_ignore_returning(Telemetry, rows, ("id", "device", "fingerprint"))
+    return [(unique[(device_id, fp)], pk) for pk, device_id, fp in inserted]
 
 
 def _build_events(
-    parsed: Sequence[_Parsed],
+    fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
-    telemetry_ids: dict[tuple[int, str], int],
     now: datetime,
-) -> tuple[list[AutomationEndpointEvent], list[TelemetryRejection]]:
-    events: dict[str, AutomationEndpointEvent] = {}
+) -> tuple[list[dict[str, Any]], list[TelemetryRejection]]:
+    events: dict[str, dict[str, Any]] = {}
     rejections: list[TelemetryRejection] = []
-    for p in parsed:
+    for p, telemetry_id in fresh:
         device = p.device
         for key, value in p.values.items():
             endpoint = endpoints.get((device.pk, key))
@@ -241,18 +229,21 @@ def _build_events(
                 value=value,
                 fingerprint=p.fingerprint,
             )
-            events[dedupe] = AutomationEndpointEvent(
-                organization_id=device.farm.organization_id,
-                farm_id=device.farm_id,
-                device_id=device.pk,
-                device_instance_endpoint_id=endpoint.pk,
-                source_telemetry_id=telemetry_ids[(device.pk, p.fingerprint)],
-                event_timestamp=p.ts,
-                normalized_value=value,
-                raw_payload_snapshot={"key": key, "value": value, "ts": p.ts.isoformat()},
-                dedupe_key=dedupe,
-                created_at=now,
-            )
+            events[dedupe] = {
+                "organization": device.farm.organization_id,
+                "farm": device.farm_id,
+                "device": device.pk,
+                "device_instance_endpoint": endpoint.pk,
+                "source_telemetry": telemetry_id,
+                "event_timestamp": p.ts,
+                "normalized_value": value,
+                "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
+                "dedupe_key": dedupe,
+                "processing_status": EventStatus.PENDING.value,
+                "status_reason": "",
+                "created_at": now,
+                "processed_at": None,
+            }
     return list(events.values()), rejections
 
 
@@ -262,19 +253,36 @@ def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
         Device.objects.filter(pk__in=device_ids).update(last_seen_at=now)
 
 
-def _update_last_values(
-    events: Sequence[AutomationEndpointEvent],
-    endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
-) -> None:
-    """Keep each endpoint's newest reported value (by message time), one UPDATE per batch."""
-    by_id = {e.pk: e for e in endpoints.values()}
-    changed: dict[int, DeviceInstanceEndpoint] = {}
+def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
+    """Keep each endpoint's newest reported value (by message time): one guarded UPDATE per
+    batch, so an older message arriving late never overwrites a newer value."""
+    newest: dict[int, dict[str, Any]] = {}
     for event in events:
-        endpoint = by_id[event.device_instance_endpoint_id]
-        if endpoint.last_value_at is None or event.event_timestamp >= endpoint.last_value_at:
-            endpoint.last_value = event.normalized_value
-            endpoint.last_value_at = event.event_timestamp
-            changed[endpoint.pk] = endpoint
-    if changed:
-        ordered = [changed[pk] for pk in sorted(changed)]
-        DeviceInstanceEndpoint.objects.bulk_update(ordered, ["last_value", "last_value_at"])
+        seen = newest.get(event["device_instance_endpoint"])
+        if seen is None or event["event_timestamp"] >= seen["event_timestamp"]:
+            newest[event["device_instance_endpoint"]] = event
+    if not newest:
+        return
+    ids = sorted(newest)
+    values = [json.dumps(newest[pk]["normalized_value"]) for pk in ids]
+    stamps = [newest[pk]["event_timestamp"] for pk in ids]
+    table = DeviceInstanceEndpoint._meta.db_table
+    guard = (
+        f"{table}.id = v.id AND ({table}.last_value_at IS NULL OR {table}.last_value_at <= v.ts)"
+    )
+    if connection.vendor == "postgresql":
+        sql = (
+            f"UPDATE {table} SET last_value = v.val::jsonb, last_value_at = v.ts "
+            "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[]) AS v(id, val, ts) "
+            f"WHERE {guard}"
+        )
+        params: list[Any] = [ids, values, stamps]
+    else:
+        adapt = connection.ops.adapt_datetimefield_value
+        sql = (
+            f"WITH v(id, val, ts) AS (VALUES {','.join(['(%s, %s, %s)'] * len(ids))}) "
+            f"UPDATE {table} SET last_value = v.val, last_value_at = v.ts FROM v WHERE {guard}"
+        )
+        params = [x for row in zip(ids, values, map(adapt, stamps), strict=True) for x in row]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)

@@ -15,7 +15,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" in engine:
         return
-    skip = pytest.mark.skip(reason="needs PostgreSQL: set DATABASE_URL=postgres://... (see .ci/run)")
+    skip = pytest.mark.skip(
+        reason="needs PostgreSQL: set DATABASE_URL=postgres://... (see .ci/run)"
+    )
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)

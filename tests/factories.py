@@ -110,16 +110,31 @@ def make_farm(*, farm: Farm | None = None, prefix: str = "") -> FarmKit:
     temp = ProfileEndpointFactory(profile=sensor_profile, key="temp")
     humidity = ProfileEndpointFactory(profile=sensor_profile, key="humidity")
     io1 = ProfileEndpointFactory(
-        profile=relay_profile, key="io1", data_type=EndpointDataType.BOOL, writable=True,
-        rpc_method="setIO", rpc_param_key="io1",
+        profile=relay_profile,
+        key="io1",
+        data_type=EndpointDataType.BOOL,
+        writable=True,
+        rpc_method="setIO",
+        rpc_param_key="io1",
     )
     fan = ProfileEndpointFactory(
-        profile=relay_profile, key="fan", data_type=EndpointDataType.NUMBER, writable=True,
-        min_value=0, max_value=100, rpc_method="setFan", rpc_param_key="fan",
+        profile=relay_profile,
+        key="fan",
+        data_type=EndpointDataType.NUMBER,
+        writable=True,
+        min_value=0,
+        max_value=100,
+        rpc_method="setFan",
+        rpc_param_key="fan",
     )
     mode = ProfileEndpointFactory(
-        profile=relay_profile, key="mode", data_type=EndpointDataType.ENUM, writable=True,
-        allowed_values=["auto", "manual"], rpc_method="setMode", rpc_param_key="mode",
+        profile=relay_profile,
+        key="mode",
+        data_type=EndpointDataType.ENUM,
+        writable=True,
+        allowed_values=["auto", "manual"],
+        rpc_method="setMode",
+        rpc_param_key="mode",
     )
     named = {"serial_number": f"{prefix}-sensor"} if prefix else {}
     sensor = DeviceFactory(farm=farm, profile=sensor_profile, **named)
@@ -130,7 +145,12 @@ def make_farm(*, farm: Farm | None = None, prefix: str = "") -> FarmKit:
         return InstanceEndpointFactory(device=device, profile_endpoint=endpoint)
 
     return FarmKit(
-        farm=farm, sensor=sensor, actuator=actuator,
-        temp=instance(sensor, temp), humidity=instance(sensor, humidity),
-        io1=instance(actuator, io1), fan=instance(actuator, fan), mode=instance(actuator, mode),
+        farm=farm,
+        sensor=sensor,
+        actuator=actuator,
+        temp=instance(sensor, temp),
+        humidity=instance(sensor, humidity),
+        io1=instance(actuator, io1),
+        fan=instance(actuator, fan),
+        mode=instance(actuator, mode),
     )

@@ -40,8 +40,12 @@ def test_malformed_setting_stops_start_up_naming_the_variable(variable, value) -
     if variable == "MQTT_PROTOCOL":
         env["MQTT_URL"] = "mqtt://127.0.0.1:1883"
     proc = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=60,
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode != 0
     assert f"{variable}=" in proc.stderr

@@ -180,7 +180,9 @@ def test_different_value_while_a_command_is_live_is_queued_behind_it() -> None:
     kit.rule(operator="lt", threshold_value=10, target_value=False)
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31))
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=5))
-    values = list(AutomationCommandIntent.objects.order_by("pk").values_list("target_value", flat=True))
+    values = list(
+        AutomationCommandIntent.objects.order_by("pk").values_list("target_value", flat=True)
+    )
     assert values == [True, False]
 
 
@@ -222,7 +224,11 @@ def test_one_event_evaluated_by_4_concurrent_workers_yields_one_intent() -> None
         barrier = threading.Barrier(4)
         errors: list[BaseException] = []
 
-        def work(event_ids: list[int] = ids) -> None:
+        def work(
+            event_ids: list[int] = ids,
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
             try:
                 barrier.wait()
                 evaluate(event_ids)
