@@ -15,12 +15,14 @@ def command_gate_failure(
     rule: AutomationRule,
     target: DeviceInstanceEndpoint,
     *,
+    value: object = None,
     now: datetime | None = None,
     freshness_s: float | None = None,
 ) -> ReasonCode | None:
-    """The first gate that forbids sending ``rule.target_value`` to ``target``, or None.
+    """The first gate that forbids sending ``value`` (default: the rule's target value) to
+    ``target``, or None.
 
-    Every failure is a configuration reason: the command is not retried.
+    Every failure but ``target_offline`` is a configuration reason: never retried.
     ``now``/``freshness_s`` enable the online check, which only dispatch can make.
     """
     device = target.device
@@ -37,7 +39,7 @@ def command_gate_failure(
         return ReasonCode.TARGET_RETIRED
     if device.status == DeviceStatus.MAINTENANCE:
         return ReasonCode.TARGET_MAINTENANCE
-    violation = value_violation(profile_endpoint, rule.target_value)
+    violation = value_violation(profile_endpoint, rule.target_value if value is None else value)
     if violation is not None:
         return ReasonCode(violation)
     if not target.rpc_method or not target.rpc_param_key:

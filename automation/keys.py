@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from datetime import datetime
 from typing import Any
 
@@ -36,3 +38,18 @@ def intent_idempotency_key(
 
 def desired_state_fingerprint(params: dict[str, Any]) -> str:
     return _sha256(canonical_json(params))
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_device_command_id() -> str:
+    """``cmd_<ULID>``: time-ordered and unique; assigned once per intent, reused on retries."""
+    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = [_CROCKFORD[(value >> shift) & 31] for shift in range(125, -5, -5)]
+    return "cmd_" + "".join(chars)
+
+
+def receipt_dedupe_key(*, serial: str, kind: str, payload: str, attempt: int) -> str:
+    """A redelivered device message is one receipt; the same words on a later attempt are new."""
+    return _sha256(serial, kind, payload, attempt)

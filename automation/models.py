@@ -194,8 +194,10 @@ class DeviceCommandReceipt(models.Model):
     receipt_type = models.CharField(max_length=16, choices=ReceiptType.choices)
     payload = models.JSONField()
     correlation_key = models.CharField(max_length=64, blank=True, default="")
-    # sha256 over (topic serial, type, payload): a redelivered MQTT message is one receipt.
+    # sha256 over (topic serial, kind, payload, attempt): a redelivered MQTT message is one
+    # receipt, while the same reply to a later attempt is new evidence.
     dedupe_key = models.CharField(max_length=64, unique=True)
+    attempt = models.PositiveIntegerField(default=0)
     mismatch = models.BooleanField(default=False)
     received_at = models.DateTimeField()
 

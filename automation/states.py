@@ -35,15 +35,24 @@ class CommandStatus(TextChoices):
 
 
 S = CommandStatus
+# The edges of SPEC §3.3, plus those that evidence forces: a late ack or state report for a
+# command already waiting to be retried is still proof (retrying -> acknowledged / applied /
+# uncertain), and a command whose claims crashed past the budget expires unsent.
 COMMAND_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING_DISPATCH: frozenset({S.DISPATCHED, S.RETRYING, S.FAILED}),
+    S.PENDING_DISPATCH: frozenset({S.DISPATCHED, S.RETRYING, S.FAILED, S.EXPIRED}),
     S.DISPATCHED: frozenset({S.ACKNOWLEDGED, S.APPLIED, S.RETRYING, S.FAILED, S.UNCERTAIN}),
     S.ACKNOWLEDGED: frozenset({S.APPLIED, S.UNCERTAIN, S.FAILED}),
-    S.RETRYING: frozenset({S.DISPATCHED, S.EXPIRED, S.FAILED}),
+    S.RETRYING: frozenset(
+        {S.DISPATCHED, S.EXPIRED, S.FAILED, S.ACKNOWLEDGED, S.APPLIED, S.UNCERTAIN}
+    ),
 }
 COMMAND_TERMINAL: frozenset[str] = frozenset({S.APPLIED, S.FAILED, S.EXPIRED, S.UNCERTAIN})
 # States in which a command may still reach the device: at most one per device endpoint.
 COMMAND_LIVE: frozenset[str] = frozenset(set(CommandStatus.values) - COMMAND_TERMINAL)
+# States the dispatcher may claim from.
+COMMAND_DISPATCHABLE: frozenset[str] = frozenset({S.PENDING_DISPATCH, S.RETRYING})
+# States waiting on the device, which reconciliation decides.
+COMMAND_AWAITING_DEVICE: frozenset[str] = frozenset({S.DISPATCHED, S.ACKNOWLEDGED, S.RETRYING})
 
 
 def command_can_move(from_status: str, to_status: str) -> bool:

@@ -1,15 +1,37 @@
-"""Celery tasks of the execution core: take ids, call one service, own retries only."""
+"""Celery tasks of the execution core: take ids, call one service, own retries only.
+
+Follow-up work is queued after commit by task name (``nudge``); beat sweeps re-derive all
+pending work from SQL, so a lost message only delays it.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
 from django.db import OperationalError
 from django.utils import timezone
 
+from automation import coordination
+from automation.services.commands import DISPATCH_TASK, RECONCILE_TASK, nudge
+from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
+from automation.services.reconcile import (
+    DeviceMessage,
+    command_intent_reconcile,
+    command_intents_awaiting_endpoints,
+    command_intents_overdue,
+    device_messages_record,
+)
+from devices.mqtt.client import get_publisher
+
+DB_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "max_retries": 5,
+}
 
 
 def _chunks(ids: list[int], size: int) -> list[list[int]]:
@@ -18,17 +40,18 @@ def _chunks(ids: list[int], size: int) -> list[list[int]]:
 
 def endpoint_events_enqueue(event_ids: list[int]) -> None:
     for chunk in _chunks(event_ids, settings.EVALUATE_BATCH_SIZE):
-        endpoint_events_evaluate_task.delay(chunk)
+        nudge("automation.endpoint_events_evaluate", chunk)
 
 
-@shared_task(
-    name="automation.endpoint_events_evaluate",
-    autoretry_for=(OperationalError,),
-    retry_backoff=True,
-    max_retries=5,
-)
+def _dispatch_nudge(intent_ids: list[int]) -> None:
+    nudge(DISPATCH_TASK, intent_ids)
+
+
+@shared_task(name="automation.endpoint_events_evaluate", **DB_RETRY)
 def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
-    result = endpoint_events_evaluate(event_ids=event_ids)
+    result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
+    if result.endpoint_ids:
+        nudge(RECONCILE_TASK, command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids))
     return result.executions
 
 
@@ -39,3 +62,52 @@ def endpoint_events_sweep_task() -> int:
     ids = endpoint_events_pending(older_than=older_than, limit=settings.SWEEP_BATCH_SIZE)
     endpoint_events_enqueue(ids)
     return len(ids)
+
+
+@shared_task(name="automation.command_intents_dispatch", **DB_RETRY)
+def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
+    publisher = get_publisher()
+    outcomes = [
+        command_intent_dispatch(intent_id=pk, publish=publisher.publish, trust_cache=trust_cache)
+        for pk in intent_ids
+    ]
+    return sum(1 for o in outcomes if o == "dispatched")
+
+
+@shared_task(name="automation.device_messages_reconcile", **DB_RETRY)
+def device_messages_reconcile_task(messages: list[list[Any]]) -> int:
+    intent_ids = device_messages_record(messages=[DeviceMessage.from_task_arg(m) for m in messages])
+    for pk in intent_ids:
+        command_intent_reconcile(intent_id=pk)
+    return len(intent_ids)
+
+
+@shared_task(name="automation.command_intents_reconcile", **DB_RETRY)
+def command_intents_reconcile_task(intent_ids: list[int]) -> int:
+    for pk in intent_ids:
+        command_intent_reconcile(intent_id=pk)
+    return len(intent_ids)
+
+
+@shared_task(name="automation.command_intents_sweep")
+def command_intents_sweep_task() -> int:
+    """Dispatch what is due (lost nudges, elapsed backoffs) and reconcile what is overdue
+    (ack deadlines, applied windows). Bounded; safe when two beats run it at once."""
+    if not coordination.lock_try("command-intents-sweep", settings.COMMAND_SWEEP_INTERVAL_S):
+        return 0
+    now = timezone.now()
+    pending_older_than = now - timedelta(seconds=settings.DISPATCH_SWEEP_AFTER_S)
+    due = command_intents_due(
+        now=now, pending_older_than=pending_older_than, limit=settings.SWEEP_BATCH_SIZE
+    )
+    for chunk in _chunks(due, 50):
+        nudge_untrusted(chunk)
+    overdue = command_intents_overdue(now=now, limit=settings.SWEEP_BATCH_SIZE)
+    for chunk in _chunks(overdue, 50):
+        nudge(RECONCILE_TASK, chunk)
+    return len(due) + len(overdue)
+
+
+def nudge_untrusted(intent_ids: list[int]) -> None:
+    """Sweep-driven dispatch ignores the cache's inflight markers: the database decides."""
+    command_intents_dispatch_task.apply_async(args=[intent_ids], kwargs={"trust_cache": False})

@@ -15,10 +15,13 @@ class BeatEntry:
     every_s: float
 
 
-def _every() -> float:
-    return float(settings.BEAT_SWEEP_INTERVAL_S)
-
-
-BEAT_SCHEDULE: dict[str, BeatEntry] = {
-    "endpoint-events-sweep-pending": BeatEntry("automation.endpoint_events_sweep", _every()),
-}
+def beat_schedule() -> dict[str, BeatEntry]:
+    """Read at call time, so intervals follow settings (tests run sweeps much faster)."""
+    return {
+        "endpoint-events-sweep-pending": BeatEntry(
+            "automation.endpoint_events_sweep", float(settings.BEAT_SWEEP_INTERVAL_S)
+        ),
+        "command-intents-sweep": BeatEntry(
+            "automation.command_intents_sweep", float(settings.COMMAND_SWEEP_INTERVAL_S)
+        ),
+    }

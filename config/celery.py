@@ -16,6 +16,10 @@ TASK_ROUTES: dict[str, str] = {
     "devices.telemetry_ingest": "ingest",
     "automation.endpoint_events_evaluate": "evaluate",
     "automation.endpoint_events_sweep": "evaluate",
+    "automation.command_intents_dispatch": "dispatch",
+    "automation.command_intents_sweep": "dispatch",
+    "automation.device_messages_reconcile": "reconcile",
+    "automation.command_intents_reconcile": "reconcile",
 }
 
 app = Celery("config")
@@ -38,11 +42,11 @@ app.autodiscover_tasks()
 
 def configure_beat_schedule() -> None:
     """Load the code-declared beat schedule (also synced into django-celery-beat's tables)."""
-    from config.beat import BEAT_SCHEDULE
+    from config.beat import beat_schedule
 
     app.conf.beat_schedule = {
         name: {"task": entry.task, "schedule": entry.every_s}
-        for name, entry in BEAT_SCHEDULE.items()
+        for name, entry in beat_schedule().items()
     }
 
 

@@ -105,7 +105,7 @@ def database_from_env(base_dir: Path) -> dict[str, Any]:
         "PASSWORD": unquote(parts.password or ""),
         "HOST": parts.hostname or "",
         "PORT": str(port or ""),
-        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 60),
+        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": options,
         "TEST": {"NAME": env_str("DATABASE_TEST_NAME", f"test_{name}")},
@@ -123,6 +123,8 @@ def _sqlite(path: Path) -> dict[str, Any]:
             "transaction_mode": "IMMEDIATE",
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
+        # A file, not the in-memory default: worker threads in end-to-end tests share it.
+        "TEST": {"NAME": str(path.with_name(f"test_{path.name}"))},
     }
 
 

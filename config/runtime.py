@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from config.beat import BEAT_SCHEDULE
+from config.beat import beat_schedule
 from config.celery import STAGE_QUEUES
 from config.celery import app as celery_app
 
@@ -34,12 +34,13 @@ def in_process_worker(*, concurrency: int = 4) -> Iterator[None]:
 def in_process_beat(*, tick_s: float = 0.5) -> Iterator[None]:
     """Send each code-declared beat entry on its interval from a background thread."""
     stop = threading.Event()
-    next_due = {name: 0.0 for name in BEAT_SCHEDULE}
+    schedule = beat_schedule()
+    next_due = {name: 0.0 for name in schedule}
 
     def loop() -> None:
         while not stop.is_set():
             now = time.monotonic()
-            for name, entry in BEAT_SCHEDULE.items():
+            for name, entry in schedule.items():
                 if now >= next_due[name]:
                     celery_app.send_task(entry.task)
                     next_due[name] = now + entry.every_s

@@ -93,6 +93,9 @@ DISPATCH_LEASE_S = env_float("DISPATCH_LEASE_S", 30.0, minimum=0.1)
 RETRY_BACKOFF_S = env_float_list("RETRY_BACKOFF_S", (5.0, 15.0, 45.0))
 RETRY_JITTER_RATIO = env_float("RETRY_JITTER_RATIO", 0.2)
 BEAT_SWEEP_INTERVAL_S = env_float("BEAT_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
+# Ack deadlines and 5 s backoffs need a finer sweep than the event backstop.
+COMMAND_SWEEP_INTERVAL_S = env_float("COMMAND_SWEEP_INTERVAL_S", 1.0, minimum=0.05)
+DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
 
 LOGGING = {
     "version": 1,

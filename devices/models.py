@@ -131,24 +131,36 @@ class Telemetry(models.Model):
         indexes = [models.Index(fields=["device", "message_ts"])]
 
 
-class TelemetryRejectionReason(models.TextChoices):
+class DeviceMessageRejectionReason(models.TextChoices):
     UNKNOWN_DEVICE = "unknown_device"
     DEVICE_RETIRED = "device_retired"
     INVALID_ENCODING = "invalid_encoding"
     INVALID_JSON = "invalid_json"
     NOT_AN_OBJECT = "not_an_object"
     MISSING_VALUES = "missing_values"
+    MISSING_FIELD = "missing_field"
+    INVALID_FIELD = "invalid_field"
     INVALID_TIMESTAMP = "invalid_timestamp"
     INVALID_VALUE_TYPE = "invalid_value_type"
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    UNKNOWN_COMMAND = "unknown_command"
 
 
-class TelemetryRejection(models.Model):
-    """Telemetry (or part of it) that was dropped, kept so support can see why."""
+class DeviceMessageKind(models.TextChoices):
+    TELEMETRY = "telemetry"
+    RPC_RESPONSE = "rpc_response"
+    STATE = "state"
+
+
+class DeviceMessageRejection(models.Model):
+    """A device message (or part of one) that was dropped, kept so support can see why."""
 
     serial_number = models.CharField(max_length=200)
+    kind = models.CharField(
+        max_length=16, choices=DeviceMessageKind.choices, default=DeviceMessageKind.TELEMETRY
+    )
     raw_payload = models.TextField()
-    reason_code = models.CharField(max_length=32, choices=TelemetryRejectionReason.choices)
+    reason_code = models.CharField(max_length=32, choices=DeviceMessageRejectionReason.choices)
     detail = models.CharField(max_length=500, blank=True, default="")
     received_at = models.DateTimeField()
     recorded_at = models.DateTimeField(auto_now_add=True)

@@ -23,9 +23,9 @@ from devices.models import (
     DeviceInstanceEndpoint,
     DeviceStatus,
     Telemetry,
-    TelemetryRejection,
+    DeviceMessageRejection,
 )
-from devices.models import TelemetryRejectionReason as Reason
+from devices.models import DeviceMessageRejectionReason as Reason
 from devices.values import value_has_type
 
 logger = logging.getLogger(__name__)
@@ -112,8 +112,8 @@ def _printable(text: str) -> str:
     return text.replace("\x00", "\\x00")
 
 
-def _rejection(message: InboundTelemetry, reason: Reason, detail: str = "") -> TelemetryRejection:
-    return TelemetryRejection(
+def _rejection(message: InboundTelemetry, reason: Reason, detail: str = "") -> DeviceMessageRejection:
+    return DeviceMessageRejection(
         serial_number=_printable(message.serial[:200]),
         raw_payload=_printable(message.payload[:MAX_TELEMETRY_BYTES]),
         reason_code=reason,
@@ -124,9 +124,9 @@ def _rejection(message: InboundTelemetry, reason: Reason, detail: str = "") -> T
 
 def _validate(
     messages: Sequence[InboundTelemetry], devices: dict[str, Device]
-) -> tuple[list[_Parsed], list[TelemetryRejection]]:
+) -> tuple[list[_Parsed], list[DeviceMessageRejection]]:
     parsed: list[_Parsed] = []
-    rejections: list[TelemetryRejection] = []
+    rejections: list[DeviceMessageRejection] = []
     for message in messages:
         device = devices.get(message.serial)
         try:
@@ -174,7 +174,7 @@ def telemetry_ingest(
         rejections.extend(value_rejections)
         event_ids = [row[0] for row in insert_ignore_returning(AutomationEndpointEvent, events)]
         if rejections:
-            TelemetryRejection.objects.bulk_create(rejections)
+            DeviceMessageRejection.objects.bulk_create(rejections)
         _touch_devices(parsed, now)
         _update_last_values(events)
         if on_events is not None and event_ids:
@@ -209,9 +209,9 @@ def _build_events(
     fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
-) -> tuple[list[dict[str, Any]], list[TelemetryRejection]]:
+) -> tuple[list[dict[str, Any]], list[DeviceMessageRejection]]:
     events: dict[str, dict[str, Any]] = {}
-    rejections: list[TelemetryRejection] = []
+    rejections: list[DeviceMessageRejection] = []
     for p, telemetry_id in fresh:
         device = p.device
         for key, value in p.values.items():

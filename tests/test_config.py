@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django_celery_beat.models import PeriodicTask
 
-from config.beat import BEAT_SCHEDULE
+from config.beat import beat_schedule
 from config.celery import STAGE_QUEUES, TASK_ROUTES
 from config.celery import app as celery_app
 
@@ -55,7 +55,7 @@ def test_malformed_setting_stops_start_up_naming_the_variable(variable, value) -
 def test_every_beat_entry_and_route_names_a_registered_task() -> None:
     celery_app.loader.import_default_modules()
     registered = set(celery_app.tasks)
-    for entry in BEAT_SCHEDULE.values():
+    for entry in beat_schedule().values():
         assert entry.task in registered
     project_tasks = {n for n in registered if n.split(".")[0] in {"devices", "automation"}}
     assert project_tasks == set(TASK_ROUTES)
@@ -67,4 +67,4 @@ def test_sync_beat_schedule_writes_entries_and_is_idempotent() -> None:
     call_command("sync_beat_schedule", stdout=open(os.devnull, "w"))  # noqa: SIM115
     call_command("sync_beat_schedule", stdout=open(os.devnull, "w"))  # noqa: SIM115
     names = set(PeriodicTask.objects.values_list("name", flat=True))
-    assert names == set(BEAT_SCHEDULE)
+    assert names == set(beat_schedule())

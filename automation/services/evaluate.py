@@ -53,6 +53,7 @@ class EvaluateResult:
     failed: int = 0
     executions: int = 0
     pending_intent_ids: list[int] = field(default_factory=list)
+    endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
 
 
 def _live_targets(rules: Sequence[AutomationRule]) -> dict[int, list[Any]]:
@@ -101,6 +102,7 @@ def endpoint_events_evaluate(
     result = EvaluateResult()
     if not events:
         return result
+    result.endpoint_ids = sorted({e.device_instance_endpoint_id for e in events})
     rules_by_trigger: dict[int, list[AutomationRule]] = defaultdict(list)
     rules = list(
         AutomationRule.objects.filter(

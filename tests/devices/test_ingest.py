@@ -11,7 +11,7 @@ from django.db import connection
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.services.evaluate import endpoint_events_evaluate
-from devices.models import DeviceStatus, Telemetry, TelemetryRejection
+from devices.models import DeviceStatus, Telemetry, DeviceMessageRejection
 from devices.services import MAX_TELEMETRY_BYTES, InboundTelemetry, telemetry_ingest
 from tests.factories import make_farm
 
@@ -104,7 +104,7 @@ def test_malformed_payload_is_recorded_with_reason_and_dropped(payload, reason) 
     kit = make_farm()
     result = telemetry_ingest(messages=[message(kit.sensor.serial_number, payload)])
     assert result.rejections == 1
-    rejection = TelemetryRejection.objects.get()
+    rejection = DeviceMessageRejection.objects.get()
     assert rejection.reason_code == reason
     assert rejection.serial_number == kit.sensor.serial_number
     assert Telemetry.objects.count() == 0
@@ -113,7 +113,7 @@ def test_malformed_payload_is_recorded_with_reason_and_dropped(payload, reason) 
 
 def test_unknown_device_is_recorded() -> None:
     telemetry_ingest(messages=[message("NOPE-1", telemetry(temp=1))])
-    rejection = TelemetryRejection.objects.get()
+    rejection = DeviceMessageRejection.objects.get()
     assert (rejection.serial_number, rejection.reason_code) == ("NOPE-1", "unknown_device")
 
 
@@ -122,7 +122,7 @@ def test_retired_device_is_recorded() -> None:
     kit.sensor.status = DeviceStatus.RETIRED
     kit.sensor.save()
     telemetry_ingest(messages=[message(kit.sensor.serial_number, telemetry(temp=1))])
-    assert TelemetryRejection.objects.get().reason_code == "device_retired"
+    assert DeviceMessageRejection.objects.get().reason_code == "device_retired"
     assert Telemetry.objects.count() == 0
 
 
@@ -137,7 +137,7 @@ def test_value_of_wrong_type_is_recorded_and_the_rest_kept(key, value) -> None:
     good_value = 10 if good == "fan" else False
     values = {key: value} if key == "temp" else {key: value, good: good_value}
     telemetry_ingest(messages=[message(serial, telemetry(**values))])
-    rejection = TelemetryRejection.objects.get()
+    rejection = DeviceMessageRejection.objects.get()
     assert rejection.reason_code == "invalid_value_type"
     assert key in rejection.detail
     kept = list(AutomationEndpointEvent.objects.values_list("normalized_value", flat=True))

@@ -25,11 +25,11 @@ from config.tables import format_table
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
+    DeviceMessageRejection,
     DeviceProfile,
     DeviceProfileEndpoint,
     Farm,
     Organization,
-    TelemetryRejection,
 )
 from devices.services import InboundTelemetry
 from devices.tasks import telemetry_ingest_task
@@ -193,7 +193,7 @@ class Command(BaseCommand):
         events = AutomationEndpointEvent.objects.filter(created_at__gte=since)
         executions = AutomationRuleExecution.objects.filter(created_at__gte=since)
         intents = AutomationCommandIntent.objects.filter(created_at__gte=since)
-        rejections = TelemetryRejection.objects.filter(received_at__gte=since)
+        rejections = DeviceMessageRejection.objects.filter(received_at__gte=since)
         rows = (
             [("endpoint event", k, n) for k, n in counts(events, "processing_status")]
             + [("rule execution", k, n) for k, n in counts(executions, "outcome")]

@@ -8,15 +8,15 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from config.beat import BEAT_SCHEDULE
+from config.beat import beat_schedule
 
 
 class Command(BaseCommand):
-    help = "Sync config.beat.BEAT_SCHEDULE into django-celery-beat (keeps operators' pauses)."
+    help = "Sync config.beat.beat_schedule() into django-celery-beat (keeps operators' pauses)."
 
     def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
-            for name, entry in BEAT_SCHEDULE.items():
+            for name, entry in beat_schedule().items():
                 interval, _ = IntervalSchedule.objects.get_or_create(
                     every=max(1, round(entry.every_s)), period=IntervalSchedule.SECONDS
                 )
@@ -27,7 +27,7 @@ class Command(BaseCommand):
                     task.task, task.interval = entry.task, interval
                     task.save(update_fields=["task", "interval"])
                 self.stdout.write(f"{'created' if created else 'kept   '} {name} -> {entry.task}")
-            stale = PeriodicTask.objects.exclude(name__in=list(BEAT_SCHEDULE)).exclude(
+            stale = PeriodicTask.objects.exclude(name__in=list(beat_schedule())).exclude(
                 name__startswith="celery."
             )
             for task in stale:

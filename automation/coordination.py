@@ -1,0 +1,61 @@
+"""Redis duties (SPEC §8) through Django's cache: correlation, inflight markers, locks.
+
+Every function here is a fast path only. A cache miss, a flushed Redis or a cache error
+falls back to the database, which decides; nothing here can lose or duplicate work.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
+
+CORRELATION_TTL_S = 6 * 3600
+
+
+def _safe(op: str, default: Any, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # the cache is never allowed to break the pipeline
+        logger.warning("coordination cache %s failed: %s", op, exc)
+        return default
+
+
+def correlation_remember(command_id: str, intent_id: int) -> None:
+    _safe("set", None, cache.set, f"cmd:{command_id}", intent_id, CORRELATION_TTL_S)
+
+
+def correlation_lookup(command_ids: list[str]) -> dict[str, int]:
+    """commandId -> intent id for the ids the cache knows; callers query the rest."""
+    found = _safe("get_many", {}, cache.get_many, [f"cmd:{c}" for c in command_ids])
+    return {key[4:]: int(value) for key, value in found.items()}
+
+
+def inflight_mark(endpoint_id: int, intent_id: int, ttl_s: float) -> None:
+    _safe("set", None, cache.set, f"inflight:{endpoint_id}", intent_id, max(1, int(ttl_s)))
+
+
+def inflight_holder(endpoint_id: int) -> int | None:
+    value = _safe("get", None, cache.get, f"inflight:{endpoint_id}")
+    return int(value) if value is not None else None
+
+
+def inflight_clear(endpoint_id: int) -> None:
+    _safe("delete", None, cache.delete, f"inflight:{endpoint_id}")
+
+
+def lock_try(name: str, ttl_s: float) -> bool:
+    """Best-effort mutual exclusion (e.g. one sweep at a time across beats); True on error,
+    because every locked section is also safe to run twice."""
+    return bool(_safe("add", True, cache.add, f"lock:{name}", 1, max(1, int(ttl_s))))
+
+
+def seen_before(key: str, ttl_s: float) -> bool:
+    return _safe("get", None, cache.get, f"seen:{key}") is not None
+
+
+def remember_seen(key: str, ttl_s: float) -> None:
+    _safe("set", None, cache.set, f"seen:{key}", 1, max(1, int(ttl_s)))

@@ -1,0 +1,196 @@
+"""The one way a command intent changes status: a compare-and-set on (status, version) that
+writes its audit row in the same transaction and, on a terminal state, frees the endpoint
+for the next pending command."""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from automation import coordination
+from automation.models import AutomationCommandIntent, CommandTransition, DeviceCommandReceipt
+from automation.states import (
+    COMMAND_TERMINAL,
+    CommandStatus,
+    ReasonCode,
+    command_can_move,
+)
+from config.celery import app as celery_app
+
+logger = logging.getLogger(__name__)
+
+DISPATCH_TASK = "automation.command_intents_dispatch"
+RECONCILE_TASK = "automation.command_intents_reconcile"
+
+
+def nudge(task_name: str, ids: list[int]) -> None:
+    """Queue follow-up work by task name. A lost nudge only delays work: beat sweeps re-derive
+    every pending piece from SQL."""
+    if not ids:
+        return
+    try:
+        celery_app.tasks[task_name].apply_async(args=[ids])
+    except Exception as exc:
+        logger.warning("nudge %s failed (the sweep will pick it up): %s", task_name, exc)
+
+
+def intent_transition(
+    intent: AutomationCommandIntent,
+    to: CommandStatus,
+    reason: ReasonCode,
+    *,
+    now: datetime | None = None,
+    detail: str = "",
+    **fields: Any,
+) -> bool:
+    """Move ``intent`` from the status and version it was read with; False if someone else
+    moved it first (then nothing is written). Updates ``intent`` in place on success."""
+    if not command_can_move(intent.status, to):
+        return False
+    now = now or timezone.now()
+    updates: dict[str, Any] = {"status": to, "status_reason": reason, "updated_at": now, **fields}
+    if to in COMMAND_TERMINAL:
+        updates.update(
+            inflight_endpoint=None, finished_at=now, lease_expires_at=None, next_attempt_at=None
+        )
+    with transaction.atomic():
+        moved = AutomationCommandIntent.objects.filter(
+            pk=intent.pk, status=intent.status, version=intent.version
+        ).update(version=F("version") + 1, **updates)
+        if moved != 1:
+            return False
+        CommandTransition.objects.create(
+            intent=intent,
+            from_status=intent.status,
+            to_status=to,
+            reason_code=reason,
+            detail=detail[:500],
+            attempt=intent.attempt_count,
+            at=now,
+        )
+        for name, value in updates.items():
+            setattr(intent, name, value)
+        intent.version += 1
+        if to in COMMAND_TERMINAL:
+            endpoint_id = intent.target_device_endpoint_id
+            transaction.on_commit(lambda: _endpoint_released(endpoint_id))
+    logger.info(
+        "command %s -> %s (%s)",
+        intent.device_command_id,
+        to,
+        reason,
+        extra={"commandIntentId": intent.pk, "deviceCommandId": intent.device_command_id},
+    )
+    return True
+
+
+def _endpoint_released(endpoint_id: int) -> None:
+    """Hand the endpoint to the oldest command waiting for it."""
+    coordination.inflight_clear(endpoint_id)
+    next_id = (
+        AutomationCommandIntent.objects.filter(
+            target_device_endpoint_id=endpoint_id, status=CommandStatus.PENDING_DISPATCH
+        )
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if next_id is not None:
+        nudge(DISPATCH_TASK, [next_id])
+
+
+def retry_delay_s(attempt: int) -> float:
+    """Backoff after attempt ``attempt`` (1-based): around 5 s, 15 s, 45 s, with jitter."""
+    ladder = settings.RETRY_BACKOFF_S
+    base = ladder[min(max(attempt, 1), len(ladder)) - 1]
+    jitter = settings.RETRY_JITTER_RATIO
+    return base * random.uniform(1 - jitter, 1 + jitter)
+
+
+def intent_touch(intent: AutomationCommandIntent, *, now: datetime, **fields: Any) -> bool:
+    """Compare-and-set of non-status fields (lease, next attempt) on the version read."""
+    moved = AutomationCommandIntent.objects.filter(
+        pk=intent.pk, status=intent.status, version=intent.version
+    ).update(version=F("version") + 1, updated_at=now, **fields)
+    if moved != 1:
+        return False
+    for name, value in fields.items():
+        setattr(intent, name, value)
+    intent.version += 1
+    intent.updated_at = now
+    return True
+
+
+def intent_retry_or_expire(
+    intent: AutomationCommandIntent, reason: ReasonCode, *, now: datetime, detail: str = ""
+) -> bool:
+    """A transient failure: schedule the next attempt, or expire past the budget.
+
+    The backoff lives in ``next_attempt_at`` (swept by beat), never in a Celery countdown.
+    """
+    exhausted = intent.attempt_count >= intent.max_attempts
+    next_at = now + timedelta(seconds=retry_delay_s(intent.attempt_count))
+    fields = {"next_attempt_at": next_at, "lease_expires_at": None, "last_error": detail[:2000]}
+    with transaction.atomic():
+        if intent.status == CommandStatus.RETRYING:
+            moved = exhausted or intent_touch(intent, now=now, **fields)
+        elif intent.status == CommandStatus.PENDING_DISPATCH and exhausted:
+            moved = True
+        else:
+            moved = intent_transition(
+                intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
+            )
+        if not moved:
+            return False
+        if exhausted:
+            return intent_transition(
+                intent,
+                CommandStatus.EXPIRED,
+                ReasonCode.RETRY_BUDGET_EXHAUSTED,
+                now=now,
+                detail=f"{intent.attempt_count} attempts; last: {reason}",
+            )
+        receipt_mark(
+            intent,
+            "retry_mark",
+            {
+                "reason": str(reason),
+                "attempt": intent.attempt_count,
+                "nextAttemptAt": next_at.isoformat(),
+            },
+            now,
+        )
+    return True
+
+
+def receipt_mark(
+    intent: AutomationCommandIntent, kind: str, payload: dict[str, Any], now: datetime
+) -> None:
+    """A receipt the backend writes about a command (timeout, retry), once per attempt."""
+    from automation.keys import receipt_dedupe_key
+
+    DeviceCommandReceipt.objects.get_or_create(
+        dedupe_key=receipt_dedupe_key(
+            serial=intent.target_serial_number,
+            kind=f"{kind}:{intent.pk}",
+            payload="",
+            attempt=intent.attempt_count,
+        ),
+        defaults={
+            "intent": intent,
+            "device_id": intent.target_device_id,
+            "serial_number": intent.target_serial_number,
+            "receipt_type": kind,
+            "payload": payload,
+            "correlation_key": intent.device_command_id or "",
+            "attempt": intent.attempt_count,
+            "received_at": now,
+        },
+    )
