@@ -26,3 +26,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def on_postgres() -> bool:
     return connection.vendor == "postgresql"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_coordination_cache() -> None:
+    """Each test starts with empty coordination keys (Redis outlives test databases)."""
+    from django.core.cache import cache
+
+    cache.clear()
