@@ -104,3 +104,15 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
 }
+
+# --- MQTT bridge ----------------------------------------------------------------------------
+# Empty client id: farm-bridge-<hostname>. Run several bridges on one host with distinct ids.
+BRIDGE_CLIENT_ID = env_str("BRIDGE_CLIENT_ID", "")
+BRIDGE_BATCH_SIZE = env_int("BRIDGE_BATCH_SIZE", 500, minimum=1)
+BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
+BRIDGE_DEDUPE_TTL_S = env_int("BRIDGE_DEDUPE_TTL_S", 60)  # 0 turns the cache fast path off
+BRIDGE_MAX_PAYLOAD_BYTES = env_int("BRIDGE_MAX_PAYLOAD_BYTES", 64 * 1024, minimum=1)
+BRIDGE_SESSION_EXPIRY_S = env_int("BRIDGE_SESSION_EXPIRY_S", 24 * 3600, minimum=1)
+# Unacknowledged messages the broker sends before it waits (Mosquitto max_inflight_messages,
+# default 20): a batch that reached it is flushed at once rather than after BRIDGE_FLUSH_MS.
+BRIDGE_INFLIGHT_WINDOW = env_int("BRIDGE_INFLIGHT_WINDOW", 20, minimum=1)

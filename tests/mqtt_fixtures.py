@@ -40,8 +40,12 @@ def mqtt_config() -> Iterator[MqttConfig]:
 
     configured: MqttConfig = settings.MQTT
     if not configured.embedded:
-        yield configured
-        close_publisher()
+        # A shared group of our own: persistent sessions left by other runs (or by a
+        # production bridge) in the configured group would take a share of our messages.
+        config = replace(configured, shared_group=f"test-{uuid.uuid4().hex[:8]}")
+        with override_settings(MQTT=config):
+            yield config
+            close_publisher()
         return
     broker = EmbeddedBroker(free_port())
     broker.start()
@@ -83,13 +87,18 @@ def mqtt_client_factory(mqtt_config: MqttConfig) -> Iterator[MqttClientFactory]:
         session_expiry_s: int = 0,
         manual_ack: bool = False,
     ) -> paho.Client:
-        client = new_client(client_id or f"test-{uuid.uuid4().hex[:12]}", config=mqtt_config,
-                            clean_start=clean_start, session_expiry_s=session_expiry_s,
-                            manual_ack=manual_ack)
+        client = new_client(
+            client_id or f"test-{uuid.uuid4().hex[:12]}",
+            config=mqtt_config,
+            clean_start=clean_start,
+            session_expiry_s=session_expiry_s,
+            manual_ack=manual_ack,
+        )
         subscribed = threading.Event()
         if on_message is not None:
             client.on_message = on_message
         if subscribe:
+
             def on_connect(c: paho.Client, *_: Any) -> None:
                 c.subscribe([(topic, qos) for topic in subscribe])
 
@@ -106,3 +115,14 @@ def mqtt_client_factory(mqtt_config: MqttConfig) -> Iterator[MqttClientFactory]:
     for client in clients:
         client.disconnect()
         client.loop_stop()
+
+
+def forget_session(config: MqttConfig, client_id: str) -> None:
+    """Drop a persistent session from the broker (connect with a clean start, disconnect),
+    so test bridges leave nothing queued behind them."""
+    client = new_client(client_id, config=config, clean_start=True, session_expiry_s=0)
+    try:
+        connect(client, config=config, attempts=3)
+        client.disconnect()
+    except Exception:  # the broker may be gone at teardown; nothing to forget then
+        pass

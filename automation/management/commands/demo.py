@@ -1,203 +1,188 @@
-"""`make demo`: seed one farm, feed simulated telemetry through the ingest stage on the
-in-process worker, and print what became of it."""
+"""`make demo`: the whole command path on one machine — broker, bridge, in-process worker
+and beat, and a device simulator with faults — ending in a table and invariant checks.
+Exit status 0 only when every invariant holds."""
 
 from __future__ import annotations
 
-import json
-import random
+import statistics
 import sys
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
-from automation.models import (
-    AutomationCommandIntent,
-    AutomationEndpointEvent,
-    AutomationRule,
-    AutomationRuleExecution,
-)
-from automation.states import EventStatus
+from automation.demo import DEMO_FAULTS, seed_demo_farm
+from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.states import COMMAND_LIVE, COMMAND_TERMINAL, CommandStatus, EventStatus
 from config.runtime import in_process_beat, in_process_worker
 from config.tables import format_table
-from devices.models import (
-    Device,
-    DeviceInstanceEndpoint,
-    DeviceMessageRejection,
-    DeviceProfile,
-    DeviceProfileEndpoint,
-    Farm,
-    Organization,
-)
-from devices.services import InboundTelemetry
-from devices.tasks import telemetry_ingest_task
+from devices.mqtt.bridge import MqttBridge
+from devices.mqtt.embedded_broker import ensure_embedded_broker
+from devices.mqtt.simulator import DeviceSimulator, SimulatedDevice
 
-DEMO_ORG = "Demo Co-op"
-
-
-def seed_demo_farm(pairs: int) -> list[tuple[Device, Device]]:
-    """Idempotently create a farm of (sensor, relay) pairs with three rules per pair."""
-    org, _ = Organization.objects.get_or_create(name=DEMO_ORG)
-    farm, _ = Farm.objects.get_or_create(
-        organization=org, name="Demo farm", defaults={"time_zone": "Europe/Berlin"}
-    )
-    sensor_profile, _ = DeviceProfile.objects.get_or_create(name="Climate sensor v1")
-    relay_profile, _ = DeviceProfile.objects.get_or_create(name="Relay box v1")
-    temp, _ = DeviceProfileEndpoint.objects.get_or_create(
-        profile=sensor_profile, key="temp", defaults={"data_type": "number"}
-    )
-    humidity, _ = DeviceProfileEndpoint.objects.get_or_create(
-        profile=sensor_profile, key="humidity", defaults={"data_type": "number"}
-    )
-    io1, _ = DeviceProfileEndpoint.objects.get_or_create(
-        profile=relay_profile,
-        key="io1",
-        defaults={
-            "data_type": "bool",
-            "writable": True,
-            "rpc_method": "setIO",
-            "rpc_param_key": "io1",
-        },
-    )
-    fan, _ = DeviceProfileEndpoint.objects.get_or_create(
-        profile=relay_profile,
-        key="fan",
-        defaults={
-            "data_type": "number",
-            "writable": True,
-            "min_value": 0,
-            "max_value": 100,
-            "rpc_method": "setFan",
-            "rpc_param_key": "fan",
-        },
-    )
-    out = []
-    for i in range(1, pairs + 1):
-        sensor, _ = Device.objects.get_or_create(
-            serial_number=f"DEMO-S{i:02d}", defaults={"farm": farm, "profile": sensor_profile}
-        )
-        relay, _ = Device.objects.get_or_create(
-            serial_number=f"DEMO-R{i:02d}", defaults={"farm": farm, "profile": relay_profile}
-        )
-        ep = {
-            key: DeviceInstanceEndpoint.objects.get_or_create(device=d, profile_endpoint=p)[0]
-            for key, d, p in [
-                ("temp", sensor, temp),
-                ("humidity", sensor, humidity),
-                ("io1", relay, io1),
-                ("fan", relay, fan),
-            ]
-        }
-        rules: list[dict[str, Any]] = [
-            {
-                "name": f"Vent on {i}",
-                "trigger_endpoint": ep["temp"],
-                "operator": "gt",
-                "threshold_value": 30,
-                "target_endpoint": ep["io1"],
-                "target_value": True,
-            },
-            {
-                "name": f"Vent off {i}",
-                "trigger_endpoint": ep["temp"],
-                "operator": "lt",
-                "threshold_value": 18,
-                "target_endpoint": ep["io1"],
-                "target_value": False,
-            },
-            {
-                "name": f"Dry air {i}",
-                "trigger_endpoint": ep["humidity"],
-                "operator": "outside",
-                "threshold_value": 30,
-                "threshold_value_high": 80,
-                "target_endpoint": ep["fan"],
-                "target_value": 100,
-            },
-        ]
-        for rule in rules:
-            AutomationRule.objects.get_or_create(farm=farm, name=rule.pop("name"), defaults=rule)
-        out.append((sensor, relay))
-    return out
+# Sensor readings that cross the rules' thresholds back and forth.
+TEMPERATURES = (24.0, 32.5, 33.0, 16.0, 15.5, 34.0, 24.0)
 
 
 class Command(BaseCommand):
-    help = "Run the pipeline on the embedded default and print a summary table."
+    help = "Run telemetry → rules → MQTT RPC → applied on the embedded default; print a summary."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--pairs", type=int, default=3)
-        parser.add_argument("--messages", type=int, default=300)
-        parser.add_argument("--timeout", type=float, default=60.0)
+        parser.add_argument("--pairs", type=int, default=len(DEMO_FAULTS))
+        parser.add_argument("--timeout", type=float, default=120.0)
+        parser.add_argument(
+            "--real-timers",
+            action="store_true",
+            help="keep configured timeouts/backoffs (default: demo-short ones)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if not opts["real_timers"]:
+            _shorten_timers()
+        ensure_embedded_broker()
         pairs = seed_demo_farm(opts["pairs"])
-        started = datetime.now(UTC)
-        with in_process_worker(), in_process_beat():
-            batches = self._feed(pairs, opts["messages"], started)
-            self.stdout.write(f"fed {opts['messages']} telemetry messages in {batches} batches")
-            self._wait_for_quiet(started, opts["timeout"])
-        self._summary(started)
+        since = datetime.now(UTC)
+        devices = [SimulatedDevice(s, {"temp": 24.0, "humidity": 50}) for s, _, _ in pairs]
+        devices += [SimulatedDevice(r, {"io1": False, "fan": 0}, **fault) for _, r, fault in pairs]
+        sim = DeviceSimulator(devices, client_id=f"demo-sim-{int(time.time())}")
+        bridge = MqttBridge()
+        with in_process_worker(), in_process_beat(tick_s=0.1):
+            bridge.start()
+            sim.start()
+            try:
+                if not bridge.wait_connected(15):
+                    raise CommandError("the bridge could not connect to the MQTT broker")
+                for serial in sim.serials:  # every device reports in: online, known state
+                    sim.publish_telemetry(serial, ts=since - timedelta(seconds=1))
+                self._feed(sim, [s for s, _, _ in pairs], since)
+                self._wait_quiet(since, opts["timeout"])
+            finally:
+                sim.stop()
+                bridge.stop()
+        if not self._summary(since, sim, pairs):
+            raise CommandError("an invariant does not hold (see above)")
 
-    def _feed(self, pairs: list[tuple[Device, Device]], count: int, start: datetime) -> int:
-        rng = random.Random(7)
-        temps = {s.serial_number: 24.0 for s, _ in pairs}
-        batch: list[list[Any]] = []
-        batches = 0
-        for n in range(count):
-            sensor = pairs[n % len(pairs)][0].serial_number
-            temps[sensor] = min(40, max(10, temps[sensor] + rng.uniform(-3, 3)))
-            ts = (start + timedelta(seconds=n)).isoformat().replace("+00:00", "Z")
-            payload = json.dumps(
-                {
-                    "ts": ts,
-                    "values": {"temp": round(temps[sensor], 1), "humidity": rng.randint(20, 90)},
-                }
-            )
-            if n % 25 == 0:
-                payload = payload[:-2]  # a malformed message now and then
-            message = InboundTelemetry(sensor, payload, datetime.now(UTC))
-            batch.append(message.as_task_arg())
-            if n % 10 == 0:
-                batch.append(message.as_task_arg())  # and a duplicate delivery
-            if len(batch) >= 50:
-                telemetry_ingest_task.delay(batch)
-                batches, batch = batches + 1, []
-        if batch:
-            telemetry_ingest_task.delay(batch)
-            batches += 1
-        return batches
+    def _feed(self, sim: DeviceSimulator, sensors: list[str], since: datetime) -> None:
+        for step, temp in enumerate(TEMPERATURES):
+            ts = since + timedelta(seconds=step)
+            for serial in sensors:
+                sim.publish_telemetry(serial, {"temp": temp}, ts=ts)
+                sim.publish_telemetry(serial, {"temp": temp}, ts=ts)  # a duplicate delivery
+            self._wait_quiet(since, 60, settle_only=True)
+        self.stderr.write("")
 
-    def _wait_for_quiet(self, since: datetime, timeout_s: float) -> None:
+    def _wait_quiet(self, since: datetime, timeout_s: float, *, settle_only: bool = False) -> None:
+        """Until no event is pending and every command of this run is final (or, with
+        ``settle_only``, none is still waiting to be dispatched)."""
         deadline = time.monotonic() + timeout_s
+        waiting = {CommandStatus.PENDING_DISPATCH} if settle_only else COMMAND_LIVE
+        time.sleep(0.3)
         while time.monotonic() < deadline:
-            pending = AutomationEndpointEvent.objects.filter(
-                created_at__gte=since, processing_status=EventStatus.PENDING
-            ).count()
-            total = AutomationEndpointEvent.objects.filter(created_at__gte=since).count()
-            sys.stderr.write(f"\revents: {total:5d} persisted, {pending:5d} pending evaluation")
-            if total and not pending:
-                sys.stderr.write("\n")
+            events = AutomationEndpointEvent.objects.filter(created_at__gte=since)
+            pending = events.filter(processing_status=EventStatus.PENDING).count()
+            by_status = Counter(
+                dict(
+                    AutomationCommandIntent.objects.filter(created_at__gte=since)
+                    .values_list("status")
+                    .annotate(n=Count("pk"))
+                )
+            )
+            live = sum(n for status, n in by_status.items() if status in waiting)
+            line = ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
+            sys.stderr.write(
+                f"\r  events {events.count():4d} (pending {pending})  "
+                f"commands: {line or 'none yet'}".ljust(110)
+            )
+            if not pending and not live:
                 return
-            time.sleep(0.2)
-        raise CommandError("pipeline did not settle before --timeout")
+            time.sleep(0.25)
+        raise CommandError(f"the pipeline did not settle within {timeout_s:.0f}s")
 
-    def _summary(self, since: datetime) -> None:
-        def counts(qs: Any, field: str) -> list[tuple[str, int]]:
-            return [
-                (row[field], row["n"])
-                for row in qs.values(field).annotate(n=Count("pk")).order_by(field)
-            ]
-
-        events = AutomationEndpointEvent.objects.filter(created_at__gte=since)
-        executions = AutomationRuleExecution.objects.filter(created_at__gte=since)
-        intents = AutomationCommandIntent.objects.filter(created_at__gte=since)
-        rejections = DeviceMessageRejection.objects.filter(received_at__gte=since)
-        rows = (
-            [("endpoint event", k, n) for k, n in counts(events, "processing_status")]
-            + [("rule execution", k, n) for k, n in counts(executions, "outcome")]
-            + [("command intent", k, n) for k, n in counts(intents, "status")]
-            + [("rejected telemetry", k, n) for k, n in counts(rejections, "reason_code")]
+    def _summary(self, since: datetime, sim: DeviceSimulator, pairs: list[Any]) -> bool:
+        self.stderr.write("")
+        intents = list(AutomationCommandIntent.objects.filter(created_at__gte=since))
+        by_state = Counter((i.status, i.status_reason) for i in intents)
+        relay_fault = {r: f.get("fault", "none") for _, r, f in pairs}
+        faults = Counter((relay_fault[i.target_serial_number], i.status) for i in intents)
+        self.stdout.write("\nCommands by final state")
+        self.stdout.write(
+            format_table(
+                ["state", "reason", "commands"],
+                [(s, r, n) for (s, r), n in sorted(by_state.items())],
+            )
         )
-        self.stdout.write(format_table(["ledger", "state", "rows"], rows))
+        self.stdout.write("\nCommands by device fault mode")
+        self.stdout.write(
+            format_table(
+                ["fault mode", "state", "commands"],
+                [(f, s, n) for (f, s), n in sorted(faults.items())],
+            )
+        )
+        self.stdout.write("\nLatency from first publish")
+        self.stdout.write(
+            format_table(
+                ["measure", "commands", "p50 ms", "p99 ms"],
+                [
+                    _latency("ack", [(i.acknowledged_at, i) for i in intents]),
+                    _latency("applied", [(i.applied_at, i) for i in intents]),
+                ],
+            )
+        )
+        applies = sim.applies
+        checks = [
+            ("no command applied twice on a device", all(n <= 1 for n in applies.values())),
+            ("every command final", all(i.status in COMMAND_TERMINAL for i in intents)),
+            (
+                "every applied command has evidence",
+                all(
+                    i.status_reason in ("state_reported", "telemetry_matched")
+                    for i in intents
+                    if i.status == "applied"
+                ),
+            ),
+            (
+                "no event left pending",
+                not AutomationEndpointEvent.objects.filter(
+                    created_at__gte=since, processing_status=EventStatus.PENDING
+                ).exists(),
+            ),
+            ("some commands were applied", any(i.status == "applied" for i in intents)),
+        ]
+        self.stdout.write("\nInvariants")
+        self.stdout.write(
+            format_table(
+                ["invariant", "holds"], [(name, "yes" if ok else "NO") for name, ok in checks]
+            )
+        )
+        self.stdout.write(
+            f"\nbroker: {'embedded' if settings.MQTT.embedded else 'MQTT_URL'}, "
+            f"database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}"
+            f", Celery broker: {settings.CELERY_BROKER_URL.split('://')[0]}"
+        )
+        return all(ok for _, ok in checks)
+
+
+def _latency(name: str, pairs: list[tuple[datetime | None, AutomationCommandIntent]]) -> tuple:
+    samples = []
+    for at, intent in pairs:
+        first = intent.transitions.filter(to_status="dispatched").order_by("at").first()
+        if at is not None and first is not None:
+            samples.append((at - first.at).total_seconds() * 1000)
+    if not samples:
+        return (name, 0, "-", "-")
+    samples.sort()
+    p99 = samples[min(len(samples) - 1, round(0.99 * (len(samples) - 1)))]
+    return (name, len(samples), round(statistics.median(samples), 1), round(p99, 1))
+
+
+def _shorten_timers() -> None:
+    settings.ACK_TIMEOUT_S = 1.5
+    settings.RETRY_BACKOFF_S = (0.5, 1.0, 2.0)
+    settings.APPLIED_WINDOW_S = 2.0
+    settings.COMMAND_SWEEP_INTERVAL_S = 0.25
+    settings.DISPATCH_SWEEP_AFTER_S = 2.0
+    settings.EVENT_SWEEP_AFTER_S = 5.0

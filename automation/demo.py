@@ -1,0 +1,104 @@
+"""The demo farm: sensor/relay pairs with rules, and one simulator fault mode per relay so
+the demo shows every path of the command state machine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automation.models import AutomationRule
+from devices.models import (
+    Device,
+    DeviceInstanceEndpoint,
+    DeviceProfile,
+    DeviceProfileEndpoint,
+    Farm,
+    Organization,
+)
+from devices.mqtt.simulator import FaultMode
+
+DEMO_FAULTS: list[dict[str, Any]] = [
+    {},
+    {"fault": FaultMode.DROP_ACK, "fault_times": 1},
+    {"fault": FaultMode.REJECT, "reject_code": "busy", "fault_times": 1},
+    {"fault": FaultMode.DUPLICATE_ACK},
+    {"fault": FaultMode.DELAY_ACK, "delay_s": 0.4},
+    {"fault": FaultMode.NEVER_APPLY},
+    {"fault": FaultMode.WRONG_VALUE},
+    {"fault": FaultMode.REJECT, "reject_code": "invalid_param"},
+]
+
+
+def _profiles() -> tuple[DeviceProfile, DeviceProfile, dict[str, DeviceProfileEndpoint]]:
+    sensor, _ = DeviceProfile.objects.get_or_create(name="Climate sensor v1")
+    relay, _ = DeviceProfile.objects.get_or_create(name="Relay box v1")
+    specs = [
+        (sensor, "temp", {"data_type": "number"}),
+        (sensor, "humidity", {"data_type": "number"}),
+        (
+            relay,
+            "io1",
+            {"data_type": "bool", "writable": True, "rpc_method": "setIO", "rpc_param_key": "io1"},
+        ),
+        (
+            relay,
+            "fan",
+            {
+                "data_type": "number",
+                "writable": True,
+                "min_value": 0,
+                "max_value": 100,
+                "rpc_method": "setFan",
+                "rpc_param_key": "fan",
+            },
+        ),
+    ]
+    endpoints = {
+        key: DeviceProfileEndpoint.objects.get_or_create(profile=p, key=key, defaults=d)[0]
+        for p, key, d in specs
+    }
+    return sensor, relay, endpoints
+
+
+def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """Idempotently create ``pairs`` (sensor, relay) pairs with a vent-on and a vent-off rule;
+    returns (sensor serial, relay serial, simulator fault options) per pair."""
+    org, _ = Organization.objects.get_or_create(name="Demo Co-op")
+    farm, _ = Farm.objects.get_or_create(
+        organization=org, name="Demo farm", defaults={"time_zone": "Europe/Berlin"}
+    )
+    sensor_profile, relay_profile, ep = _profiles()
+    out = []
+    for i in range(1, pairs + 1):
+        sensor, _ = Device.objects.get_or_create(
+            serial_number=f"DEMO-S{i:02d}", defaults={"farm": farm, "profile": sensor_profile}
+        )
+        relay, _ = Device.objects.get_or_create(
+            serial_number=f"DEMO-R{i:02d}", defaults={"farm": farm, "profile": relay_profile}
+        )
+        temp = DeviceInstanceEndpoint.objects.get_or_create(
+            device=sensor, profile_endpoint=ep["temp"]
+        )[0]
+        DeviceInstanceEndpoint.objects.get_or_create(device=sensor, profile_endpoint=ep["humidity"])
+        io1 = DeviceInstanceEndpoint.objects.get_or_create(
+            device=relay, profile_endpoint=ep["io1"]
+        )[0]
+        DeviceInstanceEndpoint.objects.get_or_create(device=relay, profile_endpoint=ep["fan"])
+        for name, operator, threshold, value in [
+            (f"Vent on {i}", "gt", 30, True),
+            (f"Vent off {i}", "lt", 18, False),
+        ]:
+            AutomationRule.objects.get_or_create(
+                farm=farm,
+                name=name,
+                defaults={
+                    "trigger_endpoint": temp,
+                    "operator": operator,
+                    "threshold_value": threshold,
+                    "target_endpoint": io1,
+                    "target_value": value,
+                },
+            )
+        out.append(
+            (sensor.serial_number, relay.serial_number, DEMO_FAULTS[(i - 1) % len(DEMO_FAULTS)])
+        )
+    return out

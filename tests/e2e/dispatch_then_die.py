@@ -1,0 +1,34 @@
+"""Run by a test as a separate process: dispatch one intent and SIGKILL ourselves right
+after the broker acknowledged the publish, before the intent is marked ``dispatched``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def main(intent_id: int) -> None:
+    import django
+
+    django.setup()
+    from automation.services.dispatch import command_intent_dispatch
+    from devices.mqtt.client import Publisher
+
+    publisher = Publisher()
+    publisher.start()
+
+    def publish_then_die(topic: str, payload: bytes) -> int:
+        publisher.publish(topic, payload)
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+    command_intent_dispatch(intent_id=intent_id, publish=publish_then_die)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
