@@ -29,6 +29,7 @@ DEMO_FAULTS: list[dict[str, Any]] = [
 
 
 def _profiles() -> tuple[DeviceProfile, DeviceProfile, dict[str, DeviceProfileEndpoint]]:
+    specs: list[tuple[DeviceProfile, str, dict[str, Any]]]
     sensor, _ = DeviceProfile.objects.get_or_create(name="Climate sensor v1")
     relay, _ = DeviceProfile.objects.get_or_create(name="Relay box v1")
     specs = [

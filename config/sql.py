@@ -29,7 +29,7 @@ def insert_ignore_returning(
     fields: list[Any] = [meta.get_field(name) for name in rows[0]]
     qn = connection.ops.quote_name
     columns = ", ".join(qn(f.column) for f in fields)
-    ret = ", ".join(qn(meta.get_field(name).column) for name in returning)  # type: ignore[union-attr]
+    ret = ", ".join(qn(getattr(meta.get_field(name), "column", name)) for name in returning)
     head = f"INSERT INTO {qn(meta.db_table)} ({columns}) "
     tail = f" ON CONFLICT DO NOTHING RETURNING {ret}"
     with connection.cursor() as cursor:

@@ -21,9 +21,9 @@ from config.sql import insert_ignore_returning
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
+    DeviceMessageRejection,
     DeviceStatus,
     Telemetry,
-    DeviceMessageRejection,
 )
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.values import value_has_type
@@ -112,7 +112,9 @@ def _printable(text: str) -> str:
     return text.replace("\x00", "\\x00")
 
 
-def _rejection(message: InboundTelemetry, reason: Reason, detail: str = "") -> DeviceMessageRejection:
+def _rejection(
+    message: InboundTelemetry, reason: Reason, detail: str = ""
+) -> DeviceMessageRejection:
     return DeviceMessageRejection(
         serial_number=_printable(message.serial[:200]),
         raw_payload=_printable(message.payload[:MAX_TELEMETRY_BYTES]),

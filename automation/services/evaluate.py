@@ -114,7 +114,7 @@ def endpoint_events_evaluate(
         rules_by_trigger[rule.trigger_endpoint_id].append(rule)
     live = _live_targets(rules)
     decisions: list[_Decision] = []
-    statuses: dict[str, list[int]] = defaultdict(list)
+    statuses: dict[EventStatus, list[int]] = defaultdict(list)
     for event in events:
         try:
             matched = [
@@ -150,7 +150,7 @@ _EVENT_REASON = {
 }
 
 
-def _events_finish(ids: list[int], status: str) -> None:
+def _events_finish(ids: list[int], status: EventStatus) -> None:
     """Compare-and-set: only a still-pending event moves, so a late duplicate changes nothing."""
     AutomationEndpointEvent.objects.filter(
         pk__in=ids, processing_status=EventStatus.PENDING

@@ -201,10 +201,10 @@ def command_intent_reconcile(*, intent_id: int, now: datetime | None = None) -> 
             if decision.retry:
                 moved = intent_retry_or_expire(intent, decision.reason, now=now)
             else:
-                extra = {"applied_at": now} if decision.to == CommandStatus.APPLIED else {}
-                moved = intent_transition(
-                    intent, decision.to, decision.reason, now=now, **decision.fields, **extra
-                )
+                fields: dict[str, Any] = dict(decision.fields)
+                if decision.to == CommandStatus.APPLIED:
+                    fields["applied_at"] = now
+                moved = intent_transition(intent, decision.to, decision.reason, now=now, **fields)
             if not moved:
                 break
         return intent.status

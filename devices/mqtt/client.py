@@ -146,8 +146,9 @@ def _connect_once(client: paho.Client, config: MqttConfig, keepalive: int) -> No
     outcome: list[ReasonCode] = []
     user_on_connect: Any = client.on_connect  # a VERSION2 callback, set by the caller
 
-    def on_connect(c: paho.Client, userdata: Any, flags: Any, reason: ReasonCode,
-                   properties: Any) -> None:
+    def on_connect(
+        c: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
+    ) -> None:
         outcome.append(reason)
         if user_on_connect is not None:
             user_on_connect(c, userdata, flags, reason, properties)
@@ -197,8 +198,12 @@ def connect(
         try:
             _connect_once(client, config, keepalive)
             options = _options.get(client)
-            logger.info("MQTT client %s connected to %s:%s",
-                        options.client_id if options else "?", config.host, config.port)
+            logger.info(
+                "MQTT client %s connected to %s:%s",
+                options.client_id if options else "?",
+                config.host,
+                config.port,
+            )
             return
         except _ConnectRefused as exc:
             if not exc.transient:
@@ -207,9 +212,15 @@ def connect(
         except (OSError, TimeoutError) as exc:  # refused, unreachable, TLS failure, no CONNACK
             error = exc
         last = attempts is not None and attempt >= attempts
-        logger.warning("MQTT connect to %s:%s failed (attempt %d%s): %s%s", config.host,
-                       config.port, attempt, f"/{attempts}" if attempts else "", error,
-                       "" if last else f"; retrying in {delay:.1f}s")
+        logger.warning(
+            "MQTT connect to %s:%s failed (attempt %d%s): %s%s",
+            config.host,
+            config.port,
+            attempt,
+            f"/{attempts}" if attempts else "",
+            error,
+            "" if last else f"; retrying in {delay:.1f}s",
+        )
         if last:
             raise MqttUnavailable(
                 f"{config.host}:{config.port} unavailable after {attempt} attempts: {error}"
@@ -259,19 +270,32 @@ class Publisher:
             client.on_connect = self._on_connect
             client.on_disconnect = self._on_disconnect
             client.on_connect_fail = self._on_connect_fail
-            client.reconnect_delay_set(min_delay=RECONNECT_MIN_DELAY_S,
-                                       max_delay=PUBLISHER_MAX_BACKOFF_S)
-            client.connect_async(self._config.host, self._config.port, PUBLISHER_KEEPALIVE_S,
-                                 **_connect_kwargs(client, self._config))
+            client.reconnect_delay_set(
+                min_delay=RECONNECT_MIN_DELAY_S, max_delay=PUBLISHER_MAX_BACKOFF_S
+            )
+            client.connect_async(
+                self._config.host,
+                self._config.port,
+                PUBLISHER_KEEPALIVE_S,
+                **_connect_kwargs(client, self._config),
+            )
             client.loop_start()
             self._client = client
         if not self._connected.wait(timeout_s):
-            logger.warning("MQTT publisher %s not connected to %s:%s after %.1fs; retrying in "
-                           "the background", self._client_id, self._config.host,
-                           self._config.port, timeout_s)
+            logger.warning(
+                "MQTT publisher %s not connected to %s:%s after %.1fs; retrying in the background",
+                self._client_id,
+                self._config.host,
+                self._config.port,
+                timeout_s,
+            )
 
     def publish(
-        self, topic: str, payload: bytes | str, *, qos: int = 1,
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        qos: int = 1,
         timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> int:
         """Publish and return the message id once the broker acknowledged it (PUBACK for
@@ -302,26 +326,42 @@ class Publisher:
         client.loop_stop()
         self._connected.clear()
 
-    def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode,
-                    properties: Any) -> None:
+    def _on_connect(
+        self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
+    ) -> None:
         if reason.is_failure:
-            logger.warning("MQTT publisher %s refused by %s:%s: %s", self._client_id,
-                           self._config.host, self._config.port, reason)
+            logger.warning(
+                "MQTT publisher %s refused by %s:%s: %s",
+                self._client_id,
+                self._config.host,
+                self._config.port,
+                reason,
+            )
             return
-        logger.info("MQTT publisher %s connected to %s:%s", self._client_id, self._config.host,
-                    self._config.port)
+        logger.info(
+            "MQTT publisher %s connected to %s:%s",
+            self._client_id,
+            self._config.host,
+            self._config.port,
+        )
         self._connected.set()
 
-    def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode,
-                       properties: Any) -> None:
+    def _on_disconnect(
+        self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
+    ) -> None:
         self._connected.clear()
         if self._client is not None:  # not our own close()
-            logger.warning("MQTT publisher %s lost its connection: %s; reconnecting",
-                           self._client_id, reason)
+            logger.warning(
+                "MQTT publisher %s lost its connection: %s; reconnecting", self._client_id, reason
+            )
 
     def _on_connect_fail(self, client: paho.Client, userdata: Any) -> None:
-        logger.warning("MQTT publisher %s cannot reach %s:%s; retrying with backoff",
-                       self._client_id, self._config.host, self._config.port)
+        logger.warning(
+            "MQTT publisher %s cannot reach %s:%s; retrying with backoff",
+            self._client_id,
+            self._config.host,
+            self._config.port,
+        )
 
 
 def _default_client_id(role: str) -> str:

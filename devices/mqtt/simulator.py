@@ -360,8 +360,12 @@ class DeviceSimulator:
         with self._lock:
             device = self._devices[serial]
             checked = SimulatedDevice(
-                serial, {}, FaultMode(fault), kw.pop("reject_code", device.reject_code),
-                kw.pop("delay_s", device.delay_s), kw.pop("offline_s", device.offline_s),
+                serial,
+                {},
+                FaultMode(fault),
+                kw.pop("reject_code", device.reject_code),
+                kw.pop("delay_s", device.delay_s),
+                kw.pop("offline_s", device.offline_s),
                 fault_times,
             )
             if kw:
@@ -427,8 +431,11 @@ class DeviceSimulator:
 
     def _handle_message(self, topic: str, payload: bytes | bytearray) -> None:
         parsed = parse_topic(topic)
-        if (parsed is None or parsed[1] is not TopicKind.RPC_REQUEST
-                or parsed[0] not in self._devices):
+        if (
+            parsed is None
+            or parsed[1] is not TopicKind.RPC_REQUEST
+            or parsed[0] not in self._devices
+        ):
             with self._lock:
                 self._malformed["unexpected_topic"] += 1
             return
@@ -471,14 +478,21 @@ class DeviceSimulator:
 
         replies = runtime.completed.get(command_id)
         if replies is not None:  # a repeat: replay, never re-apply
-            return self._reply_path(device, fault, [
-                _Outgoing(serial, TopicKind.RPC_RESPONSE, replies.ack, command_id),
-                _Outgoing(serial, TopicKind.STATE, replies.state, command_id),
-            ])
+            return self._reply_path(
+                device,
+                fault,
+                [
+                    _Outgoing(serial, TopicKind.RPC_RESPONSE, replies.ack, command_id),
+                    _Outgoing(serial, TopicKind.STATE, replies.state, command_id),
+                ],
+            )
         return self._first_time(device, runtime, request, fault)
 
     def _first_time(
-        self, device: SimulatedDevice, runtime: _DeviceRuntime, request: RpcRequest,
+        self,
+        device: SimulatedDevice,
+        runtime: _DeviceRuntime,
+        request: RpcRequest,
         fault: FaultMode,
     ) -> tuple[float, list[_Outgoing]]:
         """A commandId not applied yet: refuse it, or apply it and remember the replies."""
@@ -502,11 +516,15 @@ class DeviceSimulator:
         runtime.completed[command_id] = _Replies(ack, state)
         if len(runtime.completed) > REMEMBERED_COMMANDS_PER_DEVICE:
             runtime.completed.popitem(last=False)
-        return self._reply_path(device, fault, [
-            _Outgoing(serial, TopicKind.RPC_RESPONSE, ack, command_id),
-            _Outgoing(serial, TopicKind.STATE, state, command_id),
-            _Outgoing(serial, TopicKind.TELEMETRY, telemetry_payload(now, dict(device.values))),
-        ])
+        return self._reply_path(
+            device,
+            fault,
+            [
+                _Outgoing(serial, TopicKind.RPC_RESPONSE, ack, command_id),
+                _Outgoing(serial, TopicKind.STATE, state, command_id),
+                _Outgoing(serial, TopicKind.TELEMETRY, telemetry_payload(now, dict(device.values))),
+            ],
+        )
 
     @staticmethod
     def _reply_path(
@@ -526,9 +544,7 @@ class DeviceSimulator:
         return 0.0, messages
 
     @staticmethod
-    def _refusal(
-        device: SimulatedDevice, params: dict[str, Any]
-    ) -> tuple[ResultCode, str] | None:
+    def _refusal(device: SimulatedDevice, params: dict[str, Any]) -> tuple[ResultCode, str] | None:
         if not params:
             return ResultCode.INVALID_PARAM, "params is empty"
         unknown = sorted(key for key in params if key not in device.values)

@@ -54,7 +54,10 @@ def _request_doc(**overrides: object) -> dict[str, object]:
 
 def _response_doc(**overrides: object) -> dict[str, object]:
     doc: dict[str, object] = {
-        "commandId": "cmd_1", "status": "accepted", "resultCode": "ok", "message": None,
+        "commandId": "cmd_1",
+        "status": "accepted",
+        "resultCode": "ok",
+        "message": None,
     }
     doc.update(overrides)
     return doc
@@ -62,7 +65,9 @@ def _response_doc(**overrides: object) -> dict[str, object]:
 
 def _state_doc(**overrides: object) -> dict[str, object]:
     doc: dict[str, object] = {
-        "commandId": "cmd_1", "reportedState": {"io1": True}, "appliedAt": "2025-03-01T08:30:01Z",
+        "commandId": "cmd_1",
+        "reportedState": {"io1": True},
+        "appliedAt": "2025-03-01T08:30:01Z",
     }
     doc.update(overrides)
     return doc
@@ -88,8 +93,9 @@ def test_topic_helpers_follow_the_contract_table():
     assert state_topic("SN-1") == "devices/SN-1/state"
 
 
-@pytest.mark.parametrize("helper", [telemetry_topic, rpc_request_topic, rpc_response_topic,
-                                    state_topic])
+@pytest.mark.parametrize(
+    "helper", [telemetry_topic, rpc_request_topic, rpc_response_topic, state_topic]
+)
 def test_every_topic_parses_back_to_its_serial_and_kind(helper):
     parsed = parse_topic(helper("SN-7"))
     assert parsed is not None
@@ -104,10 +110,21 @@ def test_parse_topic_names_the_kind():
     assert parse_topic("devices/A/rpc/request") == ("A", "rpc_request")
 
 
-@pytest.mark.parametrize("topic", [
-    "devices//telemetry", "devices/A", "devices/A/rpc", "devices/A/rpc/other", "other/A/state",
-    "devices/A/state/extra", "devices/+/state", "devices/#/telemetry", "", "devices/A/b/c/d",
-])
+@pytest.mark.parametrize(
+    "topic",
+    [
+        "devices//telemetry",
+        "devices/A",
+        "devices/A/rpc",
+        "devices/A/rpc/other",
+        "other/A/state",
+        "devices/A/state/extra",
+        "devices/+/state",
+        "devices/#/telemetry",
+        "",
+        "devices/A/b/c/d",
+    ],
+)
 def test_parse_topic_refuses_anything_else(topic):
     assert parse_topic(topic) is None
 
@@ -125,8 +142,11 @@ def test_rpc_request_round_trips_with_utc_z_times():
     request = RpcRequest("cmd_1", "setIO", {"io1": True}, SENT_AT, SENT_AT + timedelta(seconds=10))
     raw = request.to_json()
     assert json.loads(raw) == {
-        "commandId": "cmd_1", "method": "setIO", "params": {"io1": True},
-        "sentAt": "2025-03-01T08:30:00Z", "deadlineAt": "2025-03-01T08:30:10Z",
+        "commandId": "cmd_1",
+        "method": "setIO",
+        "params": {"io1": True},
+        "sentAt": "2025-03-01T08:30:00Z",
+        "deadlineAt": "2025-03-01T08:30:10Z",
     }
     assert parse_rpc_request(raw) == request
 
@@ -140,10 +160,16 @@ def test_times_with_an_offset_are_accepted_and_normalised_to_utc():
     assert json.loads(built.to_json())["sentAt"] == "2025-03-01T08:30:00Z"
 
 
-@pytest.mark.parametrize("status, code", [("accepted", "ok"), ("rejected", "busy"),
-                                          ("rejected", "invalid_param"),
-                                          ("rejected", "hardware_fault"),
-                                          ("rejected", "not_supported")])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        ("accepted", "ok"),
+        ("rejected", "busy"),
+        ("rejected", "invalid_param"),
+        ("rejected", "hardware_fault"),
+        ("rejected", "not_supported"),
+    ],
+)
 def test_rpc_response_round_trips(status, code):
     response = RpcResponse("cmd_1", RpcStatus(status), ResultCode(code), f"device says {code}")
     assert parse_rpc_response(response.to_json()) == response
@@ -194,8 +220,18 @@ def test_invalid_encoding(parser):
 
 
 @pytest.mark.parametrize("parser", PARSERS)
-@pytest.mark.parametrize("raw", [b"", b"{", b"not json", b'{"a":NaN}', b'{"a":1e999}',
-                                 b'{"a":Infinity}', b"[" * 5000 + b"]" * 5000])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"{",
+        b"not json",
+        b'{"a":NaN}',
+        b'{"a":1e999}',
+        b'{"a":Infinity}',
+        b"[" * 5000 + b"]" * 5000,
+    ],
+)
 def test_invalid_json(parser, raw):
     assert _reason(parser, raw) is ContractReason.INVALID_JSON
 
@@ -206,19 +242,22 @@ def test_not_an_object(parser, raw):
     assert _reason(parser, raw) is ContractReason.NOT_AN_OBJECT
 
 
-@pytest.mark.parametrize("parser, doc, field", [
-    (parse_rpc_request, _request_doc(), "commandId"),
-    (parse_rpc_request, _request_doc(), "method"),
-    (parse_rpc_request, _request_doc(), "params"),
-    (parse_rpc_request, _request_doc(), "sentAt"),
-    (parse_rpc_request, _request_doc(), "deadlineAt"),
-    (parse_rpc_response, _response_doc(), "commandId"),
-    (parse_rpc_response, _response_doc(), "status"),
-    (parse_rpc_response, _response_doc(), "resultCode"),
-    (parse_state_report, _state_doc(), "commandId"),
-    (parse_state_report, _state_doc(), "reportedState"),
-    (parse_state_report, _state_doc(), "appliedAt"),
-])
+@pytest.mark.parametrize(
+    "parser, doc, field",
+    [
+        (parse_rpc_request, _request_doc(), "commandId"),
+        (parse_rpc_request, _request_doc(), "method"),
+        (parse_rpc_request, _request_doc(), "params"),
+        (parse_rpc_request, _request_doc(), "sentAt"),
+        (parse_rpc_request, _request_doc(), "deadlineAt"),
+        (parse_rpc_response, _response_doc(), "commandId"),
+        (parse_rpc_response, _response_doc(), "status"),
+        (parse_rpc_response, _response_doc(), "resultCode"),
+        (parse_state_report, _state_doc(), "commandId"),
+        (parse_state_report, _state_doc(), "reportedState"),
+        (parse_state_report, _state_doc(), "appliedAt"),
+    ],
+)
 def test_missing_field(parser, doc, field):
     del doc[field]
     with pytest.raises(ContractError) as caught:
@@ -227,45 +266,68 @@ def test_missing_field(parser, doc, field):
     assert field in caught.value.detail
 
 
-@pytest.mark.parametrize("command_id", ["", "x" * (COMMAND_ID_MAX_CHARS + 1), 42, None,
-                                        "has space", "tab\there", "é", ["cmd"]])
-@pytest.mark.parametrize("parser, make", [(parse_rpc_request, _request_doc),
-                                          (parse_rpc_response, _response_doc),
-                                          (parse_state_report, _state_doc)])
+@pytest.mark.parametrize(
+    "command_id",
+    ["", "x" * (COMMAND_ID_MAX_CHARS + 1), 42, None, "has space", "tab\there", "é", ["cmd"]],
+)
+@pytest.mark.parametrize(
+    "parser, make",
+    [
+        (parse_rpc_request, _request_doc),
+        (parse_rpc_response, _response_doc),
+        (parse_state_report, _state_doc),
+    ],
+)
 def test_invalid_command_id(parser, make, command_id):
     assert _reason(parser, _raw(make(commandId=command_id))) is ContractReason.INVALID_FIELD
 
 
-@pytest.mark.parametrize("parser, doc", [
-    (parse_rpc_request, _request_doc(method="")),
-    (parse_rpc_request, _request_doc(method=7)),
-    (parse_rpc_request, _request_doc(method="m" * 65)),
-    (parse_rpc_request, _request_doc(params=[1, 2])),
-    (parse_rpc_request, _request_doc(params=None)),
-    (parse_rpc_response, _response_doc(status="ok")),
-    (parse_rpc_response, _response_doc(status=["accepted"])),
-    (parse_rpc_response, _response_doc(resultCode="timeout")),
-    (parse_rpc_response, _response_doc(resultCode={"ok": 1})),
-    (parse_rpc_response, _response_doc(message=5)),
-    (parse_rpc_response, _response_doc(status="accepted", resultCode="busy")),
-    (parse_rpc_response, _response_doc(status="rejected", resultCode="ok")),
-    (parse_state_report, _state_doc(reportedState="on")),
-    (parse_state_report, _state_doc(reportedState=None)),
-])
+@pytest.mark.parametrize(
+    "parser, doc",
+    [
+        (parse_rpc_request, _request_doc(method="")),
+        (parse_rpc_request, _request_doc(method=7)),
+        (parse_rpc_request, _request_doc(method="m" * 65)),
+        (parse_rpc_request, _request_doc(params=[1, 2])),
+        (parse_rpc_request, _request_doc(params=None)),
+        (parse_rpc_response, _response_doc(status="ok")),
+        (parse_rpc_response, _response_doc(status=["accepted"])),
+        (parse_rpc_response, _response_doc(resultCode="timeout")),
+        (parse_rpc_response, _response_doc(resultCode={"ok": 1})),
+        (parse_rpc_response, _response_doc(message=5)),
+        (parse_rpc_response, _response_doc(status="accepted", resultCode="busy")),
+        (parse_rpc_response, _response_doc(status="rejected", resultCode="ok")),
+        (parse_state_report, _state_doc(reportedState="on")),
+        (parse_state_report, _state_doc(reportedState=None)),
+    ],
+)
 def test_invalid_field(parser, doc):
     assert _reason(parser, _raw(doc)) is ContractReason.INVALID_FIELD
 
 
-@pytest.mark.parametrize("value", [
-    "2025-03-01T08:30:00",  # naive: no way to know what instant it means
-    "2025-03-01", "yesterday", "", 1740817800, None, "2025-13-01T00:00:00Z",
-    "2025-03-01T08:30:00+25:00", "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00",
-])
-@pytest.mark.parametrize("parser, make, field", [
-    (parse_rpc_request, _request_doc, "sentAt"),
-    (parse_rpc_request, _request_doc, "deadlineAt"),
-    (parse_state_report, _state_doc, "appliedAt"),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2025-03-01T08:30:00",  # naive: no way to know what instant it means
+        "2025-03-01",
+        "yesterday",
+        "",
+        1740817800,
+        None,
+        "2025-13-01T00:00:00Z",
+        "2025-03-01T08:30:00+25:00",
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+    ],
+)
+@pytest.mark.parametrize(
+    "parser, make, field",
+    [
+        (parse_rpc_request, _request_doc, "sentAt"),
+        (parse_rpc_request, _request_doc, "deadlineAt"),
+        (parse_state_report, _state_doc, "appliedAt"),
+    ],
+)
 def test_invalid_timestamp(parser, make, field, value):
     assert _reason(parser, _raw(make(**{field: value}))) is ContractReason.INVALID_TIMESTAMP
 
@@ -291,22 +353,47 @@ def test_contract_error_is_a_value_error_with_its_reason_in_the_message():
 
 # -- nothing but ContractError, whatever arrives -----------------------------------------
 
-_json_scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
-                 allow_infinity=False) | st.text(max_size=50))
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=50)
+)
 _json_values = st.recursive(
     _json_scalars,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10),
-                                                                        children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=20,
 )
-_field_values = _json_values | st.sampled_from([
-    "accepted", "rejected", "ok", "busy", "2025-03-01T08:30:00Z", "2025-03-01T08:30:00",
-    "cmd_1", "setIO", {"io1": True},
-])
-_contract_keys = st.sampled_from([
-    "commandId", "method", "params", "sentAt", "deadlineAt", "status", "resultCode",
-    "message", "reportedState", "appliedAt",
-]) | st.text(max_size=10)
+_field_values = _json_values | st.sampled_from(
+    [
+        "accepted",
+        "rejected",
+        "ok",
+        "busy",
+        "2025-03-01T08:30:00Z",
+        "2025-03-01T08:30:00",
+        "cmd_1",
+        "setIO",
+        {"io1": True},
+    ]
+)
+_contract_keys = st.sampled_from(
+    [
+        "commandId",
+        "method",
+        "params",
+        "sentAt",
+        "deadlineAt",
+        "status",
+        "resultCode",
+        "message",
+        "reportedState",
+        "appliedAt",
+    ]
+) | st.text(max_size=10)
 
 
 def _outcome(parser, raw: bytes) -> None:
@@ -332,8 +419,11 @@ def test_arbitrary_json_objects_raise_only_contract_errors(doc):
 
 
 @settings(max_examples=200, deadline=None)
-@given(base=st.sampled_from([_request_doc, _response_doc, _state_doc]),
-       key=_contract_keys, value=_field_values)
+@given(
+    base=st.sampled_from([_request_doc, _response_doc, _state_doc]),
+    key=_contract_keys,
+    value=_field_values,
+)
 def test_one_corrupted_field_in_a_valid_payload_raises_only_contract_errors(base, key, value):
     doc = base()
     doc[key] = value
@@ -343,10 +433,13 @@ def test_one_corrupted_field_in_a_valid_payload_raises_only_contract_errors(base
 
 
 @settings(max_examples=100, deadline=None)
-@given(command_id=st.from_regex(r"[\x21-\x7e]{1,40}", fullmatch=True),
-       state=st.dictionaries(st.text(max_size=10), _json_scalars, max_size=5),
-       applied_at=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
-                               timezones=st.just(UTC)))
+@given(
+    command_id=st.from_regex(r"[\x21-\x7e]{1,40}", fullmatch=True),
+    state=st.dictionaries(st.text(max_size=10), _json_scalars, max_size=5),
+    applied_at=st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+    ),
+)
 def test_any_valid_state_report_round_trips(command_id, state, applied_at):
     report = StateReport(command_id, state, applied_at)
     assert parse_state_report(report.to_json()) == report

@@ -11,7 +11,7 @@ from django.db import connection
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.services.evaluate import endpoint_events_evaluate
-from devices.models import DeviceStatus, Telemetry, DeviceMessageRejection
+from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
 from devices.services import MAX_TELEMETRY_BYTES, InboundTelemetry, telemetry_ingest
 from tests.factories import make_farm
 

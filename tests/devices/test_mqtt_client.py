@@ -158,8 +158,9 @@ class FakeBroker:
                 pass
 
     def config(self, base: MqttConfig) -> MqttConfig:
-        return replace(base, host=LOOPBACK, port=self.port, protocol=4, tls=False,
-                       username=None, password=None)
+        return replace(
+            base, host=LOOPBACK, port=self.port, protocol=4, tls=False, username=None, password=None
+        )
 
     def close(self) -> None:
         for conn in self.accepted:
@@ -199,8 +200,10 @@ def test_connect_gives_up_after_the_allowed_attempts_and_logs_each(
     closed = replace(mqtt_config, host=LOOPBACK, port=free_port())
     client = new_client(f"test-{uuid.uuid4().hex[:12]}", config=closed)
 
-    with caplog.at_level(logging.WARNING, logger="devices.mqtt"), \
-            pytest.raises(MqttUnavailable, match="unavailable after 3 attempts"):
+    with (
+        caplog.at_level(logging.WARNING, logger="devices.mqtt"),
+        pytest.raises(MqttUnavailable, match="unavailable after 3 attempts"),
+    ):
         connect(client, attempts=3, max_backoff_s=0.05)
 
     failures = [r for r in caplog.records if "failed (attempt" in r.getMessage()]
@@ -221,22 +224,25 @@ def test_persistent_session_receives_what_was_published_while_away(
     mqtt_config: MqttConfig, publisher: Publisher, mqtt_client_factory: MqttClientFactory
 ) -> None:
     if mqtt_config.embedded:
-        pytest.skip("amqtt drops queued QoS 1 messages of a persistent session (SPEC §11); "
-                    "run with MQTT_URL=mqtt://127.0.0.1:1883 (Mosquitto)")
+        pytest.skip(
+            "amqtt drops queued QoS 1 messages of a persistent session (SPEC §11); "
+            "run with MQTT_URL=mqtt://127.0.0.1:1883 (Mosquitto)"
+        )
     topic, client_id = unique_topic("rpc/response"), f"test-bridge-{uuid.uuid4().hex[:12]}"
-    away = mqtt_client_factory(client_id, subscribe=[topic], clean_start=False,
-                               session_expiry_s=30)
+    away = mqtt_client_factory(client_id, subscribe=[topic], clean_start=False, session_expiry_s=30)
     away.disconnect()
     away.loop_stop()
 
     for n in range(3):
         publisher.publish(topic, f"while-away-{n}")
     inbox = Inbox()
-    back = mqtt_client_factory(client_id, on_message=inbox, clean_start=False,
-                               session_expiry_s=30)
+    back = mqtt_client_factory(client_id, on_message=inbox, clean_start=False, session_expiry_s=30)
 
     assert sorted(payload for _, payload in inbox.take(3)) == [
-        b"while-away-0", b"while-away-1", b"while-away-2"]
+        b"while-away-0",
+        b"while-away-1",
+        b"while-away-2",
+    ]
     # Leave no session behind on a shared broker: a clean start with no expiry discards it.
     back.disconnect()
     back.loop_stop()
@@ -246,8 +252,16 @@ def test_persistent_session_receives_what_was_published_while_away(
 def test_publisher_reconnects_after_a_broker_restart(mqtt_config: MqttConfig) -> None:
     broker = EmbeddedBroker(free_port())
     broker.start()
-    config = replace(mqtt_config, host=broker.host, port=broker.port, protocol=4, tls=False,
-                     username=None, password=None, embedded=True)
+    config = replace(
+        mqtt_config,
+        host=broker.host,
+        port=broker.port,
+        protocol=4,
+        tls=False,
+        username=None,
+        password=None,
+        embedded=True,
+    )
     publisher = Publisher(config=config)
     publisher.start()
     try:

@@ -52,15 +52,19 @@ class Backend:
     def __init__(self, client_factory, serials: list[str]) -> None:
         self._cond = threading.Condition()
         self._messages: list[Received] = []
-        topics = [helper(serial) for serial in serials
-                  for helper in (rpc_response_topic, state_topic, telemetry_topic)]
+        topics = [
+            helper(serial)
+            for serial in serials
+            for helper in (rpc_response_topic, state_topic, telemetry_topic)
+        ]
         self.client = client_factory(subscribe=topics, on_message=self._on_message)
 
     def _on_message(self, client, userdata, message) -> None:
         serial, kind = parse_topic(message.topic)
         with self._cond:
             self._messages.append(
-                Received(serial, kind, json.loads(message.payload), time.monotonic()))
+                Received(serial, kind, json.loads(message.payload), time.monotonic())
+            )
             self._cond.notify_all()
 
     def send(self, serial: str, command_id: str, params: dict, method: str = "setIO") -> float:
@@ -74,25 +78,43 @@ class Backend:
 
     def received(self, serial: str, kind: TopicKind, command_id: str | None = None) -> list[dict]:
         with self._cond:
-            return [m.doc for m in self._messages if m.serial == serial and m.kind == kind
-                    and (command_id is None or m.doc.get("commandId") == command_id)]
+            return [
+                m.doc
+                for m in self._messages
+                if m.serial == serial
+                and m.kind == kind
+                and (command_id is None or m.doc.get("commandId") == command_id)
+            ]
 
-    def wait_for(self, serial: str, kind: TopicKind, command_id: str | None = None,
-                 count: int = 1) -> list[Received]:
+    def wait_for(
+        self, serial: str, kind: TopicKind, command_id: str | None = None, count: int = 1
+    ) -> list[Received]:
         def matching() -> list[Received]:
-            return [m for m in self._messages if m.serial == serial and m.kind == kind
-                    and (command_id is None or m.doc.get("commandId") == command_id)]
+            return [
+                m
+                for m in self._messages
+                if m.serial == serial
+                and m.kind == kind
+                and (command_id is None or m.doc.get("commandId") == command_id)
+            ]
 
         with self._cond:
             if not self._cond.wait_for(lambda: len(matching()) >= count, WAIT_S):
-                raise AssertionError(f"{count} {kind} from {serial} ({command_id}) not received; "
-                                     f"got {len(matching())}")
+                raise AssertionError(
+                    f"{count} {kind} from {serial} ({command_id}) not received; "
+                    f"got {len(matching())}"
+                )
             return matching()
 
     def kinds_in_order(self, serial: str, command_id: str) -> list[TopicKind]:
         with self._cond:
-            return [m.kind for m in self._messages if m.serial == serial
-                    and m.kind != TopicKind.TELEMETRY and m.doc.get("commandId") == command_id]
+            return [
+                m.kind
+                for m in self._messages
+                if m.serial == serial
+                and m.kind != TopicKind.TELEMETRY
+                and m.doc.get("commandId") == command_id
+            ]
 
     def barrier(self, sentinel: str) -> None:
         """Everything the simulator published before now has arrived: it answers in order,
@@ -123,8 +145,9 @@ def fleet(mqtt_config, mqtt_client_factory, run_id) -> Iterator[Callable[..., tu
 
     def make(*devices: SimulatedDevice, **options) -> tuple[DeviceSimulator, Backend, str]:
         sentinel = SimulatedDevice(f"{SENTINEL}-{run_id}", {"io1": False})
-        simulator = DeviceSimulator([*devices, sentinel], config=mqtt_config,
-                                    client_id=f"sim-{run_id}", **options)
+        simulator = DeviceSimulator(
+            [*devices, sentinel], config=mqtt_config, client_id=f"sim-{run_id}", **options
+        )
         simulator.start()
         started.append(simulator)
         backend = Backend(mqtt_client_factory, simulator.serials)
@@ -171,7 +194,8 @@ def test_a_repeated_command_id_is_acked_every_time_and_applied_once(fleet, run_i
     states = backend.wait_for(serial, TopicKind.STATE, "cmd_1", count=3)
 
     assert {json.dumps(s.doc, sort_keys=True) for s in states} == {
-        json.dumps(states[0].doc, sort_keys=True)}  # replayed byte for byte, not re-applied
+        json.dumps(states[0].doc, sort_keys=True)
+    }  # replayed byte for byte, not re-applied
     assert simulator.requests[serial, "cmd_1"] == 3
     assert simulator.applies[serial, "cmd_1"] == 1
     assert len(backend.received(serial, TopicKind.TELEMETRY)) == 1  # only the apply reports
@@ -189,10 +213,15 @@ def test_a_new_value_after_a_repeat_is_a_new_command(fleet, run_id):
     assert simulator.values_of(serial)["io1"] is False
 
 
-@pytest.mark.parametrize("params, code", [({"valve9": True}, "not_supported"),
-                                          ({"io1": 1}, "invalid_param"),
-                                          ({"temp": "hot"}, "invalid_param"),
-                                          ({}, "invalid_param")])
+@pytest.mark.parametrize(
+    "params, code",
+    [
+        ({"valve9": True}, "not_supported"),
+        ({"io1": 1}, "invalid_param"),
+        ({"temp": "hot"}, "invalid_param"),
+        ({}, "invalid_param"),
+    ],
+)
 def test_an_unusable_request_is_rejected_and_changes_nothing(fleet, run_id, params, code):
     simulator, backend, sentinel = fleet(device(run_id))
     serial = f"SIM-{run_id}-dev"
@@ -216,8 +245,11 @@ def test_malformed_requests_are_counted_and_ignored(fleet, run_id):
     backend.send(serial, "cmd_ok", {"io1": True})
     backend.wait_for(serial, TopicKind.RPC_RESPONSE, "cmd_ok")
     assert simulator.malformed == 3
-    assert simulator.malformed_by_reason == {"invalid_encoding": 1, "missing_field": 1,
-                                             "not_an_object": 1}
+    assert simulator.malformed_by_reason == {
+        "invalid_encoding": 1,
+        "missing_field": 1,
+        "not_an_object": 1,
+    }
     assert backend.received(serial, TopicKind.RPC_RESPONSE, "cmd_1") == []
     assert simulator.stats().errors == 0
 
@@ -229,10 +261,16 @@ def test_telemetry_on_demand_and_periodically(fleet, run_id):
 
     assert simulator.publish_telemetry(serial, {"temp": 35.0}, ts=ts)
 
-    eventually(lambda: any(m["ts"] == "2025-03-01T08:30:00Z"
-                           for m in backend.received(serial, TopicKind.TELEMETRY)))
-    pushed = [m for m in backend.received(serial, TopicKind.TELEMETRY)
-              if m["ts"] == "2025-03-01T08:30:00Z"]
+    eventually(
+        lambda: any(
+            m["ts"] == "2025-03-01T08:30:00Z" for m in backend.received(serial, TopicKind.TELEMETRY)
+        )
+    )
+    pushed = [
+        m
+        for m in backend.received(serial, TopicKind.TELEMETRY)
+        if m["ts"] == "2025-03-01T08:30:00Z"
+    ]
     assert pushed == [{"ts": "2025-03-01T08:30:00Z", "values": {"temp": 35.0, "io1": False}}]
     backend.wait_for(sentinel, TopicKind.TELEMETRY, count=2)  # every device, on its own
     assert simulator.values_of(serial)["temp"] == 35.0
@@ -261,8 +299,9 @@ def test_drop_ack_twice_answers_only_the_third_request_and_applies_once(fleet, r
 
 
 def test_delay_ack_answers_late_without_holding_up_other_devices(fleet, run_id):
-    simulator, backend, _ = fleet(device(run_id, fault="delay_ack", delay_s=0.4),
-                                  device(run_id, "fast"))
+    simulator, backend, _ = fleet(
+        device(run_id, fault="delay_ack", delay_s=0.4), device(run_id, "fast")
+    )
     slow, fast = f"SIM-{run_id}-dev", f"SIM-{run_id}-fast"
 
     sent = backend.send(slow, "cmd_slow", {"io1": True})
@@ -340,7 +379,8 @@ def test_busy_once_then_the_retry_is_applied(fleet, run_id):
 
 def test_offline_ignores_requests_and_telemetry_during_the_window(fleet, run_id):
     simulator, backend, sentinel = fleet(
-        device(run_id, fault="offline", offline_s=0.5, fault_times=1))
+        device(run_id, fault="offline", offline_s=0.5, fault_times=1)
+    )
     serial = f"SIM-{run_id}-dev"
 
     backend.send(serial, "cmd_1", {"io1": True})  # takes the device off the air
@@ -412,10 +452,22 @@ def test_fault_specs_parse_into_mode_and_times():
 
 def test_the_command_runs_a_fleet_for_its_duration_and_prints_a_table(mqtt_config, run_id):
     out = io.StringIO()
-    call_command("device_simulator", "--serials", f"CMD-{run_id}-a,CMD-{run_id}-b",
-                 "--fault", f"CMD-{run_id}-b=drop_ack:1", "--telemetry-interval", "0.1",
-                 "--duration", "0.3", "--progress-interval", "0.1",
-                 "--client-id", f"cmd-{run_id}", stdout=out)
+    call_command(
+        "device_simulator",
+        "--serials",
+        f"CMD-{run_id}-a,CMD-{run_id}-b",
+        "--fault",
+        f"CMD-{run_id}-b=drop_ack:1",
+        "--telemetry-interval",
+        "0.1",
+        "--duration",
+        "0.3",
+        "--progress-interval",
+        "0.1",
+        "--client-id",
+        f"cmd-{run_id}",
+        stdout=out,
+    )
     text = out.getvalue()
     assert "requests=0" in text
     assert f"CMD-{run_id}-b  drop_ack:1" in text

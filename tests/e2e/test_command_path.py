@@ -150,3 +150,21 @@ def test_response_on_another_devices_topic_moves_nothing(
     intent.refresh_from_db()
     assert intent.status in ("dispatched", "retrying", "expired")
     assert intent.acknowledged_at is None
+
+
+def test_coordination_cache_flushed_mid_flow_loses_and_duplicates_nothing(
+    pipeline: Pipeline,
+) -> None:
+    from django.core.cache import cache
+
+    pipeline.fault(FaultMode.DROP_ACK, fault_times=1)
+    pipeline.kit.rule()
+    pipeline.telemetry(temp=35)
+    wait_for(
+        lambda: _intents(pipeline).filter(status="dispatched").exists(), what="a dispatched command"
+    )
+    cache.clear()  # correlation, inflight markers, dedupe keys and sweep locks all gone
+    pipeline.telemetry(temp=36)  # more readings while the command is live
+    (intent,) = wait_final(_intents(pipeline))
+    assert intent.status == "applied"
+    assert pipeline.applies(intent.device_command_id) == 1

@@ -73,7 +73,6 @@ class Command(BaseCommand):
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)  # a duplicate delivery
             self._wait_quiet(since, 60, settle_only=True)
-        self.stderr.write("")
 
     def _wait_quiet(self, since: datetime, timeout_s: float, *, settle_only: bool = False) -> None:
         """Until no event is pending and every command of this run is final (or, with
@@ -93,17 +92,25 @@ class Command(BaseCommand):
             )
             live = sum(n for status, n in by_status.items() if status in waiting)
             line = ", ".join(f"{k} {v}" for k, v in sorted(by_status.items()))
-            sys.stderr.write(
-                f"\r  events {events.count():4d} (pending {pending})  "
-                f"commands: {line or 'none yet'}".ljust(110)
+            self._progress(
+                f"events {events.count():4d} (pending {pending})  commands: {line or 'none yet'}"
             )
             if not pending and not live:
                 return
             time.sleep(0.25)
         raise CommandError(f"the pipeline did not settle within {timeout_s:.0f}s")
 
+    def _progress(self, line: str) -> None:
+        """Rewrite one line on a terminal; print only changes when piped to a file."""
+        if sys.stderr.isatty():
+            sys.stderr.write("\r  " + line.ljust(110))
+        elif line != getattr(self, "_last_line", None):
+            sys.stderr.write("  " + line + "\n")
+        self._last_line = line
+
     def _summary(self, since: datetime, sim: DeviceSimulator, pairs: list[Any]) -> bool:
-        self.stderr.write("")
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
         intents = list(AutomationCommandIntent.objects.filter(created_at__gte=since))
         by_state = Counter((i.status, i.status_reason) for i in intents)
         relay_fault = {r: f.get("fault", "none") for _, r, f in pairs}
