@@ -101,10 +101,12 @@ class BridgeStats:
 
     def summary(self) -> str:
         kinds = " ".join(f"{kind}={count}" for kind, count in self.received.items())
-        return (f"received[{kinds}] handed_off={self.handed_off} acked={self.acked} "
-                f"duplicates={self.duplicates_dropped} unknown_topic={self.unknown_topic} "
-                f"oversized={self.oversized} handoff_failures={self.handoff_failures} "
-                f"reconnects={self.reconnects}")
+        return (
+            f"received[{kinds}] handed_off={self.handed_off} acked={self.acked} "
+            f"duplicates={self.duplicates_dropped} unknown_topic={self.unknown_topic} "
+            f"oversized={self.oversized} handoff_failures={self.handoff_failures} "
+            f"reconnects={self.reconnects}"
+        )
 
 
 @dataclass(slots=True)
@@ -147,16 +149,17 @@ class MqttBridge:
         self._batch_size = max(1, batch_size or settings.BRIDGE_BATCH_SIZE)
         self._flush_s = (settings.BRIDGE_FLUSH_MS if flush_ms is None else flush_ms) / 1000
         self._handoff = handoff or celery_handoff
-        self._dedupe_ttl_s = (settings.BRIDGE_DEDUPE_TTL_S if dedupe_ttl_s is None
-                              else dedupe_ttl_s)
+        self._dedupe_ttl_s = settings.BRIDGE_DEDUPE_TTL_S if dedupe_ttl_s is None else dedupe_ttl_s
         self._session_expiry_s = session_expiry_s or settings.BRIDGE_SESSION_EXPIRY_S
         # The broker sends at most this many unacknowledged messages; waiting for more than
         # that before a flush would only wait for the timer.
         self._window = max(1, inflight_window or settings.BRIDGE_INFLIGHT_WINDOW)
         self._max_payload = settings.BRIDGE_MAX_PAYLOAD_BYTES
         self._stats = BridgeStats()
-        self._groups = {TELEMETRY_TASK: _Group(TELEMETRY_TASK),
-                        DEVICE_MESSAGES_TASK: _Group(DEVICE_MESSAGES_TASK)}
+        self._groups = {
+            TELEMETRY_TASK: _Group(TELEMETRY_TASK),
+            DEVICE_MESSAGES_TASK: _Group(DEVICE_MESSAGES_TASK),
+        }
         self._oldest_at = 0.0  # monotonic time of the oldest message waiting
         self._retry_at = 0.0
         self._retry_delay = HANDOFF_FIRST_BACKOFF_S
@@ -186,8 +189,12 @@ class MqttBridge:
         if self._thread is not None and self._thread.is_alive():
             return
         self._stop_event = threading.Event()
-        self._thread = threading.Thread(target=self.run_forever, args=(self._stop_event,),
-                                        name=f"mqtt-bridge-{self._client_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.run_forever,
+            args=(self._stop_event,),
+            name=f"mqtt-bridge-{self._client_id}",
+            daemon=True,
+        )
         self._thread.start()
 
     def stop(self) -> None:
@@ -203,8 +210,13 @@ class MqttBridge:
         only when the very first connection is refused for a reason retrying cannot fix."""
         if stop is not None:
             self._stop_event = stop
-        client = new_client(self._client_id, config=self._config, clean_start=False,
-                            session_expiry_s=self._session_expiry_s, manual_ack=True)
+        client = new_client(
+            self._client_id,
+            config=self._config,
+            clean_start=False,
+            session_expiry_s=self._session_expiry_s,
+            manual_ack=True,
+        )
         client.on_connect = self._on_connect
         client.on_subscribe = self._on_subscribe
         client.on_disconnect = self._on_disconnect
@@ -243,8 +255,11 @@ class MqttBridge:
         now = time.monotonic()
         if pending == 0 or now < self._retry_at:
             return False
-        return (pending >= self._batch_size or self._unacked >= self._window
-                or now >= self._oldest_at + self._flush_s)
+        return (
+            pending >= self._batch_size
+            or self._unacked >= self._window
+            or now >= self._oldest_at + self._flush_s
+        )
 
     def _connect(self, client: paho.Client) -> bool:
         """Connect with capped backoff, logging each attempt; False if stopped first. While
@@ -260,17 +275,30 @@ class MqttBridge:
                     raise
                 logger.warning(
                     "bridge %s: connect attempt %d to %s:%s failed: %s; retrying in %.1fs",
-                    self._client_id, attempt, self._config.host, self._config.port, exc, delay,
-                    extra={"bridgeClientId": self._client_id, "attempt": attempt,
-                           "reason": str(exc), "retryInS": delay})
+                    self._client_id,
+                    attempt,
+                    self._config.host,
+                    self._config.port,
+                    exc,
+                    delay,
+                    extra={
+                        "bridgeClientId": self._client_id,
+                        "attempt": attempt,
+                        "reason": str(exc),
+                        "retryInS": delay,
+                    },
+                )
                 self._idle_while_disconnected(delay)
                 delay = min(delay * 2, RECONNECT_MAX_BACKOFF_S)
                 continue
             if self._connected_once:
                 self._stats.reconnects += 1
-                logger.warning("bridge %s reconnected after %d attempt(s)", self._client_id,
-                               attempt, extra={"bridgeClientId": self._client_id,
-                                               "attempt": attempt})
+                logger.warning(
+                    "bridge %s reconnected after %d attempt(s)",
+                    self._client_id,
+                    attempt,
+                    extra={"bridgeClientId": self._client_id, "attempt": attempt},
+                )
             self._connected_once = True
             return True
         return False
@@ -290,9 +318,13 @@ class MqttBridge:
         self._connection += 1  # what the old connection delivered is redelivered, not acked
         self._unacked = 0
         reason = self._loss_reason or paho.error_string(rc)
-        logger.warning("bridge %s lost its MQTT connection: %s; %d message(s) held, "
-                       "reconnecting", self._client_id, reason, self._pending(),
-                       extra={"bridgeClientId": self._client_id, "reason": reason})
+        logger.warning(
+            "bridge %s lost its MQTT connection: %s; %d message(s) held, reconnecting",
+            self._client_id,
+            reason,
+            self._pending(),
+            extra={"bridgeClientId": self._client_id, "reason": reason},
+        )
         self._loss_reason = ""
 
     def _shutdown(self, client: paho.Client) -> None:
@@ -300,9 +332,12 @@ class MqttBridge:
             self._flush()
         left = self._pending()
         if left:
-            logger.warning("bridge %s stopping with %d message(s) not handed off; the broker "
-                           "redelivers them", self._client_id, left,
-                           extra={"bridgeClientId": self._client_id})
+            logger.warning(
+                "bridge %s stopping with %d message(s) not handed off; the broker redelivers them",
+                self._client_id,
+                left,
+                extra={"bridgeClientId": self._client_id},
+            )
         self._ready.clear()
         if client.is_connected():
             client.disconnect()  # no session-expiry change: the session outlives us
@@ -310,36 +345,45 @@ class MqttBridge:
 
     # --- paho callbacks (run inside client.loop() on the bridge's thread) -----------------
 
-    def _on_connect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any,
-                    properties: Any) -> None:
+    def _on_connect(
+        self, client: paho.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         if reason.is_failure:
             return  # connect() reports it
         group = self._config.shared_group
         topics = [f"$share/{group}/{t}" if group else t for t in SUBSCRIPTIONS]
         client.subscribe([(topic, QOS) for topic in topics])
 
-    def _on_subscribe(self, client: paho.Client, userdata: Any, mid: int, reasons: Any,
-                      properties: Any) -> None:
+    def _on_subscribe(
+        self, client: paho.Client, userdata: Any, mid: int, reasons: Any, properties: Any
+    ) -> None:
         refused = [str(r) for r in reasons if r.is_failure]
         if refused:
-            logger.error("bridge %s: subscriptions refused by the broker: %s", self._client_id,
-                         ", ".join(refused), extra={"bridgeClientId": self._client_id})
+            logger.error(
+                "bridge %s: subscriptions refused by the broker: %s",
+                self._client_id,
+                ", ".join(refused),
+                extra={"bridgeClientId": self._client_id},
+            )
             return
         self._ready.set()
 
-    def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: Any,
-                       properties: Any) -> None:
+    def _on_disconnect(
+        self, client: paho.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         self._loss_reason = str(reason)
 
-    def _on_message(self, client: paho.Client, userdata: Any,
-                    message: paho.MQTTMessage) -> None:
+    def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
         if message.qos > 0:
             self._unacked += 1
         try:
             self._receive(message)
         except Exception:  # one bad message must never stop the loop
-            logger.exception("bridge %s could not take message mid=%s; acknowledging it",
-                             self._client_id, message.mid)
+            logger.exception(
+                "bridge %s could not take message mid=%s; acknowledging it",
+                self._client_id,
+                message.mid,
+            )
             self._ack(_Entry(None, message.mid, message.qos, self._connection))
 
     def _receive(self, message: paho.MQTTMessage) -> None:
@@ -351,9 +395,12 @@ class MqttBridge:
         parsed = parse_topic(topic)
         if parsed is None or parsed[1] not in BRIDGED_KINDS:
             self._stats.unknown_topic += 1
-            logger.warning("bridge %s: message on unknown topic %r acknowledged and dropped",
-                           self._client_id, topic[:200],
-                           extra={"bridgeClientId": self._client_id, "topic": topic[:200]})
+            logger.warning(
+                "bridge %s: message on unknown topic %r acknowledged and dropped",
+                self._client_id,
+                topic[:200],
+                extra={"bridgeClientId": self._client_id, "topic": topic[:200]},
+            )
             self._ack(_Entry(None, message.mid, message.qos, self._connection))
             return
         serial, kind = parsed
@@ -361,18 +408,22 @@ class MqttBridge:
         self._stats.received[kind] += 1
         if len(payload) > self._max_payload:
             self._stats.oversized += 1  # passed through: the service records the rejection
-            logger.warning("bridge: %d-byte %s payload from %s exceeds %d bytes", len(payload),
-                           kind, serial, self._max_payload, extra={"serialNumber": serial})
+            logger.warning(
+                "bridge: %d-byte %s payload from %s exceeds %d bytes",
+                len(payload),
+                kind,
+                serial,
+                self._max_payload,
+                extra={"serialNumber": serial},
+            )
         if kind is TopicKind.TELEMETRY:
             arg = InboundTelemetry.from_bytes(serial, payload, received_at).as_task_arg()
             key = dedupe_key(serial, payload) if self._dedupe_ttl_s > 0 else None
-            self._add(TELEMETRY_TASK, _Entry(arg, message.mid, message.qos,
-                                             self._connection, key))
+            self._add(TELEMETRY_TASK, _Entry(arg, message.mid, message.qos, self._connection, key))
         else:
             text, bad_encoding = _decode(payload)
             arg = [serial, kind.value, text, received_at.isoformat(), bad_encoding]
-            self._add(DEVICE_MESSAGES_TASK, _Entry(arg, message.mid, message.qos,
-                                                   self._connection))
+            self._add(DEVICE_MESSAGES_TASK, _Entry(arg, message.mid, message.qos, self._connection))
 
     def _add(self, task_name: str, entry: _Entry) -> None:
         if not self._pending():
@@ -405,10 +456,19 @@ class MqttBridge:
                     self._stats.handoff_failures += 1
                     logger.warning(
                         "bridge %s: hand-off of %d message(s) to %s failed: %s; retrying in "
-                        "%.1fs, not acknowledged", self._client_id, len(batch), group.task_name,
-                        exc, self._retry_delay,
-                        extra={"bridgeClientId": self._client_id, "task": group.task_name,
-                               "reason": str(exc), "retryInS": self._retry_delay})
+                        "%.1fs, not acknowledged",
+                        self._client_id,
+                        len(batch),
+                        group.task_name,
+                        exc,
+                        self._retry_delay,
+                        extra={
+                            "bridgeClientId": self._client_id,
+                            "task": group.task_name,
+                            "reason": str(exc),
+                            "retryInS": self._retry_delay,
+                        },
+                    )
                     return False
                 self._stats.handed_off += len(batch)
             del group.entries[: len(chunk)]

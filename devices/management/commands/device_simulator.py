@@ -47,18 +47,28 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--devices", type=int, default=4, help="number of devices")
         parser.add_argument("--prefix", default="SIM", help="serials are PREFIX-0001...")
-        parser.add_argument("--serials", nargs="+", help="explicit serials (overrides "
-                            "--devices/--prefix); commas also separate")
-        parser.add_argument("--fault", action="append", default=[],
-                            metavar="[SERIAL=]MODE[:TIMES]")
-        parser.add_argument("--reject-code", default=ResultCode.BUSY.value,
-                            choices=[c.value for c in ResultCode if c is not ResultCode.OK])
+        parser.add_argument(
+            "--serials",
+            nargs="+",
+            help="explicit serials (overrides --devices/--prefix); commas also separate",
+        )
+        parser.add_argument("--fault", action="append", default=[], metavar="[SERIAL=]MODE[:TIMES]")
+        parser.add_argument(
+            "--reject-code",
+            default=ResultCode.BUSY.value,
+            choices=[c.value for c in ResultCode if c is not ResultCode.OK],
+        )
         parser.add_argument("--delay", type=float, default=1.0, help="delay_ack seconds")
         parser.add_argument("--offline", type=float, default=10.0, help="offline seconds")
-        parser.add_argument("--telemetry-interval", type=float, default=5.0,
-                            help="seconds between telemetry per device; 0 disables")
-        parser.add_argument("--duration", type=float, default=0.0,
-                            help="seconds to run; 0 runs until interrupted")
+        parser.add_argument(
+            "--telemetry-interval",
+            type=float,
+            default=5.0,
+            help="seconds between telemetry per device; 0 disables",
+        )
+        parser.add_argument(
+            "--duration", type=float, default=0.0, help="seconds to run; 0 runs until interrupted"
+        )
         parser.add_argument("--progress-interval", type=float, default=5.0)
         parser.add_argument("--client-id", default=None)
 
@@ -71,14 +81,17 @@ class Command(BaseCommand):
             ensure_embedded_broker(config)
         interval = opts["telemetry_interval"] or None
         client_id = opts["client_id"] or f"device-simulator-{os.getpid()}"
-        simulator = DeviceSimulator(devices, config=config, telemetry_interval_s=interval,
-                                    client_id=client_id)
+        simulator = DeviceSimulator(
+            devices, config=config, telemetry_interval_s=interval, client_id=client_id
+        )
         stop = threading.Event()
         in_main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if in_main else None
         simulator.start()
-        self.stdout.write(f"{len(devices)} devices on {config.host}:{config.port} "
-                          f"(MQTT {'5' if config.protocol == 5 else '3.1.1'}); Ctrl-C stops")
+        self.stdout.write(
+            f"{len(devices)} devices on {config.host}:{config.port} "
+            f"(MQTT {'5' if config.protocol == 5 else '3.1.1'}); Ctrl-C stops"
+        )
         try:
             self._run(simulator, stop, opts["duration"], opts["progress_interval"])
         except KeyboardInterrupt:
@@ -105,19 +118,33 @@ class Command(BaseCommand):
         devices = []
         for index, serial in enumerate(serials):
             mode, times = targeted.get(serial) or (
-                dealt[index % len(dealt)] if dealt else (FaultMode.NONE, None))
+                dealt[index % len(dealt)] if dealt else (FaultMode.NONE, None)
+            )
             try:
-                devices.append(SimulatedDevice(
-                    serial, dict(DEFAULT_VALUES), mode, opts["reject_code"], opts["delay"],
-                    opts["offline"], times))
+                devices.append(
+                    SimulatedDevice(
+                        serial,
+                        dict(DEFAULT_VALUES),
+                        mode,
+                        opts["reject_code"],
+                        opts["delay"],
+                        opts["offline"],
+                        times,
+                    )
+                )
             except ValueError as exc:
                 raise CommandError(f"device {serial}: {exc}") from None
         if len({d.serial for d in devices}) != len(devices):
             raise CommandError("serials must be unique")
         return devices
 
-    def _run(self, simulator: DeviceSimulator, stop: threading.Event, duration_s: float,
-             progress_s: float) -> None:
+    def _run(
+        self,
+        simulator: DeviceSimulator,
+        stop: threading.Event,
+        duration_s: float,
+        progress_s: float,
+    ) -> None:
         started = time.monotonic()
         deadline = started + duration_s if duration_s > 0 else None
         while not stop.is_set():
@@ -150,11 +177,29 @@ class Command(BaseCommand):
         for device in devices:
             fault = device.fault.value + (f":{device.fault_times}" if device.fault_times else "")
             values = ", ".join(f"{k}={v}" for k, v in simulator.values_of(device.serial).items())
-            rows.append((device.serial, fault, requests[device.serial], applies[device.serial],
-                         acks[device.serial], states[device.serial], values))
+            rows.append(
+                (
+                    device.serial,
+                    fault,
+                    requests[device.serial],
+                    applies[device.serial],
+                    acks[device.serial],
+                    states[device.serial],
+                    values,
+                )
+            )
         stats = simulator.stats()
-        rows.append(("total", "", stats.requests, stats.applies, stats.acks,
-                     stats.state_reports, f"malformed={stats.malformed}"))
+        rows.append(
+            (
+                "total",
+                "",
+                stats.requests,
+                stats.applies,
+                stats.acks,
+                stats.state_reports,
+                f"malformed={stats.malformed}",
+            )
+        )
         return "\n" + format_table(
-            ["serial", "fault", "requests", "applies", "acks", "states", "values"], rows)
-
+            ["serial", "fault", "requests", "applies", "acks", "states", "values"], rows
+        )

@@ -1,0 +1,132 @@
+"""`manage.py mqtt_bridge`: the MQTT bridge as a process of its own (SPEC §1). The command owns
+only the process concerns: signals for a clean stop, progress lines, exit on a fatal
+refusal. What happens to each message lives in MqttBridge."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from config.env import MqttConfig
+from devices.mqtt.bridge import MqttBridge
+from devices.mqtt.client import MqttUnavailable
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the MQTT bridge: subscribe to device telemetry, RPC responses and state reports, "
+        "hand them to Celery in batches and acknowledge MQTT only after each hand-off. "
+        "SIGTERM or Ctrl-C stops it cleanly, keeping the broker session."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--client-id",
+            default=None,
+            help="MQTT client id (default BRIDGE_CLIENT_ID or "
+            "farm-bridge-<hostname>); keep it stable across restarts",
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=int,
+            default=None,
+            help="messages per Celery task (default BRIDGE_BATCH_SIZE)",
+        )
+        parser.add_argument(
+            "--flush-ms",
+            type=float,
+            default=None,
+            help="flush a batch this long after its first message (default BRIDGE_FLUSH_MS)",
+        )
+        parser.add_argument(
+            "--progress-interval",
+            type=float,
+            default=5.0,
+            help="seconds between progress lines; 0 disables them",
+        )
+        parser.add_argument(
+            "--duration", type=float, default=0.0, help="seconds to run; 0 runs until signalled"
+        )
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["batch_size"] is not None and opts["batch_size"] < 1:
+            raise CommandError("--batch-size must be >= 1")
+        if opts["flush_ms"] is not None and opts["flush_ms"] < 0:
+            raise CommandError("--flush-ms must be >= 0")
+        if settings.CELERY_BROKER_EMBEDDED:
+            raise CommandError(
+                "CELERY_BROKER_URL is unset, so Celery uses the in-process memory transport: a "
+                "bridge process of its own would acknowledge messages that no worker can "
+                "ever read. Set CELERY_BROKER_URL (redis://...), or run the bridge inside "
+                "the embedded demo."
+            )
+        config: MqttConfig = settings.MQTT
+        if config.embedded:
+            from devices.mqtt.embedded_broker import ensure_embedded_broker
+
+            ensure_embedded_broker(config)
+        bridge = MqttBridge(
+            config=config,
+            client_id=opts["client_id"],
+            batch_size=opts["batch_size"],
+            flush_ms=opts["flush_ms"],
+        )
+        stop = threading.Event()
+        previous = self._install_signal_handlers(stop)
+        if opts["duration"] > 0:
+            timer = threading.Timer(opts["duration"], stop.set)
+            timer.daemon = True
+            timer.start()
+        progress = threading.Thread(
+            target=self._progress, args=(bridge, stop, opts["progress_interval"]), daemon=True
+        )
+        self.stdout.write(
+            f"MQTT bridge {bridge.client_id} on {config.host}:{config.port} "
+            f"(MQTT {'5' if config.protocol == 5 else '3.1.1'}, "
+            f"{'shared group ' + config.shared_group if config.shared_group else 'no shared group'}"
+            f"); SIGTERM or Ctrl-C stops"
+        )
+        progress.start()
+        try:
+            bridge.run_forever(stop)
+        except MqttUnavailable as exc:
+            raise CommandError(f"MQTT broker refused the bridge: {exc}") from exc
+        finally:
+            stop.set()
+            progress.join(timeout=1)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self.stdout.write(f"stopped: {bridge.stats.summary()}")
+
+    @staticmethod
+    def _install_signal_handlers(stop: threading.Event) -> dict[int, Any]:
+        """The first signal only sets ``stop``: the loop then flushes, acknowledges and
+        disconnects instead of dying mid-batch; a second one exits at once (what is not
+        acknowledged is redelivered). Signals can only be handled on the main thread."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def on_signal(signum: int, frame: Any) -> None:
+            if stop.is_set():  # a second signal: the operator does not want to wait
+                raise SystemExit(128 + signum)
+            stop.set()
+
+        return {signum: signal.signal(signum, on_signal) for signum in STOP_SIGNALS}
+
+    def _progress(self, bridge: MqttBridge, stop: threading.Event, interval_s: float) -> None:
+        if interval_s <= 0:
+            return
+        started = time.monotonic()
+        while not stop.wait(interval_s):
+            self.stdout.write(
+                f"t={time.monotonic() - started:7.1f}s "
+                f"{'connected' if bridge.wait_connected(0) else 'DISCONNECTED'} "
+                f"{bridge.stats.summary()}"
+            )
