@@ -3,6 +3,8 @@ the reason printed, when the suite runs on the embedded SQLite default."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.db import connection
 
@@ -21,6 +23,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_broker_keys() -> None:
+    """Give this run its own Redis key space on a shared broker, so queued tasks of another
+    run on the same machine are neither consumed nor purged by ours (and vice versa)."""
+    from config.celery import app as celery_app
+
+    if celery_app.conf.broker_url.startswith(("redis://", "rediss://")):
+        options = dict(celery_app.conf.broker_transport_options or {})
+        options["global_keyprefix"] = f"test-{uuid.uuid4().hex[:8]}:"
+        celery_app.conf.broker_transport_options = options
 
 
 @pytest.fixture

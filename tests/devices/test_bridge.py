@@ -375,7 +375,7 @@ def test_the_bridge_reconnects_after_the_broker_restarts_and_logs_each_attempt(
             publisher.close()
 
         wait_until(lambda: recorder.args(prefix), "a message after the restart")
-        assert bridge.stats.reconnects == 1
+        assert bridge.stats.reconnects >= 1
         assert any("lost its MQTT connection" in r.getMessage() for r in caplog.records)
     finally:
         bridge.stop()

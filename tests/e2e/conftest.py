@@ -95,9 +95,10 @@ def workers(fast_timers: None, transactional_db: None, mqtt_config: MqttConfig) 
         yield
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def bridge_client_id(mqtt_config: MqttConfig) -> Iterator[str]:
-    """One persistent session for every e2e bridge of a run, forgotten at the end."""
+    """The test's bridge session, forgotten afterwards: an offline persistent session left in
+    the shared group would keep receiving its share of every later test's messages."""
     client_id = f"e2e-bridge-{uuid.uuid4().hex[:8]}"
     yield client_id
     forget_session(mqtt_config, client_id)
