@@ -111,3 +111,6 @@ def command_intents_sweep_task() -> int:
 def nudge_untrusted(intent_ids: list[int]) -> None:
     """Sweep-driven dispatch ignores the cache's inflight markers: the database decides."""
     command_intents_dispatch_task.apply_async(args=[intent_ids], kwargs={"trust_cache": False})
+
+
+from automation.scheduler import tasks as scheduler_tasks  # noqa: E402, F401 (registers them)

@@ -24,4 +24,12 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "command-intents-sweep": BeatEntry(
             "automation.command_intents_sweep", float(settings.COMMAND_SWEEP_INTERVAL_S)
         ),
+        # Due work: claim and fan out (safe with two beats: claims never overlap).
+        "automation-scheduler-poll-due": BeatEntry(
+            "automation.scheduler_poll_due", float(settings.SCHEDULER_POLL_INTERVAL_S)
+        ),
+        # Expired claims back to Pending on the backoff ladder, or on support hold.
+        "automation-scheduler-release-stale": BeatEntry(
+            "automation.scheduler_release_stale", float(settings.SCHEDULER_STALE_INTERVAL_S)
+        ),
     }

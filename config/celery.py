@@ -20,6 +20,10 @@ TASK_ROUTES: dict[str, str] = {
     "automation.command_intents_sweep": "dispatch",
     "automation.device_messages_reconcile": "reconcile",
     "automation.command_intents_reconcile": "reconcile",
+    "automation.scheduler_poll_due": "scheduler",
+    "automation.scheduler_execute": "scheduler",
+    "automation.scheduler_release_stale": "scheduler",
+    "events.event_deliver": "events",
 }
 
 app = Celery("config")

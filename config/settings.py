@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "automation",
     "reminders",
     "notifications",
+    "events",
 ]
 
 MIDDLEWARE = [
@@ -116,3 +117,30 @@ BRIDGE_SESSION_EXPIRY_S = env_int("BRIDGE_SESSION_EXPIRY_S", 24 * 3600, minimum=
 # Unacknowledged messages the broker sends before it waits (Mosquitto max_inflight_messages,
 # default 20): a batch that reached it is flushed at once rather than after BRIDGE_FLUSH_MS.
 BRIDGE_INFLIGHT_WINDOW = env_int("BRIDGE_INFLIGHT_WINDOW", 20, minimum=1)
+
+# --- Domain events ---
+# A handler that failed this many times for one idempotency key is dead-lettered.
+EVENT_MAX_ATTEMPTS = env_int("EVENT_MAX_ATTEMPTS", 5, minimum=1)
+# Celery countdown before the next delivery attempt, by attempt (short: longer backoff would
+# belong in a column swept by beat). The last value repeats.
+EVENT_RETRY_BACKOFF_S = env_float_list("EVENT_RETRY_BACKOFF_S", (2.0, 4.0, 8.0, 16.0))
+# The envelope's ``producer``: which deployment published the event.
+EVENT_PRODUCER = env_str("EVENT_PRODUCER", "farm-core")
+
+# --- Automation scheduler ---
+# A claim's lease: past it, stale cleanup returns the row to Pending and counts a retry.
+SCHEDULER_LEASE_S = env_int("SCHEDULER_LEASE_S", 300, minimum=1)
+# Rows claimed per statement (batches: ~50× the single-row rate on PostgreSQL, SPEC §11).
+SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 50, minimum=1)
+# Upper bound of rows one due poll claims and fans out (bounded sweeps).
+SCHEDULER_POLL_MAX_ROWS = env_int("SCHEDULER_POLL_MAX_ROWS", 1000, minimum=1)
+SCHEDULER_POLL_INTERVAL_S = env_float("SCHEDULER_POLL_INTERVAL_S", 10.0, minimum=0.1)
+SCHEDULER_STALE_INTERVAL_S = env_float("SCHEDULER_STALE_INTERVAL_S", 60.0, minimum=0.1)
+SCHEDULER_STALE_BATCH = env_int("SCHEDULER_STALE_BATCH", 500, minimum=1)
+# Retry n waits the n-th value; one failure past the ladder puts the row on support hold.
+SCHEDULER_BACKOFF_MINUTES = env_float_list("SCHEDULER_BACKOFF_MINUTES", (5.0, 15.0, 60.0))
+# DispatchResultJson stays small; larger diagnostics go to file storage (TraceBlobName).
+SCHEDULER_RESULT_MAX_BYTES = env_int("SCHEDULER_RESULT_MAX_BYTES", 2048, minimum=64)
+SCHEDULER_TRACE_PREFIX = env_str("SCHEDULER_TRACE_PREFIX", "automation-scheduler")
+# Django's default_storage (trace blobs) writes under MEDIA_ROOT.
+MEDIA_ROOT = env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media"))

@@ -1,0 +1,146 @@
+"""Handlers per AutomationType: reminders and report subscriptions plug in here (usually in
+their ``AppConfig.ready``), so the executor routes by registry, never by a switch.
+
+A handler reloads what it needs at due time, revalidates it, and queues the delivery. Its
+database writes commit in the same transaction as the row's Completed state, so a worker
+whose claim was lost rolls them back. Outcomes other than success are typed exceptions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Protocol
+
+from automation.states import SCHEDULER_DEACTIVATION_REASONS, SchedulerReason
+
+Trace = Mapping[str, Any] | str | bytes
+
+
+@dataclass(frozen=True)
+class SchedulerJob:
+    """What a handler gets at due time: the row's coordinates, not its inputs (reload those)."""
+
+    scheduler_id: int
+    token: int
+    automation_type: str
+    trigger_type: str
+    scheduler_key: str
+    scheduled_on: datetime
+    scheduled_local_date: date | None
+    time_zone_id: str
+    input_hash: str
+    retry_count: int
+    now: datetime
+
+
+@dataclass(frozen=True)
+class HandlerResult:
+    """``coordinates`` go to DispatchResultJson and must stay small (ids of the queued
+    delivery, counts); anything large goes in ``trace``, written to file storage."""
+
+    coordinates: Mapping[str, Any]
+    trace: Trace | None = None
+
+
+class SchedulerHandler(Protocol):
+    def revalidate(self, job: SchedulerJob) -> None:
+        """Raise :class:`Deactivate` (or a subclass) if the source or setting is no longer
+        valid, :class:`HoldForSupport` if the reloaded input no longer hashes to the row's."""
+
+    def run(self, job: SchedulerJob) -> HandlerResult:
+        """Queue the delivery (idempotently by ``job.scheduler_key``) and say where it went."""
+
+
+class SchedulerOutcome(Exception):
+    """A typed non-success outcome raised by a handler."""
+
+    default_reason: SchedulerReason = SchedulerReason.HANDLER_ERROR
+
+    def __init__(
+        self, detail: str = "", *, reason: SchedulerReason | None = None, trace: Trace | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.reason = reason or self.default_reason
+        self.detail = detail
+        self.trace = trace
+
+
+class Deactivate(SchedulerOutcome):
+    """The row is no longer wanted: Deactivated, an outcome, never a failure."""
+
+    default_reason = SchedulerReason.SOURCE_NO_LONGER_VALID
+
+    def __init__(
+        self, detail: str = "", *, reason: SchedulerReason | None = None, trace: Trace | None = None
+    ) -> None:
+        super().__init__(detail, reason=reason, trace=trace)
+        if self.reason not in SCHEDULER_DEACTIVATION_REASONS:
+            raise ValueError(f"{self.reason} is not a deactivation reason")
+
+
+class SourceNoLongerValid(Deactivate):
+    default_reason = SchedulerReason.SOURCE_NO_LONGER_VALID
+
+
+class ReminderSettingInactive(Deactivate):
+    default_reason = SchedulerReason.REMINDER_SETTING_INACTIVE
+
+
+class HoldForSupport(SchedulerOutcome):
+    """Stop and wait for a person (e.g. the reloaded input no longer matches InputHash)."""
+
+    default_reason = SchedulerReason.INPUT_HASH_CONFLICT
+
+
+class RetryableFailure(SchedulerOutcome):
+    """A transient failure: retried on the backoff ladder, then held for support."""
+
+
+class PermanentFailure(SchedulerOutcome):
+    """A failure retrying cannot fix: Failed with the reason (ensure may reactivate it later)."""
+
+
+_handlers: dict[str, SchedulerHandler] = {}
+_lock = threading.Lock()
+
+
+def scheduler_handler_register(
+    automation_type: str, handler: SchedulerHandler, *, replace: bool = False
+) -> None:
+    """Register the handler of one automation type; a second registration is a bug unless
+    ``replace`` says otherwise."""
+    with _lock:
+        if automation_type in _handlers and not replace:
+            raise ValueError(f"a scheduler handler for {automation_type!r} is already registered")
+        _handlers[automation_type] = handler
+
+
+def scheduler_handler_unregister(automation_type: str) -> None:
+    with _lock:
+        _handlers.pop(automation_type, None)
+
+
+def scheduler_handler_for(automation_type: str) -> SchedulerHandler | None:
+    return _handlers.get(automation_type)
+
+
+@contextmanager
+def scheduler_handler_override(
+    automation_type: str, handler: SchedulerHandler
+) -> Iterator[SchedulerHandler]:
+    """Swap in a handler for the duration of a block (tests, benchmarks)."""
+    with _lock:
+        previous = _handlers.get(automation_type)
+        _handlers[automation_type] = handler
+    try:
+        yield handler
+    finally:
+        with _lock:
+            if previous is None:
+                _handlers.pop(automation_type, None)
+            else:
+                _handlers[automation_type] = previous

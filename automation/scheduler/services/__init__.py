@@ -1,0 +1,48 @@
+"""Every write and decision of the due-work scheduler: ensure, claim, execute, finish,
+stale cleanup. One module per step; import from here."""
+
+from automation.scheduler.services.claim import ClaimedRow, ClaimStrategy, scheduler_claim_due
+from automation.scheduler.services.ensure import EnsureOutcome, EnsureResult, scheduler_ensure
+from automation.scheduler.services.execute import (
+    scheduler_due_fan_out,
+    scheduler_execute,
+    scheduler_process_due,
+)
+from automation.scheduler.services.finish import (
+    StaleResult,
+    scheduler_cancel,
+    scheduler_complete,
+    scheduler_deactivate,
+    scheduler_deactivate_by_key,
+    scheduler_fail,
+    scheduler_hold,
+    scheduler_hold_release,
+    scheduler_release_stale,
+    scheduler_unclaim,
+)
+from automation.scheduler.services.moves import FinishOutcome, scheduler_backoff, scheduler_move
+
+__all__ = [
+    "ClaimStrategy",
+    "ClaimedRow",
+    "EnsureOutcome",
+    "EnsureResult",
+    "FinishOutcome",
+    "StaleResult",
+    "scheduler_backoff",
+    "scheduler_cancel",
+    "scheduler_claim_due",
+    "scheduler_complete",
+    "scheduler_deactivate",
+    "scheduler_deactivate_by_key",
+    "scheduler_due_fan_out",
+    "scheduler_ensure",
+    "scheduler_execute",
+    "scheduler_fail",
+    "scheduler_hold",
+    "scheduler_hold_release",
+    "scheduler_move",
+    "scheduler_process_due",
+    "scheduler_release_stale",
+    "scheduler_unclaim",
+]

@@ -1,0 +1,98 @@
+"""Claiming due rows (SPEC §4): Pending, due, past any backoff, not held →
+``Processing, lease = now + N, Version + 1 WHERE Status = Pending AND Version = read``.
+
+PostgreSQL claims a bounded batch in one statement: the due select takes row locks with
+``FOR UPDATE SKIP LOCKED`` (concurrent workers take disjoint rows without waiting) and the
+update still compares each row's version with the one selected. Elsewhere (SQLite) the ORM
+selects candidates and compare-and-sets them one by one. Either way a row is returned only if
+this claim changed it, and the returned version is the token every later change must match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+
+from automation.models import AutomationScheduler
+from automation.scheduler.selectors import DUE_SKIP_LOCKED_SQL, TABLE, scheduler_due_candidates
+from automation.states import SchedulerStatus
+
+
+class ClaimStrategy(StrEnum):
+    SKIP_LOCKED = "skip_locked"  # PostgreSQL: one statement per batch
+    ROWWISE = "rowwise"  # ORM select + one compare-and-set per row
+
+
+@dataclass(frozen=True)
+class ClaimedRow:
+    scheduler_id: int
+    token: int  # the version this claim wrote; complete / fail / deactivate must match it
+    automation_type: str
+    scheduler_key: str
+    lease_expires_on: datetime
+
+
+_CLAIM_SQL = (
+    f"WITH picked AS ({DUE_SKIP_LOCKED_SQL}) "
+    f"UPDATE {TABLE} AS s SET status = '{SchedulerStatus.PROCESSING.value}', "
+    "processing_lease_expires_on = %(lease)s, version = s.version + 1, updated_on = %(now)s "
+    "FROM picked WHERE s.id = picked.id AND s.version = picked.version "
+    f"AND s.status = '{SchedulerStatus.PENDING.value}' "
+    "RETURNING s.id, s.version, s.automation_type, s.scheduler_key"
+)
+
+
+def scheduler_claim_due(
+    *,
+    now: datetime,
+    limit: int | None = None,
+    lease_s: float | None = None,
+    strategy: ClaimStrategy | None = None,
+) -> list[ClaimedRow]:
+    """Claim up to ``limit`` due rows for this worker, in due order."""
+    limit = limit or settings.SCHEDULER_CLAIM_BATCH
+    lease = now + timedelta(seconds=lease_s if lease_s is not None else settings.SCHEDULER_LEASE_S)
+    if strategy is None:
+        strategy = (
+            ClaimStrategy.SKIP_LOCKED
+            if connection.vendor == "postgresql"
+            else ClaimStrategy.ROWWISE
+        )
+    if strategy == ClaimStrategy.SKIP_LOCKED:
+        return _claim_skip_locked(now, limit, lease)
+    return _claim_rowwise(now, limit, lease)
+
+
+def _claim_skip_locked(now: datetime, limit: int, lease: datetime) -> list[ClaimedRow]:
+    """One statement, atomic on its own: no BEGIN/COMMIT round trips around it."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, {"now": now, "limit": limit, "lease": lease})
+        rows = cursor.fetchall()
+    return sorted(
+        (ClaimedRow(pk, version, kind, key, lease) for pk, version, kind, key in rows),
+        key=lambda r: r.scheduler_id,
+    )
+
+
+def _claim_rowwise(now: datetime, limit: int, lease: datetime) -> list[ClaimedRow]:
+    claimed: list[ClaimedRow] = []
+    with transaction.atomic():
+        for pk, version, kind, key in scheduler_due_candidates(now=now, limit=limit):
+            # Version alone proves nothing changed since the read (a hold bumps it too);
+            # no hold predicate, so the lookup stays on the primary key.
+            moved = AutomationScheduler.objects.filter(
+                pk=pk, status=SchedulerStatus.PENDING, version=version
+            ).update(
+                status=SchedulerStatus.PROCESSING,
+                processing_lease_expires_on=lease,
+                version=F("version") + 1,
+                updated_on=now,
+            )
+            if moved == 1:  # exactly one row changed: this claim owns it
+                claimed.append(ClaimedRow(pk, version + 1, kind, key, lease))
+    return claimed

@@ -1,0 +1,34 @@
+"""Every write and decision of the event bus: publish after commit, deliver per handler,
+dead-letter and replay."""
+
+from events.services.dead_letters import (
+    DeadLetterNotFound,
+    DeadLetterNotReplayable,
+    dead_letter_alert,
+    dead_letter_replay,
+)
+from events.services.deliver import DeliveryResult, event_deliver, event_retry_delay_s
+from events.services.devices import device_status_change
+from events.services.publish import (
+    EventPayloadInvalid,
+    EventTransport,
+    celery_transport,
+    event_publish,
+    event_transport,
+)
+
+__all__ = [
+    "DeadLetterNotFound",
+    "DeadLetterNotReplayable",
+    "DeliveryResult",
+    "EventPayloadInvalid",
+    "EventTransport",
+    "celery_transport",
+    "dead_letter_alert",
+    "dead_letter_replay",
+    "device_status_change",
+    "event_deliver",
+    "event_publish",
+    "event_retry_delay_s",
+    "event_transport",
+]

@@ -1,0 +1,50 @@
+"""A device status change, the first business write that publishes a domain event. It lives
+here until the devices app grows its own services module for operator actions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from devices.models import Device, DeviceStatus
+from events.envelope import occurred_at_format
+from events.event_types import DEVICE_STATUS_CHANGED, DeviceStatusChangedPayload
+from events.services.publish import event_publish
+
+
+def device_status_change(
+    *, device_id: int, status: str, actor: str, now: datetime | None = None
+) -> bool:
+    """Move the device to ``status`` (compare-and-set on the status read) and publish
+    ``DeviceStatusChanged`` after commit; False when it already had that status or another
+    writer changed it first (then nothing is published)."""
+    if status not in DeviceStatus.values:
+        raise ValueError(f"unknown device status {status!r}")
+    now = now or timezone.now()
+    device = Device.objects.get(pk=device_id)
+    if device.status == status:
+        return False
+    with transaction.atomic():
+        moved = Device.objects.filter(pk=device.pk, status=device.status).update(status=status)
+        if moved != 1:
+            return False
+        event_publish(
+            DEVICE_STATUS_CHANGED,
+            # One change of one device is one fact: its time makes it distinct from a later
+            # change between the same two statuses.
+            idempotency_key=(
+                f"device-status:{device.pk}:{device.status}:{status}:{occurred_at_format(now)}"
+            ),
+            payload=DeviceStatusChangedPayload(
+                device_id=device.pk,
+                serial_number=device.serial_number,
+                farm_id=device.farm_id,
+                old_status=device.status,
+                new_status=status,
+                actor=actor,
+            ),
+            occurred_at=now,
+        )
+    return True

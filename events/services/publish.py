@@ -1,0 +1,131 @@
+"""Publishing: an event leaves only after its business transaction committed, and a broker
+failure is logged as ``EVENT_PUBLISH_FAILED``, never raised into the business operation
+(seed 002 §3: the trade-off is a lost event, which the log line makes visible)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+from celery import Celery
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from events.envelope import Envelope, event_id_new, occurred_at_format
+from events.models import KEY_MAX_LENGTH
+from events.registry import EventType
+
+logger = logging.getLogger(__name__)
+
+DELIVER_TASK = "events.event_deliver"
+EVENTS_QUEUE = "events"
+
+P = TypeVar("P", bound=Mapping[str, Any])
+EventTransport = Callable[[dict[str, Any]], None]
+
+
+class EventPayloadInvalid(ValueError):
+    """The producer's payload does not fit the declared schema: a programming error, raised
+    at the call so it fails in tests, not in a consumer."""
+
+
+def celery_transport(app: Celery) -> EventTransport:
+    """Send each envelope as one ``events.event_deliver`` message on the ``events`` queue."""
+
+    def send(message: dict[str, Any]) -> None:
+        app.send_task(DELIVER_TASK, args=[message], queue=EVENTS_QUEUE)
+
+    return send
+
+
+_transport_override: EventTransport | None = None
+
+
+def transport_current() -> EventTransport:
+    if _transport_override is not None:
+        return _transport_override
+    from config.celery import app as celery_app
+
+    return celery_transport(celery_app)
+
+
+@contextmanager
+def event_transport(transport: EventTransport) -> Iterator[None]:
+    """Send through ``transport`` inside the block (another broker, or a recorder in tests)."""
+    global _transport_override
+    saved, _transport_override = _transport_override, transport
+    try:
+        yield
+    finally:
+        _transport_override = saved
+
+
+def event_publish(
+    event_type: EventType[P],
+    *,
+    idempotency_key: str,
+    payload: P,
+    occurred_at: datetime | None = None,
+) -> Envelope:
+    """Build the envelope now and send it after the surrounding transaction commits (at once
+    outside one). ``idempotency_key`` names the business fact: the same fact, the same key.
+    Build ``payload`` with the schema's constructor (``DeviceStatusChangedPayload(...)``) so
+    mypy checks it against the event type."""
+    if not idempotency_key or len(idempotency_key) > KEY_MAX_LENGTH:
+        raise ValueError(f"idempotency_key must be 1..{KEY_MAX_LENGTH} characters")
+    copied = json.loads(json.dumps(payload))
+    errors = event_type.payload_errors(copied, allow_extra=False)
+    if errors:
+        raise EventPayloadInvalid(f"{event_type.name} payload: {'; '.join(errors)}")
+    envelope = Envelope(
+        event_id=event_id_new(),
+        idempotency_key=idempotency_key,
+        type=event_type.name,
+        occurred_at=occurred_at_format(occurred_at or timezone.now()),
+        producer=settings.EVENT_PRODUCER,
+        version=event_type.version,
+        payload=copied,
+    )
+    event_send_on_commit(envelope)
+    return envelope
+
+
+def event_send_on_commit(
+    envelope: Envelope, *, on_failure: Callable[[], None] | None = None
+) -> None:
+    """Send ``envelope`` once the current transaction commits; ``on_failure`` runs if the
+    broker refused it (the business data is committed by then either way)."""
+    transport = transport_current()
+
+    def send() -> None:
+        if not event_send(envelope, transport) and on_failure is not None:
+            on_failure()
+
+    transaction.on_commit(send, robust=True)
+
+
+def event_send(envelope: Envelope, transport: EventTransport) -> bool:
+    """One send attempt (the broker client retries briefly itself); False when it failed."""
+    try:
+        transport(envelope.to_message())
+    except Exception as exc:
+        logger.error(
+            "EVENT_PUBLISH_FAILED type=%s idempotency_key=%s event_id=%s error=%r",
+            envelope.type,
+            envelope.idempotency_key,
+            envelope.event_id,
+            exc,
+            extra={
+                "eventType": envelope.type,
+                "idempotencyKey": envelope.idempotency_key,
+                "eventId": envelope.event_id,
+                "error": repr(exc),
+            },
+        )
+        return False
+    return True

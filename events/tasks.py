@@ -1,0 +1,31 @@
+"""The consumer of the ``events`` queue: one message per published envelope."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+from django.conf import settings
+from django.db import OperationalError
+
+from events.services import event_deliver, event_retry_delay_s
+
+
+@shared_task(
+    name="events.event_deliver",
+    bind=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def event_deliver_task(self: Task, envelope: dict[str, Any]) -> dict[str, str]:
+    """Acknowledged when every handler is done, a duplicate or dead-lettered; retried with a
+    short backoff while one failed below its attempt budget (counted in the database, so the
+    Celery limit below is only a backstop)."""
+    result = event_deliver(message=envelope)
+    if result.retry_needed:
+        raise self.retry(
+            countdown=event_retry_delay_s(result.failed_attempts),
+            max_retries=settings.EVENT_MAX_ATTEMPTS + 1,
+        )
+    return {name: str(outcome) for name, outcome in result.outcomes.items()}
