@@ -28,4 +28,4 @@ lint: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lint.lock
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy devices automation events config
+	$(VENV)/bin/mypy devices automation events notifications reminders config

@@ -32,4 +32,17 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "automation-scheduler-release-stale": BeatEntry(
             "automation.scheduler_release_stale", float(settings.SCHEDULER_STALE_INTERVAL_S)
         ),
+        # Due notification retries and lost claims; one deliver task per due row.
+        "notifications-sweep": BeatEntry(
+            "notifications.sweep", float(settings.NOTIFY_SWEEP_INTERVAL_S)
+        ),
+        # Bounded reminder reconciliation, one batch per provider (low frequency).
+        "reminders-reconcile": BeatEntry(
+            "reminders.reconcile", float(settings.REMINDERS_RECONCILE_INTERVAL_S)
+        ),
+        # Each active report subscription gets the row of its current period.
+        "reminders-report-subscriptions-ensure": BeatEntry(
+            "reminders.report_subscriptions_ensure",
+            float(settings.REMINDERS_REPORT_ENSURE_INTERVAL_S),
+        ),
     }

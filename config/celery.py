@@ -24,6 +24,11 @@ TASK_ROUTES: dict[str, str] = {
     "automation.scheduler_execute": "scheduler",
     "automation.scheduler_release_stale": "scheduler",
     "events.event_deliver": "events",
+    "notifications.deliver": "notify",
+    "notifications.sweep": "notify",
+    "reminders.reconcile": "scheduler",
+    "reminders.report_subscriptions_ensure": "scheduler",
+    "reminders.endpoint_metric_evaluate": "scheduler",
 }
 
 app = Celery("config")

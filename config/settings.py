@@ -30,12 +30,15 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
     "django_celery_beat",
     "devices",
     "automation",
     "reminders",
     "notifications",
     "events",
+    "config.metrics.MetricsConfig",  # /metrics counting hooks in every process
 ]
 
 MIDDLEWARE = [
@@ -144,3 +147,138 @@ SCHEDULER_RESULT_MAX_BYTES = env_int("SCHEDULER_RESULT_MAX_BYTES", 2048, minimum
 SCHEDULER_TRACE_PREFIX = env_str("SCHEDULER_TRACE_PREFIX", "automation-scheduler")
 # Django's default_storage (trace blobs) writes under MEDIA_ROOT.
 MEDIA_ROOT = env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+
+# --- Notifications ---
+# Delivery attempts per notification (support retry grants a fresh budget).
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 5, minimum=1)
+# Wait before attempt n+1 after a transient failure; the last value repeats. A receiver's
+# Retry-After is honoured when longer, up to NOTIFY_RETRY_AFTER_MAX_S.
+NOTIFY_BACKOFF_S = env_float_list("NOTIFY_BACKOFF_S", (30.0, 120.0, 600.0, 1800.0))
+NOTIFY_RETRY_AFTER_MAX_S = env_float("NOTIFY_RETRY_AFTER_MAX_S", 3600.0)
+# A claimed (sending) notification's lease: past it, the sweep re-queues it (worker lost).
+NOTIFY_LEASE_S = env_float("NOTIFY_LEASE_S", 120.0, minimum=1.0)
+NOTIFY_WEBHOOK_TIMEOUT_S = env_float("NOTIFY_WEBHOOK_TIMEOUT_S", 10.0, minimum=0.05)
+NOTIFY_SWEEP_INTERVAL_S = env_float("NOTIFY_SWEEP_INTERVAL_S", 10.0, minimum=0.1)
+# A fresh row's delivery task may be lost: the sweep queues it again after this grace.
+NOTIFY_SWEEP_AFTER_S = env_float("NOTIFY_SWEEP_AFTER_S", 30.0)
+NOTIFY_SWEEP_BATCH = env_int("NOTIFY_SWEEP_BATCH", 500, minimum=1)
+# Farms without a NotificationProfile render in this locale.
+NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", LANGUAGE_CODE)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "farm-core@localhost")
+NOTIFY_FROM_EMAIL = env_str("NOTIFY_FROM_EMAIL", DEFAULT_FROM_EMAIL)
+# The right-hand side of the stable Message-ID each notification's email carries.
+NOTIFY_MAIL_DOMAIN = env_str("NOTIFY_MAIL_DOMAIN", "farm-core.local")
+
+from typing import Any  # noqa: E402  (only the email block below needs it)
+
+
+def _email_from_env() -> dict[str, Any]:
+    """``EMAIL_URL`` (``smtp://user:pass@host:587`` STARTTLS with ``?tls=1``, ``smtps://`` for
+    implicit TLS) or ``EMAIL_HOST``/``EMAIL_PORT``/… ; either switches the console default to
+    SMTP unless ``EMAIL_BACKEND`` says otherwise."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    from config.env import SettingError
+
+    raw = env_str("EMAIL_URL", "")
+    found: dict[str, Any] = {
+        "EMAIL_HOST": env_str("EMAIL_HOST", ""),
+        "EMAIL_PORT": env_int("EMAIL_PORT", 25, minimum=1),
+        "EMAIL_HOST_USER": env_str("EMAIL_HOST_USER", ""),
+        "EMAIL_HOST_PASSWORD": env_str("EMAIL_HOST_PASSWORD", ""),
+        "EMAIL_USE_TLS": env_bool("EMAIL_USE_TLS", False),
+        "EMAIL_USE_SSL": env_bool("EMAIL_USE_SSL", False),
+        "EMAIL_TIMEOUT": env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1),
+    }
+    if raw:
+        parts = urlsplit(raw)
+        if parts.scheme not in {"smtp", "smtps"} or not parts.hostname:
+            raise SettingError("EMAIL_URL", raw, "expected smtp://[user:pass@]host:port")
+        try:
+            port = parts.port
+        except ValueError:
+            raise SettingError("EMAIL_URL", raw, "port is not a number") from None
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        found.update(
+            EMAIL_HOST=parts.hostname,
+            EMAIL_PORT=port or (465 if parts.scheme == "smtps" else 25),
+            EMAIL_HOST_USER=unquote(parts.username or ""),
+            EMAIL_HOST_PASSWORD=unquote(parts.password or ""),
+            EMAIL_USE_SSL=parts.scheme == "smtps",
+            EMAIL_USE_TLS=query.get("tls", "").lower() in {"1", "true", "yes"},
+        )
+    if found["EMAIL_USE_TLS"] and found["EMAIL_USE_SSL"]:
+        raise SettingError("EMAIL_USE_TLS", "true", "EMAIL_USE_TLS and EMAIL_USE_SSL exclude")
+    return found
+
+
+_email = _email_from_env()
+EMAIL_HOST = str(_email["EMAIL_HOST"] or "localhost")
+EMAIL_PORT = _email["EMAIL_PORT"]
+EMAIL_HOST_USER = _email["EMAIL_HOST_USER"]
+EMAIL_HOST_PASSWORD = _email["EMAIL_HOST_PASSWORD"]
+EMAIL_USE_TLS = _email["EMAIL_USE_TLS"]
+EMAIL_USE_SSL = _email["EMAIL_USE_SSL"]
+EMAIL_TIMEOUT = _email["EMAIL_TIMEOUT"]
+if _email["EMAIL_HOST"] and not env_str("EMAIL_BACKEND", ""):
+    EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+
+# --- Reminders ---
+# Bounded reconciliation (beat, low frequency): one batch of each scan per pass.
+REMINDERS_RECONCILE_INTERVAL_S = env_float("REMINDERS_RECONCILE_INTERVAL_S", 900.0, minimum=1.0)
+REMINDERS_RECONCILE_BATCH = env_int("REMINDERS_RECONCILE_BATCH", 200, minimum=1)
+# The due window: occurrences dated from the farm's today to today + N are repaired.
+REMINDERS_RECONCILE_WINDOW_DAYS = env_int("REMINDERS_RECONCILE_WINDOW_DAYS", 7)
+# A first pass looks back this far for changed sources.
+REMINDERS_RECONCILE_LOOKBACK_DAYS = env_int("REMINDERS_RECONCILE_LOOKBACK_DAYS", 2)
+# Sources changed in the last seconds are left for the next pass (commits still in flight).
+REMINDERS_RECONCILE_SETTLE_S = env_int("REMINDERS_RECONCILE_SETTLE_S", 60)
+
+
+def _reminder_farm_ids() -> tuple[int, ...]:
+    """Farm allowlist of reconciliation ("1,2,3"); empty: every farm."""
+    from config.env import SettingError
+
+    farms = env_float_list("REMINDERS_RECONCILE_FARMS", ())
+    if any(f != int(f) or f < 1 for f in farms):
+        raw = env_str("REMINDERS_RECONCILE_FARMS", "")
+        raise SettingError("REMINDERS_RECONCILE_FARMS", raw, "expected farm ids")
+    return tuple(int(f) for f in farms)
+
+
+REMINDERS_RECONCILE_FARM_IDS = _reminder_farm_ids()
+# Metric sources are re-evaluated while their endpoint reported within this many minutes.
+REMINDERS_METRIC_MAX_WINDOW_MINUTES = env_int("REMINDERS_METRIC_MAX_WINDOW_MINUTES", 1440)
+# Report subscriptions: how often beat ensures each current period's row, and batch size.
+REMINDERS_REPORT_ENSURE_INTERVAL_S = env_float(
+    "REMINDERS_REPORT_ENSURE_INTERVAL_S", 900.0, minimum=1.0
+)
+REMINDERS_REPORT_BATCH = env_int("REMINDERS_REPORT_BATCH", 500, minimum=1)
+
+# --- Operations surface: REST API (DRF) ---
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": env_int("API_PAGE_SIZE", 50, minimum=1),
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": env_str("API_THROTTLE_USER", "1200/min"),
+        "anon": env_str("API_THROTTLE_ANON", "60/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Farm Automation Core API",
+    "DESCRIPTION": "Farms, devices, rules, telemetry ingest, commands and their timelines.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+# /health: a bridge heartbeat older than this counts as a lost MQTT connection.
+BRIDGE_HEARTBEAT_STALE_S = env_float("BRIDGE_HEARTBEAT_STALE_S", 60.0, minimum=1.0)

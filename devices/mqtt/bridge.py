@@ -54,6 +54,7 @@ HANDOFF_MAX_BACKOFF_S = 5.0
 RECONNECT_FIRST_BACKOFF_S = 0.5
 RECONNECT_MAX_BACKOFF_S = 30.0
 STOP_TIMEOUT_S = 15.0
+HEARTBEAT_INTERVAL_S = 10.0
 DEDUPE_KEY_PREFIX = "bridge:telemetry:"
 
 Handoff = Callable[[str, list[list[Any]]], None]
@@ -143,6 +144,7 @@ class MqttBridge:
         dedupe_ttl_s: int | None = None,
         session_expiry_s: int | None = None,
         inflight_window: int | None = None,
+        heartbeat: Callable[[str, bool], None] | None = None,
     ) -> None:
         self._config: MqttConfig = config or settings.MQTT
         self._client_id = client_id or default_client_id()
@@ -171,6 +173,9 @@ class MqttBridge:
         self._client: paho.Client | None = None
         self._connected_once = False
         self._loss_reason = ""
+        # Sign of life for /health (the management command passes the database writer).
+        self._heartbeat = heartbeat
+        self._next_beat = 0.0
 
     @property
     def client_id(self) -> str:
@@ -227,6 +232,7 @@ class MqttBridge:
                 self._serve(client)
         finally:
             self._shutdown(client)
+            self._beat(connected=False, force=True)
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -240,6 +246,17 @@ class MqttBridge:
                 continue
             if self._flush_due():
                 self._flush()
+            self._beat(connected=True)
+
+    def _beat(self, *, connected: bool, force: bool = False) -> None:
+        now = time.monotonic()
+        if self._heartbeat is None or (now < self._next_beat and not force):
+            return
+        self._next_beat = now + HEARTBEAT_INTERVAL_S
+        try:
+            self._heartbeat(self._client_id, connected)
+        except Exception as exc:  # health reporting must never stop the bridge
+            logger.warning("bridge %s: heartbeat failed: %s", self._client_id, exc)
 
     def _wait_s(self) -> float:
         if not self._pending():

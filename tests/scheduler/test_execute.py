@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -110,7 +112,24 @@ def test_oversized_coordinates_fail_instead_of_bloating_the_row(handler) -> None
     assert row.dispatch_result_json is None
 
 
+@contextmanager
+def _without_handler(automation_type: str) -> Iterator[None]:
+    """Take the app's registered handler out for a test, and put it back."""
+    previous = scheduler_handler_for(automation_type)
+    scheduler_handler_unregister(automation_type)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            scheduler_handler_register(automation_type, previous, replace=True)
+
+
 def test_a_type_without_a_handler_is_retried_then_held() -> None:
+    with _without_handler(AutomationType.REPORT_SUBSCRIPTION):
+        _a_type_without_a_handler_is_retried()
+
+
+def _a_type_without_a_handler_is_retried() -> None:
     assert scheduler_handler_for(AutomationType.REPORT_SUBSCRIPTION) is None
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
@@ -197,14 +216,12 @@ def test_process_due_drains_inline(handler) -> None:
 
 def test_registry_refuses_a_second_handler_for_one_type() -> None:
     first, second = RecordingHandler(), RecordingHandler()
-    scheduler_handler_register(AutomationType.REMINDER, first)
-    try:
+    with _without_handler(AutomationType.REMINDER):
+        scheduler_handler_register(AutomationType.REMINDER, first)
         with pytest.raises(ValueError, match="already registered"):
             scheduler_handler_register(AutomationType.REMINDER, second)
         scheduler_handler_register(AutomationType.REMINDER, second, replace=True)
         assert scheduler_handler_for(AutomationType.REMINDER) is second
-    finally:
-        scheduler_handler_unregister(AutomationType.REMINDER)
 
 
 @pytest.fixture

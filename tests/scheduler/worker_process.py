@@ -57,7 +57,7 @@ def main(mode: str, table: str, go_file: str | None) -> None:
                 os.kill(os.getpid(), signal.SIGKILL if mode == "kill" else signal.SIGSTOP)
             return HandlerResult(coordinates={"pid": os.getpid()})
 
-    scheduler_handler_register(AutomationType.REPORT_SUBSCRIPTION, EffectHandler())
+    scheduler_handler_register(AutomationType.REPORT_SUBSCRIPTION, EffectHandler(), replace=True)
     if mode == "drain":
         assert go_file is not None
         print("ready", flush=True)

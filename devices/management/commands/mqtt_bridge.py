@@ -77,6 +77,7 @@ class Command(BaseCommand):
             client_id=opts["client_id"],
             batch_size=opts["batch_size"],
             flush_ms=opts["flush_ms"],
+            heartbeat=_heartbeat,
         )
         stop = threading.Event()
         previous = self._install_signal_handlers(stop)
@@ -130,3 +131,13 @@ class Command(BaseCommand):
                 f"{'connected' if bridge.wait_connected(0) else 'DISCONNECTED'} "
                 f"{bridge.stats.summary()}"
             )
+
+
+def _heartbeat(client_id: str, connected: bool) -> None:
+    """Record the bridge's sign of life for /health, on a fresh connection if the old died."""
+    from django.db import close_old_connections
+
+    from config.health import bridge_heartbeat
+
+    close_old_connections()
+    bridge_heartbeat(client_id=client_id, connected=connected)

@@ -1,0 +1,173 @@
+"""Support's admin for the execution core and the due-work scheduler: ledger rows are read-only
+and scoped to the user's organisations; manual moves are actions that ask for a reason and
+call ``automation.services.support`` (a guarded update with an audit row)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from automation.diagnostics import Timeline, command_timeline, execution_timeline
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationEndpointEvent,
+    AutomationRule,
+    AutomationRuleExecution,
+    AutomationScheduler,
+    AutomationSchedulerTransition,
+)
+from automation.services.support import (
+    command_intent_mark_failed,
+    scheduler_support_cancel,
+    scheduler_support_release,
+    scheduler_support_retry_now,
+)
+from devices.admin import OrgScopedAdmin, ReadOnlyAdmin, reason_action
+
+
+def _timeline_html(timeline: Timeline) -> SafeString:
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (
+                e.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+                e.stage,
+                "" if e.attempt is None else e.attempt,
+                e.what,
+                e.reason,
+                e.detail,
+            )
+            for e in timeline.entries
+        ),
+    )
+    return format_html(
+        "<table><thead><tr><th>at (UTC)</th><th>stage</th><th>try</th><th>what</th>"
+        "<th>reason</th><th>detail</th></tr></thead><tbody>{}</tbody></table>",
+        rows,
+    )
+
+
+@admin.register(AutomationRule)
+class AutomationRuleAdmin(OrgScopedAdmin):
+    org_path = "farm__organization_id"
+    list_display = (
+        "id",
+        "name",
+        "farm",
+        "operator",
+        "threshold_value",
+        "target_value",
+        "is_active",
+    )
+    list_filter = ("is_active", "farm")
+    search_fields = ("name",)
+    raw_id_fields = ("trigger_endpoint", "target_endpoint")
+
+
+@admin.register(AutomationEndpointEvent)
+class EndpointEventAdmin(ReadOnlyAdmin):
+    org_path = "organization_id"
+    list_display = (
+        "id",
+        "device_id",
+        "device_instance_endpoint_id",
+        "normalized_value",
+        "event_timestamp",
+        "processing_status",
+        "status_reason",
+    )
+    list_filter = ("processing_status",)
+    date_hierarchy = "created_at"
+
+
+@admin.register(AutomationRuleExecution)
+class RuleExecutionAdmin(ReadOnlyAdmin):
+    org_path = "rule__farm__organization_id"
+    list_display = ("id", "rule", "event_id", "outcome", "failure_reason", "created_at")
+    list_filter = ("outcome",)
+    readonly_fields = ("timeline",)
+
+    @admin.display(description="timeline")
+    def timeline(self, obj: AutomationRuleExecution) -> SafeString:
+        return _timeline_html(execution_timeline(execution=obj))
+
+
+def _mark_failed(row: Any, actor: str, reason: str) -> bool:
+    return command_intent_mark_failed(intent_id=row.pk, actor=actor, reason=reason)
+
+
+@admin.register(AutomationCommandIntent)
+class CommandIntentAdmin(ReadOnlyAdmin):
+    org_path = "target_device__farm__organization_id"
+    list_display = (
+        "id",
+        "device_command_id",
+        "target_serial_number",
+        "command_method",
+        "target_value",
+        "status",
+        "status_reason",
+        "attempt_count",
+        "updated_at",
+    )
+    list_filter = ("status", ("target_device", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("device_command_id", "target_serial_number", "idempotency_key")
+    readonly_fields = ("timeline",)
+    actions = (reason_action(name="mark_failed", title="Mark failed", apply=_mark_failed),)
+
+    @admin.display(description="timeline (transitions and receipts)")
+    def timeline(self, obj: AutomationCommandIntent) -> SafeString:
+        return _timeline_html(command_timeline(intent=obj))
+
+
+class SchedulerTransitionInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = AutomationSchedulerTransition
+    extra = 0
+    can_delete = False
+    ordering = ("at", "pk")
+    readonly_fields = ("at", "from_status", "to_status", "reason_code", "version", "detail")
+    fields = readonly_fields
+
+    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+
+def _release(row: Any, actor: str, reason: str) -> bool:
+    return scheduler_support_release(scheduler_id=row.pk, actor=actor, reason=reason)
+
+
+def _retry_now(row: Any, actor: str, reason: str) -> bool:
+    return scheduler_support_retry_now(scheduler_id=row.pk, actor=actor, reason=reason)
+
+
+def _cancel(row: Any, actor: str, reason: str) -> bool:
+    return scheduler_support_cancel(scheduler_id=row.pk, actor=actor, reason=reason)
+
+
+@admin.register(AutomationScheduler)
+class AutomationSchedulerAdmin(ReadOnlyAdmin):
+    # The table carries no organisation or farm yet: only superusers see rows (org_path None).
+    list_display = (
+        "id",
+        "scheduler_key",
+        "automation_type",
+        "trigger_type",
+        "status",
+        "is_on_support_hold",
+        "scheduled_on",
+        "retry_count",
+        "next_retry_on",
+        "failure_reason_code",
+    )
+    list_filter = ("status", "automation_type", "trigger_type", "is_on_support_hold")
+    search_fields = ("scheduler_key",)
+    inlines = (SchedulerTransitionInline,)
+    actions = (
+        reason_action(name="release_hold", title="Release support hold", apply=_release),
+        reason_action(name="retry_now", title="Retry now", apply=_retry_now),
+        reason_action(name="cancel", title="Cancel", apply=_cancel),
+    )

@@ -1,0 +1,172 @@
+"""The execution-core part of the REST API (``/api/v1/``): rules (validated like the safety
+gates), command intents and rule executions with their timelines, diagnostics, and the
+scheduler table (read-only). Every row is scoped to the caller's organisations (else 404)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import QuerySet
+from django.urls import include, path
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.serializers import BaseSerializer
+from rest_framework.views import APIView
+
+from automation.diagnostics import (
+    command_timeline,
+    commands_retrying,
+    commands_uncertain,
+    devices_top_timeouts,
+    execution_timeline,
+    executions_visible,
+    intents_visible,
+)
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationRule,
+    AutomationRuleExecution,
+    AutomationScheduler,
+)
+from automation.serializers import (
+    CommandIntentSerializer,
+    DiagnosticsSerializer,
+    RuleExecutionSerializer,
+    RuleSerializer,
+    SchedulerSerializer,
+    TimelineSerializer,
+)
+from devices.api import (
+    IDEMPOTENCY_PARAMETER,
+    ScopedViewSet,
+    idempotent_post,
+    int_param,
+    request_scope,
+)
+from devices.selectors import OrgScope, scope_filter
+
+
+class RuleViewSet(
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.ReadOnlyModelViewSet,  # type: ignore[type-arg]
+):
+    serializer_class = RuleSerializer
+    queryset = AutomationRule.objects.none()
+
+    def get_queryset(self) -> QuerySet[AutomationRule]:
+        rows = scope_filter(
+            AutomationRule.objects.all(), request_scope(self.request), "farm__organization_id"
+        )
+        farm = int_param(self.request, "farm")
+        return (rows if farm is None else rows.filter(farm_id=farm)).order_by("pk")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "scope": request_scope(self.request)}
+
+    @extend_schema(parameters=[IDEMPOTENCY_PARAMETER])
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: super(RuleViewSet, self).create(request))
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("status", str, description="e.g. retrying, uncertain, applied"),
+        OpenApiParameter("device", int, description="target device id"),
+        OpenApiParameter("rule", int),
+    ]
+)
+class CommandIntentViewSet(ScopedViewSet):
+    serializer_class = CommandIntentSerializer
+    queryset = AutomationCommandIntent.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
+        rows = intents_visible(scope=scope)
+        if self.request.query_params.get("status"):
+            rows = rows.filter(status=self.request.query_params["status"])
+        device, rule = int_param(self.request, "device"), int_param(self.request, "rule")
+        if device is not None:
+            rows = rows.filter(target_device_id=device)
+        if rule is not None:
+            rows = rows.filter(rule_id=rule)
+        return rows.order_by("-pk")
+
+    @extend_schema(responses=TimelineSerializer)
+    @action(detail=True, methods=["get"])
+    def timeline(self, request: Request, pk: str | None = None) -> Response:
+        return Response(command_timeline(intent=self.get_object()).as_dict())
+
+
+class RuleExecutionViewSet(ScopedViewSet):
+    serializer_class = RuleExecutionSerializer
+    queryset = AutomationRuleExecution.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
+        rows = executions_visible(scope=scope)
+        rule = int_param(self.request, "rule")
+        return (rows if rule is None else rows.filter(rule_id=rule)).order_by("-pk")
+
+    @extend_schema(responses=TimelineSerializer)
+    @action(detail=True, methods=["get"])
+    def timeline(self, request: Request, pk: str | None = None) -> Response:
+        return Response(execution_timeline(execution=self.get_object()).as_dict())
+
+
+class SchedulerViewSet(ScopedViewSet):
+    """The due-work table carries no organisation yet: only superusers see rows."""
+
+    serializer_class = SchedulerSerializer
+    queryset = AutomationScheduler.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[AutomationScheduler]:
+        if scope is not None:
+            return AutomationScheduler.objects.none()
+        rows = AutomationScheduler.objects.all()
+        for name in ("status", "automation_type", "trigger_type"):
+            if self.request.query_params.get(name):
+                rows = rows.filter(**{name: self.request.query_params[name]})
+        return rows.order_by("scheduled_on", "pk")
+
+
+class DiagnosticsApi(APIView):
+    """Commands retrying and uncertain, devices with the most ack timeouts (seed 001 §12.3)."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("window_hours", float, description="default 24")],
+        responses=DiagnosticsSerializer,
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            hours = float(request.query_params.get("window_hours", "24"))
+        except ValueError:
+            hours = 24.0
+        since = timezone.now() - timedelta(hours=max(0.0, min(hours, 24 * 90)))
+        scope = request_scope(request)
+        data: dict[str, Any] = {
+            "retrying": commands_retrying(scope=scope),
+            "uncertain": commands_uncertain(scope=scope, since=since),
+            "top_timeouts": devices_top_timeouts(since=since, scope=scope),
+        }
+        serializer: BaseSerializer[Any] = DiagnosticsSerializer(data)
+        return Response(serializer.data)
+
+
+router = SimpleRouter()
+router.register("rules", RuleViewSet, basename="rule")
+router.register("commands", CommandIntentViewSet, basename="command")
+router.register("executions", RuleExecutionViewSet, basename="execution")
+router.register("scheduler", SchedulerViewSet, basename="scheduler")
+
+urlpatterns = [
+    path("diagnostics/", DiagnosticsApi.as_view(), name="diagnostics"),
+    path("", include(router.urls)),
+]

@@ -1,0 +1,288 @@
+"""Diagnostics reads (seed 001 §12.3): the timeline of a device command and of a rule
+execution, commands retrying or uncertain, devices with the most ack timeouts.
+
+Every read is a selector over the ledger (events, executions, intents, transitions, receipts):
+nothing here writes, so support can run it against production at any time. ``scope`` limits
+rows to organisations (``None``: all), so the API and the admin reuse the same reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Max, QuerySet
+
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationRuleExecution,
+    DeviceCommandReceipt,
+    ReceiptType,
+)
+from automation.states import CommandStatus
+from devices.selectors import OrgScope, scope_filter
+
+# Order of stages at the same instant: cause before effect.
+_STAGE_ORDER = {"telemetry": 0, "event": 1, "execution": 2, "intent": 3, "transition": 4}
+_STAGE_ORDER["receipt"] = 5
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One step of a command's life, with when, what and why."""
+
+    at: datetime
+    stage: str  # telemetry | event | execution | intent | transition | receipt
+    what: str
+    reason: str = ""
+    attempt: int | None = None
+    detail: str = ""
+    ref: str = ""  # "<table>:<id>", so support can open the row
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "stage": self.stage,
+            "what": self.what,
+            "reason": self.reason,
+            "attempt": self.attempt,
+            "detail": self.detail,
+            "ref": self.ref,
+        }
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The steps of one execution or command, oldest first, and the ids that tie them."""
+
+    subject: str
+    ids: dict[str, Any]
+    entries: list[TimelineEntry] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "subject": self.subject,
+            "ids": self.ids,
+            "entries": [e.as_dict() for e in self.entries],
+        }
+
+
+def _sorted(entries: list[TimelineEntry]) -> list[TimelineEntry]:
+    return sorted(entries, key=lambda e: (e.at, _STAGE_ORDER.get(e.stage, 9)))
+
+
+def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry]:
+    event = execution.event
+    telemetry = event.source_telemetry
+    return [
+        TimelineEntry(
+            at=telemetry.received_at,
+            stage="telemetry",
+            what=f"telemetry received from device {event.device_id}",
+            detail=f"message ts {telemetry.message_ts.isoformat()}",
+            ref=f"telemetry:{telemetry.pk}",
+        ),
+        TimelineEntry(
+            at=event.created_at,
+            stage="event",
+            what=f"endpoint event value={event.normalized_value!r} -> {event.processing_status}",
+            reason=event.status_reason,
+            detail=f"endpoint {event.device_instance_endpoint_id}",
+            ref=f"event:{event.pk}",
+        ),
+        TimelineEntry(
+            at=execution.created_at,
+            stage="execution",
+            what=f"rule {execution.rule_id} '{execution.rule.name}' -> {execution.outcome}",
+            reason=execution.failure_reason,
+            ref=f"execution:{execution.pk}",
+        ),
+    ]
+
+
+def _receipt_what(receipt: DeviceCommandReceipt) -> tuple[str, str]:
+    payload = receipt.payload if isinstance(receipt.payload, dict) else {}
+    if receipt.receipt_type in (ReceiptType.RPC_ACK, ReceiptType.RPC_RESULT):
+        return f"{receipt.receipt_type} {payload.get('status', '')}", str(
+            payload.get("resultCode", "")
+        )
+    if receipt.receipt_type == ReceiptType.STATE_REPORT:
+        return f"state_report {payload.get('reportedState')!r}", ""
+    return str(receipt.receipt_type), str(payload.get("reason", ""))
+
+
+def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
+    entries = [
+        TimelineEntry(
+            at=intent.created_at,
+            stage="intent",
+            what=f"intent created: {intent.command_method} {intent.command_params!r} "
+            f"to {intent.target_serial_number}",
+            detail=f"idempotency key {intent.idempotency_key[:12]}…",
+            ref=f"intent:{intent.pk}",
+        )
+    ]
+    for t in intent.transitions.order_by("at", "pk"):
+        entries.append(
+            TimelineEntry(
+                at=t.at,
+                stage="transition",
+                what=f"{t.from_status} -> {t.to_status}",
+                reason=t.reason_code,
+                attempt=t.attempt,
+                detail=t.detail,
+                ref=f"transition:{t.pk}",
+            )
+        )
+    for r in intent.receipts.order_by("received_at", "pk"):
+        what, reason = _receipt_what(r)
+        entries.append(
+            TimelineEntry(
+                at=r.received_at,
+                stage="receipt",
+                what=what + (" (topic serial mismatch)" if r.mismatch else ""),
+                reason=reason,
+                attempt=r.attempt,
+                detail=f"from {r.serial_number}",
+                ref=f"receipt:{r.pk}",
+            )
+        )
+    return entries
+
+
+def _intent_ids(intent: AutomationCommandIntent) -> dict[str, Any]:
+    return {
+        "eventId": intent.rule_execution.event_id,
+        "ruleId": intent.rule_id,
+        "ruleExecutionId": intent.rule_execution_id,
+        "commandIntentId": intent.pk,
+        "deviceCommandId": intent.device_command_id,
+        "deviceId": intent.target_device_id,
+        "serialNumber": intent.target_serial_number,
+        "status": intent.status,
+        "statusReason": intent.status_reason,
+        "attempts": intent.attempt_count,
+    }
+
+
+def intents_visible(*, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
+    rows = AutomationCommandIntent.objects.select_related("rule_execution", "target_device")
+    return scope_filter(rows, scope, "target_device__farm__organization_id")
+
+
+def executions_visible(*, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
+    rows = AutomationRuleExecution.objects.select_related("rule", "event")
+    return scope_filter(rows, scope, "rule__farm__organization_id")
+
+
+def command_timeline(*, intent: AutomationCommandIntent) -> Timeline:
+    """event → execution → intent → each transition (attempt) → each receipt."""
+    execution = AutomationRuleExecution.objects.select_related(
+        "rule", "event__source_telemetry"
+    ).get(pk=intent.rule_execution_id)
+    entries = _execution_entries(execution) + _intent_entries(intent)
+    subject = f"command {intent.device_command_id or '(not yet sent)'} (intent {intent.pk})"
+    return Timeline(subject=subject, ids=_intent_ids(intent), entries=_sorted(entries))
+
+
+def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
+    """The execution's cause and decision, then its command's whole life if it made one."""
+    execution = AutomationRuleExecution.objects.select_related(
+        "rule", "event__source_telemetry"
+    ).get(pk=execution.pk)
+    entries = _execution_entries(execution)
+    intent = AutomationCommandIntent.objects.filter(rule_execution=execution).first()
+    ids: dict[str, Any] = {
+        "eventId": execution.event_id,
+        "ruleId": execution.rule_id,
+        "ruleExecutionId": execution.pk,
+        "outcome": execution.outcome,
+    }
+    if intent is not None:
+        entries += _intent_entries(intent)
+        ids.update(_intent_ids(intent))
+    return Timeline(subject=f"rule execution {execution.pk}", ids=ids, entries=_sorted(entries))
+
+
+class TimelineNotFound(LookupError):
+    pass
+
+
+def timeline_lookup(*, ref: str, scope: OrgScope = None) -> Timeline:
+    """``cmd_…`` (deviceCommandId), ``intent:<id>``, ``execution:<id>`` or a bare execution
+    id; outside ``scope`` counts as not found."""
+    ref = ref.strip()
+    intents = intents_visible(scope=scope)
+    if ref.startswith("cmd_"):
+        intent = intents.filter(device_command_id=ref).first()
+        if intent is not None:
+            return command_timeline(intent=intent)
+    elif ref.startswith("intent:") and ref[7:].isdigit():
+        intent = intents.filter(pk=int(ref[7:])).first()
+        if intent is not None:
+            return command_timeline(intent=intent)
+    else:
+        number = ref.removeprefix("execution:")
+        if number.isdigit():
+            execution = executions_visible(scope=scope).filter(pk=int(number)).first()
+            if execution is not None:
+                return execution_timeline(execution=execution)
+    raise TimelineNotFound(f"no command or execution {ref!r}")
+
+
+# --- lists ------------------------------------------------------------------------------
+
+
+def commands_retrying(*, scope: OrgScope = None, limit: int = 100) -> list[AutomationCommandIntent]:
+    """Commands waiting for their next attempt, the soonest first."""
+    rows = intents_visible(scope=scope).filter(status=CommandStatus.RETRYING)
+    return list(rows.order_by("next_attempt_at", "pk")[:limit])
+
+
+def commands_uncertain(
+    *, scope: OrgScope = None, since: datetime | None = None, limit: int = 100
+) -> list[AutomationCommandIntent]:
+    """Commands the device acknowledged (or contradicted) without proof: newest first."""
+    rows = intents_visible(scope=scope).filter(status=CommandStatus.UNCERTAIN)
+    if since is not None:
+        rows = rows.filter(finished_at__gte=since)
+    return list(rows.order_by("-finished_at", "-pk")[:limit])
+
+
+@dataclass(frozen=True)
+class DeviceTimeouts:
+    device_id: int | None
+    serial_number: str
+    timeouts: int
+    commands: int
+    last_at: datetime
+
+
+def devices_top_timeouts(
+    *, since: datetime, scope: OrgScope = None, limit: int = 10
+) -> list[DeviceTimeouts]:
+    """Devices by ack timeouts (``timeout_mark`` receipts) since ``since``, most first."""
+    rows = DeviceCommandReceipt.objects.filter(
+        receipt_type=ReceiptType.TIMEOUT_MARK, received_at__gte=since
+    )
+    rows = scope_filter(rows, scope, "device__farm__organization_id")
+    grouped = (
+        rows.values("device_id", "serial_number")
+        .annotate(
+            timeouts=Count("id"),
+            commands=Count("intent_id", distinct=True),
+            last_at=Max("received_at"),
+        )
+        .order_by("-timeouts", "serial_number")[:limit]
+    )
+    return [
+        DeviceTimeouts(
+            device_id=g["device_id"],
+            serial_number=g["serial_number"],
+            timeouts=g["timeouts"],
+            commands=g["commands"],
+            last_at=g["last_at"],
+        )
+        for g in grouped
+    ]

@@ -1,0 +1,45 @@
+"""Print the timeline of a device command or a rule execution (seed 001 §12.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from automation.diagnostics import TimelineNotFound, timeline_lookup
+from config.tables import format_table
+
+
+class Command(BaseCommand):
+    help = (
+        "Timeline of a command or execution: `cmd_<ULID>` (deviceCommandId), `intent:<id>`, "
+        "`execution:<id>` or a bare execution id."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("ref", help="cmd_…, intent:<id>, execution:<id> or <executionId>")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            timeline = timeline_lookup(ref=options["ref"])
+        except TimelineNotFound as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(timeline.subject)
+        self.stdout.write(
+            "  ".join(f"{k}={v}" for k, v in timeline.ids.items() if v not in (None, ""))
+        )
+        self.stdout.write("")
+        rows = [
+            (
+                e.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+                e.stage,
+                "" if e.attempt is None else str(e.attempt),
+                e.what,
+                e.reason,
+                e.detail,
+            )
+            for e in timeline.entries
+        ]
+        self.stdout.write(
+            format_table(("at (UTC)", "stage", "try", "what", "reason", "detail"), rows)
+        )

@@ -1,0 +1,170 @@
+"""API shapes of the execution core. A rule is validated like the safety gates validate it at
+evaluation: a writable target on the rule's farm, a value the endpoint accepts; failures are
+400s naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationRule,
+    AutomationRuleExecution,
+    AutomationScheduler,
+    Operator,
+)
+from devices.models import DeviceInstanceEndpoint
+from devices.selectors import farms_visible, instance_endpoints_visible
+from devices.values import value_has_type, value_violation
+
+_RANGE_OPERATORS = {Operator.BETWEEN, Operator.OUTSIDE}
+
+
+class RuleSerializer(serializers.ModelSerializer[AutomationRule]):
+    class Meta:
+        model = AutomationRule
+        fields = (
+            "id",
+            "farm",
+            "name",
+            "trigger_endpoint",
+            "operator",
+            "threshold_value",
+            "threshold_value_high",
+            "target_endpoint",
+            "target_value",
+            "is_active",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = ("id", "created_at", "updated_at")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Related rows resolve only inside the caller's organisations (``scope`` in context):
+        another organisation's farm or endpoint "does not exist"."""
+        super().__init__(*args, **kwargs)
+        if "scope" in self.context:
+            scope = self.context["scope"]
+            fields: Any = self.fields
+            fields["farm"].queryset = farms_visible(scope=scope)
+            fields["trigger_endpoint"].queryset = instance_endpoints_visible(scope=scope)
+            fields["target_endpoint"].queryset = instance_endpoints_visible(scope=scope)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        merged = {**self._current(), **attrs}
+        errors: dict[str, str] = {}
+        farm = merged["farm"]
+        trigger: DeviceInstanceEndpoint = merged["trigger_endpoint"]
+        target: DeviceInstanceEndpoint = merged["target_endpoint"]
+        if trigger.device.farm_id != farm.pk:
+            errors["trigger_endpoint"] = "must be an endpoint of a device on the rule's farm"
+        if target.device.farm_id != farm.pk:
+            errors["target_endpoint"] = "must be an endpoint of a device on the rule's farm"
+        elif not target.profile_endpoint.writable:
+            errors["target_endpoint"] = "is not writable"
+        elif not target.is_enabled:
+            errors["target_endpoint"] = "is disabled"
+        else:
+            violation = value_violation(target.profile_endpoint, merged["target_value"])
+            if violation is not None:
+                errors["target_value"] = violation
+        if not value_has_type(trigger.profile_endpoint.data_type, merged["threshold_value"]):
+            errors["threshold_value"] = f"must be a {trigger.profile_endpoint.data_type}"
+        high = merged.get("threshold_value_high")
+        if merged["operator"] in _RANGE_OPERATORS and (
+            high is None or not value_has_type(trigger.profile_endpoint.data_type, high)
+        ):
+            errors["threshold_value_high"] = "required for between/outside"
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    def _current(self) -> dict[str, Any]:
+        rule = self.instance
+        if not isinstance(rule, AutomationRule):
+            return {}
+        return {
+            "farm": rule.farm,
+            "trigger_endpoint": rule.trigger_endpoint,
+            "target_endpoint": rule.target_endpoint,
+            "target_value": rule.target_value,
+            "threshold_value": rule.threshold_value,
+            "threshold_value_high": rule.threshold_value_high,
+            "operator": rule.operator,
+        }
+
+
+class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandIntent]):
+    class Meta:
+        model = AutomationCommandIntent
+        fields = (
+            "id",
+            "rule_execution",
+            "rule",
+            "target_device",
+            "target_device_endpoint",
+            "target_serial_number",
+            "command_method",
+            "command_params",
+            "target_value",
+            "status",
+            "status_reason",
+            "attempt_count",
+            "max_attempts",
+            "next_attempt_at",
+            "device_command_id",
+            "dispatched_at",
+            "deadline_at",
+            "acknowledged_at",
+            "applied_at",
+            "finished_at",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = fields
+
+
+class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):
+    class Meta:
+        model = AutomationRuleExecution
+        fields = ("id", "event", "rule", "outcome", "failure_reason", "created_at")
+        read_only_fields = fields
+
+
+class TimelineEntrySerializer(serializers.Serializer[Any]):
+    at = serializers.DateTimeField()
+    stage = serializers.CharField()
+    what = serializers.CharField()
+    reason = serializers.CharField()
+    attempt = serializers.IntegerField(allow_null=True)
+    detail = serializers.CharField()
+    ref = serializers.CharField()
+
+
+class TimelineSerializer(serializers.Serializer[Any]):
+    subject = serializers.CharField()
+    ids = serializers.DictField()
+    entries = TimelineEntrySerializer(many=True)
+
+
+class SchedulerSerializer(serializers.ModelSerializer[AutomationScheduler]):
+    class Meta:
+        model = AutomationScheduler
+        exclude = ("input_hash",)
+        read_only_fields = [f.name for f in AutomationScheduler._meta.fields]
+
+
+class DeviceTimeoutsSerializer(serializers.Serializer[Any]):
+    device_id = serializers.IntegerField(allow_null=True)
+    serial_number = serializers.CharField()
+    timeouts = serializers.IntegerField()
+    commands = serializers.IntegerField()
+    last_at = serializers.DateTimeField()
+
+
+class DiagnosticsSerializer(serializers.Serializer[Any]):
+    retrying = CommandIntentSerializer(many=True)
+    uncertain = CommandIntentSerializer(many=True)
+    top_timeouts = DeviceTimeoutsSerializer(many=True)

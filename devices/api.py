@@ -1,0 +1,237 @@
+"""The devices part of the REST API (``/api/v1/``): farms, devices, profiles and endpoints
+(read-only, scoped to the caller's organisations: another organisation's row is a 404) and
+telemetry ingest over HTTP through the same ``telemetry_ingest`` service as the MQTT bridge.
+
+``idempotent_post`` gives every create an ``Idempotency-Key`` header: the first response is
+stored per (user, key) and returned again for a retry, so a gateway that lost a reply cannot
+create twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.urls import include, path
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from devices.models import (
+    ApiIdempotencyRecord,
+    Device,
+    DeviceInstanceEndpoint,
+    DeviceProfile,
+    Farm,
+)
+from devices.selectors import (
+    OrgScope,
+    devices_by_serial,
+    devices_visible,
+    farms_visible,
+    instance_endpoints_visible,
+    organization_scope,
+    profiles_visible,
+)
+from devices.serializers import (
+    DeviceProfileSerializer,
+    DeviceSerializer,
+    FarmSerializer,
+    IngestResultSerializer,
+    InstanceEndpointSerializer,
+    TelemetryBatchSerializer,
+)
+from devices.services import InboundTelemetry, telemetry_ingest
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_MAX_CHARS = 200
+IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    IDEMPOTENCY_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    description="Replaying the same key returns the first response instead of creating again.",
+)
+
+
+def request_scope(request: Request) -> OrgScope:
+    return organization_scope(request.user)
+
+
+def int_param(request: Request, name: str) -> int | None:
+    """An integer query filter; a malformed one is a 400 naming the parameter."""
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    if not raw.isdigit():
+        raise ValidationError({name: "must be an integer id"})
+    return int(raw)
+
+
+class _Replay(Exception):
+    def __init__(self, record: ApiIdempotencyRecord) -> None:
+        self.record = record
+
+
+def _replayed(record: ApiIdempotencyRecord, request: Request) -> Response:
+    if record.method != request.method or record.path != request.path:
+        return Response(
+            {"detail": f"{IDEMPOTENCY_HEADER} was already used for another request."},
+            status=status.HTTP_422_UNPROCESSABLE_ENTITY,
+        )
+    response = Response(record.response_body, status=record.status_code)
+    response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def idempotent_post(request: Request, handle: Callable[[], Response]) -> Response:
+    """Run ``handle`` once per (user, Idempotency-Key); later calls get the stored response.
+    Two concurrent first calls: one commits, the other rolls back and replays the winner."""
+    key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
+    if not key:
+        return handle()
+    if len(key) > IDEMPOTENCY_KEY_MAX_CHARS:
+        raise ValidationError({IDEMPOTENCY_HEADER: "at most 200 characters"})
+    found = ApiIdempotencyRecord.objects.filter(user_id=request.user.pk, key=key).first()
+    if found is not None:
+        return _replayed(found, request)
+    try:
+        with transaction.atomic():
+            response = handle()
+            if response.status_code < 500:
+                body = json.loads(JSONRenderer().render(response.data) or b"null")
+                try:
+                    with transaction.atomic():
+                        ApiIdempotencyRecord.objects.create(
+                            user_id=request.user.pk,
+                            key=key,
+                            method=request.method or "POST",
+                            path=request.path[:300],
+                            status_code=response.status_code,
+                            response_body=body,
+                        )
+                except IntegrityError:
+                    winner = ApiIdempotencyRecord.objects.get(user_id=request.user.pk, key=key)
+                    raise _Replay(winner) from None
+    except _Replay as replay:
+        return _replayed(replay.record, request)
+    return response
+
+
+class ScopedViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+    """Rows outside the caller's organisations do not exist for them (404)."""
+
+    def scoped(self, scope: OrgScope) -> QuerySet[Any]:
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return self.scoped(request_scope(self.request))
+
+
+class FarmViewSet(ScopedViewSet):
+    serializer_class = FarmSerializer
+    queryset = Farm.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[Farm]:
+        return farms_visible(scope=scope)
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("farm", int, description="only this farm's devices"),
+        OpenApiParameter("status", str, enum=["active", "maintenance", "retired"]),
+    ]
+)
+class DeviceViewSet(ScopedViewSet):
+    serializer_class = DeviceSerializer
+    queryset = Device.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[Device]:
+        rows = devices_visible(scope=scope)
+        farm = int_param(self.request, "farm")
+        if farm is not None:
+            rows = rows.filter(farm_id=farm)
+        if self.request.query_params.get("status"):
+            rows = rows.filter(status=self.request.query_params["status"])
+        return rows
+
+
+class DeviceProfileViewSet(ScopedViewSet):
+    serializer_class = DeviceProfileSerializer
+    queryset = DeviceProfile.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[DeviceProfile]:
+        return profiles_visible(scope=scope)
+
+
+@extend_schema(parameters=[OpenApiParameter("device", int, description="only this device")])
+class InstanceEndpointViewSet(ScopedViewSet):
+    serializer_class = InstanceEndpointSerializer
+    queryset = DeviceInstanceEndpoint.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
+        rows = instance_endpoints_visible(scope=scope)
+        device = int_param(self.request, "device")
+        return rows if device is None else rows.filter(device_id=device)
+
+
+def _enqueue_events(event_ids: list[int]) -> None:
+    from automation.tasks import endpoint_events_enqueue
+
+    endpoint_events_enqueue(event_ids)
+
+
+class TelemetryIngestApi(APIView):
+    """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge."""
+
+    @extend_schema(
+        request=TelemetryBatchSerializer,
+        responses={202: IngestResultSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: self._ingest(request))
+
+    def _ingest(self, request: Request) -> Response:
+        batch = TelemetryBatchSerializer(data=request.data)
+        batch.is_valid(raise_exception=True)
+        items = batch.validated_data["messages"]
+        serials = {m["serial"] for m in items}
+        if devices_by_serial(serials=serials, scope=request_scope(request)) != serials:
+            raise NotFound("unknown device serial number")
+        now = timezone.now()
+        messages = [
+            InboundTelemetry(
+                serial=m["serial"],
+                payload=m["payload"] if isinstance(m["payload"], str) else json.dumps(m["payload"]),
+                received_at=m.get("received_at") or now,
+            )
+            for m in items
+        ]
+        result = telemetry_ingest(messages=messages, on_events=_enqueue_events)
+        body = {
+            "telemetry": result.telemetry,
+            "events": result.events,
+            "rejections": result.rejections,
+        }
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+router = SimpleRouter()
+router.register("farms", FarmViewSet, basename="farm")
+router.register("devices", DeviceViewSet, basename="device")
+router.register("profiles", DeviceProfileViewSet, basename="profile")
+router.register("endpoints", InstanceEndpointViewSet, basename="endpoint")
+
+urlpatterns = [
+    path("telemetry/", TelemetryIngestApi.as_view(), name="telemetry-ingest"),
+    path("", include(router.urls)),
+]

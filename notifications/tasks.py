@@ -1,0 +1,39 @@
+"""Celery tasks of the notification pipeline (queue ``notify``): take ids, call one service.
+
+Backoff lives in ``Notification.next_attempt_at``, swept by beat, never in a countdown; a
+redelivered deliver task finds its row no longer queued and does nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+from django.db import OperationalError
+from django.utils import timezone
+
+from notifications.services.deliver import notification_deliver
+from notifications.services.sweep import notifications_sweep
+
+DELIVER_TASK = "notifications.deliver"
+DB_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "max_retries": 5,
+}
+
+
+@shared_task(name=DELIVER_TASK, soft_time_limit=90, time_limit=110, **DB_RETRY)
+def notification_deliver_task(notification_id: int) -> str:
+    return str(notification_deliver(notification_id=notification_id))
+
+
+def _enqueue(notification_id: int) -> None:
+    notification_deliver_task.apply_async(args=[notification_id])
+
+
+@shared_task(name="notifications.sweep")
+def notifications_sweep_task() -> int:
+    """Recover lost claims and queue one delivery task per due notification."""
+    result = notifications_sweep(now=timezone.now(), enqueue=_enqueue)
+    return result.requeued + result.failed + result.enqueued

@@ -1,0 +1,324 @@
+"""Reminder sources, settings and report subscriptions (seed 000, SPEC §5).
+
+Tables hold configuration and the identities keys are built from; the due work itself lives in
+``automation.AutomationScheduler``. ``ReminderOccurrence`` links each scheduler row back to the
+(setting, source) that wanted it, so "deactivate old rows first" finds them by source or
+setting without scanning the scheduler table.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+from devices.models import Device, DeviceInstanceEndpoint, Farm, Organization
+
+
+class SourceType(models.TextChoices):
+    """A reminder source type; each has one provider set (reminders.providers)."""
+
+    DOCUMENT = "document"
+    ENDPOINT_METRIC = "endpoint_metric"
+
+
+class ReminderTrigger(models.TextChoices):
+    """The trigger types a reminder setting may use (a subset of automation's TriggerType)."""
+
+    DATE_BASED = "date_based"
+    THRESHOLD_CONDITION = "threshold_condition"
+
+
+class DocumentSubject(models.TextChoices):
+    FARM = "farm"
+    DEVICE = "device"
+    WORKER = "worker"
+
+
+class DocumentType(models.TextChoices):
+    CALIBRATION_CERTIFICATE = "calibration_certificate"
+    POLICE_VETTING = "police_vetting"
+    FIRST_AID_CERTIFICATE = "first_aid_certificate"
+    INSURANCE = "insurance"
+
+
+class MetricAggregate(models.TextChoices):
+    LATEST = "latest"
+    MAX = "max"
+    MIN = "min"
+    AVG = "avg"
+
+
+class ThresholdOperator(models.TextChoices):
+    GTE = "gte"
+    GT = "gt"
+    LTE = "lte"
+    LT = "lt"
+
+
+class FiringPolicyChoice(models.TextChoices):
+    """Values of ``automation.scheduler.keys.FiringPolicy`` (part of every threshold key)."""
+
+    ONCE_PER_SOURCE = "OncePerSource"
+    ONCE_PER_THRESHOLD = "OncePerThreshold"
+    ONCE_PER_DAY = "OncePerDay"
+    FALSE_TO_TRUE = "FalseToTrue"
+
+
+class RecipientsPolicy(models.TextChoices):
+    """Resolved by the notification pipeline at execution time, never stored on a row."""
+
+    FARM_MEMBERS = "farm_members"
+    FARM_MANAGERS = "farm_managers"
+    EXTERNAL_CONTACTS = "external_contacts"
+    EVERYONE = "everyone"
+
+
+class Channel(models.TextChoices):
+    EMAIL = "email"
+    WEBHOOK = "webhook"
+    INBOX = "inbox"
+
+
+class LocalTimeRule(models.TextChoices):
+    """How a local send time became an instant (recorded on every date-based occurrence)."""
+
+    EXACT = "exact"
+    GAP_SHIFTED_FORWARD = "gap_shifted_forward"
+    FOLD_FIRST_OCCURRENCE = "fold_first_occurrence"
+
+
+class Recurrence(models.TextChoices):
+    DAILY = "daily"
+    WEEKLY = "weekly"
+    MONTHLY = "monthly"
+
+
+class Document(models.Model):
+    """A dated document with an expiry: the ``document`` reminder source."""
+
+    guid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="documents")
+    subject_kind = models.CharField(max_length=16, choices=DocumentSubject.choices)
+    device = models.ForeignKey(
+        Device, on_delete=models.CASCADE, null=True, blank=True, related_name="documents"
+    )
+    worker_name = models.CharField(max_length=200, blank=True, default="")
+    document_type = models.CharField(max_length=40, choices=DocumentType.choices)
+    title = models.CharField(max_length=200)
+    expires_on = models.DateField(null=True, blank=True)  # the farm's calendar; None: never
+    active = models.BooleanField(default=True)
+    revision = models.PositiveIntegerField(default=0)  # +1 per write: the event key
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # Reconciliation: changed since the watermark, in cursor order.
+            models.Index(fields=["updated_at", "id"], name="document_changed_idx"),
+            # Reconciliation: expiries whose occurrences fall in the due window.
+            models.Index(fields=["farm", "expires_on"], name="document_expiry_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(subject_kind=DocumentSubject.DEVICE) | Q(device__isnull=False),
+                name="document_device_subject_has_device",
+            ),
+            models.CheckConstraint(
+                condition=~Q(subject_kind=DocumentSubject.WORKER) | ~Q(worker_name=""),
+                name="document_worker_subject_has_name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class EndpointMetricSource(models.Model):
+    """A metric over one endpoint's recent values: the ``endpoint_metric`` reminder source.
+    ``metric_key`` names it (e.g. ``silo_level``); settings select sources by it."""
+
+    guid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="metric_sources")
+    endpoint = models.ForeignKey(
+        DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="metric_sources"
+    )
+    metric_key = models.SlugField(max_length=60)
+    aggregate = models.CharField(max_length=8, choices=MetricAggregate.choices)
+    window_minutes = models.PositiveIntegerField(default=60)
+    active = models.BooleanField(default=True)
+    revision = models.PositiveIntegerField(default=0)  # +1 per write: the event key
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["updated_at", "id"], name="metric_source_changed_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.metric_key}@{self.endpoint_id}"
+
+
+class ReminderSetting(models.Model):
+    """How one farm (or every farm of an organisation) is reminded about one source type.
+    Offsets, dates and thresholds shape occurrence identity; send time only the instant;
+    template, channels and recipients are read at execution time."""
+
+    guid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    farm = models.ForeignKey(
+        Farm, on_delete=models.CASCADE, null=True, blank=True, related_name="reminder_settings"
+    )
+    name = models.CharField(max_length=200)
+    source_type = models.CharField(max_length=32, choices=SourceType.choices)
+    trigger_type = models.CharField(max_length=24, choices=ReminderTrigger.choices)
+    document_type = models.CharField(
+        max_length=40, choices=DocumentType.choices, blank=True, default=""
+    )  # documents only; blank: every type
+    offsets_days = models.JSONField(default=list, blank=True)  # date-based: days before
+    send_time = models.TimeField(null=True, blank=True)  # local time in the farm's zone
+    threshold_metric = models.SlugField(max_length=60, blank=True, default="")
+    threshold_operator = models.CharField(
+        max_length=4, choices=ThresholdOperator.choices, blank=True, default=""
+    )
+    threshold_value = models.DecimalField(max_digits=16, decimal_places=4, null=True, blank=True)
+    firing_policy = models.CharField(
+        max_length=20, choices=FiringPolicyChoice.choices, blank=True, default=""
+    )
+    recipients_policy = models.CharField(
+        max_length=24, choices=RecipientsPolicy.choices, default=RecipientsPolicy.FARM_MANAGERS
+    )
+    template_name = models.CharField(max_length=100)
+    channels = models.JSONField(default=list)
+    active = models.BooleanField(default=True)
+    revision = models.PositiveIntegerField(default=0)  # +1 per write: the event key
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(farm__isnull=False, organization__isnull=True)
+                | Q(farm__isnull=True, organization__isnull=False),
+                name="reminder_setting_farm_xor_org",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["farm", "source_type"], name="reminder_setting_farm_idx"),
+            models.Index(fields=["organization", "source_type"], name="reminder_setting_org_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ReminderOccurrence(models.Model):
+    """Which (setting, source) wanted a scheduler row, and how its instant was derived. The
+    status stays on the scheduler row; this row is the index the event path and
+    reconciliation use to find old rows of a source or a setting."""
+
+    scheduler_key = models.CharField(max_length=400, unique=True)
+    scheduler_id = models.BigIntegerField()
+    setting = models.ForeignKey(ReminderSetting, on_delete=models.PROTECT, related_name="+")
+    farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="+")
+    source_type = models.CharField(max_length=32, choices=SourceType.choices)
+    source_guid = models.UUIDField()
+    trigger_type = models.CharField(max_length=24, choices=ReminderTrigger.choices)
+    target_date = models.DateField(null=True, blank=True)
+    offset_days = models.IntegerField(null=True, blank=True)
+    threshold_key = models.CharField(max_length=200, blank=True, default="")
+    scheduled_on = models.DateTimeField()
+    scheduled_local_date = models.DateField(null=True, blank=True)
+    local_time_rule = models.CharField(
+        max_length=24, choices=LocalTimeRule.choices, default=LocalTimeRule.EXACT
+    )
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["source_type", "source_guid"], name="occurrence_source_idx"),
+            models.Index(fields=["setting", "source_guid"], name="occurrence_setting_idx"),
+            models.Index(fields=["farm", "scheduled_local_date"], name="occurrence_farm_date_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.scheduler_key
+
+
+class ThresholdState(models.Model):
+    """The last evaluation of one threshold (metric, value, policy) for one source under one
+    setting: what FalseToTrue episodes and OncePerDay days are counted from."""
+
+    setting = models.ForeignKey(ReminderSetting, on_delete=models.CASCADE, related_name="+")
+    source_guid = models.UUIDField()
+    threshold_base = models.CharField(max_length=160)  # {metricKey}:{value}:{firingPolicy}
+    is_true = models.BooleanField(default=False)
+    episode = models.PositiveIntegerField(default=0)  # false→true transitions seen
+    scope_key = models.CharField(max_length=60, blank=True, default="")  # of the last candidate
+    true_since = models.DateTimeField(null=True, blank=True)  # start of the current episode
+    last_value = models.FloatField(null=True, blank=True)
+    evaluated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["setting", "source_guid", "threshold_base"], name="one_threshold_state"
+            )
+        ]
+
+
+class ReportSubscription(models.Model):
+    """A farm's automation summary, delivered every period of its recurrence (farm zone)."""
+
+    guid = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="report_subscriptions")
+    name = models.CharField(max_length=200)
+    recurrence = models.CharField(max_length=8, choices=Recurrence.choices)
+    send_time = models.TimeField()  # local, on the day after the period ends
+    recipients_policy = models.CharField(
+        max_length=24, choices=RecipientsPolicy.choices, default=RecipientsPolicy.FARM_MANAGERS
+    )
+    template_name = models.CharField(max_length=100, default="farm_report")
+    channels = models.JSONField(default=list)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ReportManualRun(models.Model):
+    """A manual run: its GUID is generated by the caller before asking, so a retried request
+    lands on the same scheduler key."""
+
+    guid = models.UUIDField(unique=True)
+    subscription = models.ForeignKey(
+        ReportSubscription, on_delete=models.CASCADE, related_name="manual_runs"
+    )
+    period_start = models.DateField()  # local, inclusive
+    period_end = models.DateField()  # local, exclusive
+    requested_at = models.DateTimeField()
+
+
+class ReconciliationWatermark(models.Model):
+    """Where a provider's bounded reconciliation stands for one farm scope. The changed scan
+    visits sources in (updated_at, id) order after (``changed_since``, ``cursor_id``); the
+    window scan walks sources with occurrences in the due window by id after
+    ``window_cursor_id`` and starts over when it reaches the end."""
+
+    provider = models.CharField(max_length=32)
+    scope = models.CharField(max_length=200)  # "all" or the sorted farm allowlist
+    changed_since = models.DateTimeField()
+    cursor_id = models.BigIntegerField(default=0)
+    window_cursor_id = models.BigIntegerField(default=0)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    last_repaired = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "scope"], name="one_watermark_per_scope")
+        ]

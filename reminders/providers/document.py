@@ -1,0 +1,253 @@
+"""The ``document`` source: a dated document (calibration certificate, police vetting,
+first-aid certificate, insurance) of a farm, a device or a farm worker. DateBased reminders
+``offsetDays`` before its expiry, at the setting's local send time in the farm's zone."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+
+from automation.models import TriggerType
+from automation.scheduler.keys import reminder_date_key
+from automation.states import SchedulerReason
+from reminders.models import (
+    Document,
+    DocumentSubject,
+    DocumentType,
+    ReminderOccurrence,
+    ReminderSetting,
+    ReminderTrigger,
+    SourceType,
+)
+from reminders.providers.base import (
+    Candidate,
+    ProviderSet,
+    SourceRef,
+    SourceState,
+    reminder_providers_register,
+)
+from reminders.services.dst import date_minus_days, local_to_utc, local_today
+
+TRIGGER_KEY = "expiry"
+
+
+class DocumentSource:
+    def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
+        doc = Document.objects.select_related("farm", "device").filter(guid=guid).first()
+        if doc is None:
+            return None
+        return SourceState(
+            source_type=SourceType.DOCUMENT,
+            guid=doc.guid,
+            pk=doc.pk,
+            farm_id=doc.farm_id,
+            organization_id=doc.farm.organization_id,
+            farm_name=doc.farm.name,
+            time_zone=doc.farm.time_zone,
+            active=doc.active,
+            updated_at=doc.updated_at,
+            target_date=doc.expires_on,
+            facts={
+                "document_type": doc.document_type,
+                "title": doc.title,
+                "subject": _subject(doc),
+            },
+        )
+
+    def setting_applies(self, setting: ReminderSetting, source: SourceState) -> bool:
+        if setting.trigger_type != ReminderTrigger.DATE_BASED:
+            return False
+        return not setting.document_type or setting.document_type == source.facts["document_type"]
+
+    def sources_for_setting(self, setting: ReminderSetting) -> list[uuid.UUID]:
+        rows = Document.objects.filter(active=True)
+        if setting.farm_id is not None:
+            rows = rows.filter(farm_id=setting.farm_id)
+        elif setting.organization_id is not None:
+            rows = rows.filter(farm__organization_id=setting.organization_id)
+        else:
+            return []
+        if setting.document_type:
+            rows = rows.filter(document_type=setting.document_type)
+        return list(rows.order_by("id").values_list("guid", flat=True))
+
+    def context(
+        self, *, setting: ReminderSetting, source: SourceState, candidate: Candidate
+    ) -> dict[str, Any]:
+        return {
+            "farm_name": source.farm_name,
+            "document_title": source.facts["title"],
+            "document_type": DocumentType(source.facts["document_type"]).label,
+            "subject": source.facts["subject"],
+            "expires_on": source.target_date,
+            "days_before": candidate.offset_days,
+            "reminder_at": candidate.scheduled_on,  # rendered in the farm's zone
+        }
+
+
+def _subject(doc: Document) -> str:
+    if doc.subject_kind == DocumentSubject.DEVICE and doc.device is not None:
+        return f"device {doc.device.serial_number}"
+    if doc.subject_kind == DocumentSubject.WORKER:
+        return doc.worker_name
+    return "the farm"
+
+
+class DateBasedTrigger:
+    """One occurrence per offset: scheduledLocalDate = targetDate − offsetDays (calendar
+    days), at the send time, converted with the farm's zone (rule recorded)."""
+
+    def candidates(
+        self, *, setting: ReminderSetting, source: SourceState, now: datetime
+    ) -> list[Candidate]:
+        if source.target_date is None or setting.send_time is None:
+            return []
+        return [
+            _candidate(setting, source, source.target_date, offset)
+            for offset in sorted({int(o) for o in setting.offsets_days}, reverse=True)
+        ]
+
+    def expected(
+        self, *, setting: ReminderSetting, source: SourceState, now: datetime
+    ) -> list[Candidate]:
+        return self.candidates(setting=setting, source=source, now=now)
+
+
+def _candidate(
+    setting: ReminderSetting, source: SourceState, target: date, offset: int
+) -> Candidate:
+    assert setting.send_time is not None
+    local_date = date_minus_days(target, offset)
+    instant = local_to_utc(local_date, setting.send_time, source.time_zone)
+    key = reminder_date_key(
+        setting_guid=setting.guid,
+        source_type=source.source_type,
+        source_guid=source.guid,
+        trigger_key=TRIGGER_KEY,
+        target_date=target,
+        offset_days=offset,
+    )
+    identity = {
+        "setting": setting.guid,
+        "sourceType": source.source_type,
+        "source": source.guid,
+        "trigger": TRIGGER_KEY,
+        "targetDate": target,
+        "offsetDays": offset,
+    }
+    return Candidate(
+        key=key,
+        trigger_type=TriggerType.DATE_BASED,
+        scheduled_on=instant.utc,
+        scheduled_local_date=local_date,
+        time_zone_id=source.time_zone,
+        input=identity,
+        local_time_rule=instant.rule,
+        target_date=target,
+        offset_days=offset,
+    )
+
+
+class DateInvalidation:
+    def stale_reason(
+        self,
+        *,
+        occurrence: ReminderOccurrence,
+        setting: ReminderSetting | None,
+        source: SourceState | None,
+    ) -> SchedulerReason:
+        if source is None or not source.active or source.target_date is None:
+            return SchedulerReason.SOURCE_NO_LONGER_VALID
+        if setting is None or not setting.active:
+            return SchedulerReason.REMINDER_SETTING_INACTIVE
+        if occurrence.target_date != source.target_date:
+            return SchedulerReason.SOURCE_NO_LONGER_VALID
+        return SchedulerReason.SETTING_CHANGED
+
+
+class CatchUpImmediate:
+    """A document that arrives (or moves) inside its reminder period still gets one reminder
+    now: the latest occurrence whose day has passed, while the expiry is still ahead. An
+    already expired document is not reminded retroactively."""
+
+    def immediate(
+        self,
+        *,
+        setting: ReminderSetting,
+        source: SourceState,
+        candidates: Sequence[Candidate],
+        now: datetime,
+    ) -> list[Candidate]:
+        today = local_today(now, source.time_zone)
+        if source.target_date is None or source.target_date < today:
+            return []
+        past = [c for c in candidates if c.scheduled_local_date < today]
+        return [max(past, key=lambda c: c.scheduled_local_date)] if past else []
+
+
+class DocumentReconcile:
+    def changed(
+        self,
+        *,
+        since: datetime,
+        cursor_id: int,
+        until: datetime,
+        farm_ids: Sequence[int] | None,
+        limit: int,
+    ) -> list[SourceRef]:
+        rows = Document.objects.filter(active=True, updated_at__lte=until).filter(
+            Q(updated_at__gt=since) | Q(updated_at=since, id__gt=cursor_id)
+        )
+        if farm_ids is not None:
+            rows = rows.filter(farm_id__in=farm_ids)
+        picked = rows.order_by("updated_at", "id").values_list("guid", "id", "updated_at")
+        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
+
+    def in_window(
+        self,
+        *,
+        first: date,
+        last: date,
+        since: datetime,
+        farm_ids: Sequence[int] | None,
+        after_id: int,
+        limit: int,
+    ) -> list[SourceRef]:
+        """Expiries whose occurrence (expiry − offset) falls in [first, last], for the
+        offsets active settings use: one bounded date range per offset."""
+        offsets = _active_offsets()
+        if not offsets:
+            return []
+        dated = Q()
+        for offset in offsets:
+            span = (first + timedelta(days=offset), last + timedelta(days=offset))
+            dated |= Q(expires_on__range=span)
+        rows = Document.objects.filter(dated, active=True, id__gt=after_id)
+        if farm_ids is not None:
+            rows = rows.filter(farm_id__in=farm_ids)
+        picked = rows.order_by("id").values_list("guid", "id", "updated_at")
+        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
+
+
+def _active_offsets() -> list[int]:
+    lists = ReminderSetting.objects.filter(
+        source_type=SourceType.DOCUMENT, active=True, trigger_type=ReminderTrigger.DATE_BASED
+    ).values_list("offsets_days", flat=True)
+    return sorted({int(o) for offsets in lists for o in offsets})
+
+
+reminder_providers_register(
+    ProviderSet(
+        trigger_type=ReminderTrigger.DATE_BASED,
+        source_type=SourceType.DOCUMENT,
+        source=DocumentSource(),
+        trigger=DateBasedTrigger(),
+        invalidation=DateInvalidation(),
+        reconcile=DocumentReconcile(),
+        immediate=CatchUpImmediate(),
+    )
+)

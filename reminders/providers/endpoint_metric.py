@@ -1,0 +1,242 @@
+"""The ``endpoint_metric`` source: a metric over one endpoint's recent values (latest, or
+max/min/avg over a window), e.g. silo level ≥ 90 % or battery ≤ 20 %. ThresholdCondition
+reminders: true → ensure the occurrence the firing policy wants; false → deactivate."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Q
+
+from automation.models import AutomationEndpointEvent, TriggerType
+from automation.scheduler.keys import FiringPolicy, reminder_threshold_key
+from automation.states import SchedulerReason
+from reminders.models import (
+    EndpointMetricSource,
+    ReminderOccurrence,
+    ReminderSetting,
+    ReminderTrigger,
+    SourceType,
+    ThresholdOperator,
+)
+from reminders.providers.base import (
+    Candidate,
+    ProviderSet,
+    SourceRef,
+    SourceState,
+    reminder_providers_register,
+)
+from reminders.selectors import endpoint_metric_read, occurrence_completed_exists
+from reminders.services.thresholds import (
+    ThresholdDecision,
+    threshold_base,
+    threshold_evaluate,
+    threshold_value,
+)
+
+TRIGGER_KEY = "metric"
+OPERATOR_SYMBOLS = {
+    ThresholdOperator.GTE: "≥",
+    ThresholdOperator.GT: ">",
+    ThresholdOperator.LTE: "≤",
+    ThresholdOperator.LT: "<",
+}
+
+
+class MetricSource:
+    def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
+        source = (
+            EndpointMetricSource.objects.select_related(
+                "farm", "endpoint__device", "endpoint__profile_endpoint"
+            )
+            .filter(guid=guid)
+            .first()
+        )
+        if source is None:
+            return None
+        value = endpoint_metric_read(
+            endpoint_id=source.endpoint_id,
+            aggregate=source.aggregate,
+            window_minutes=source.window_minutes,
+            now=now,
+        )
+        return SourceState(
+            source_type=SourceType.ENDPOINT_METRIC,
+            guid=source.guid,
+            pk=source.pk,
+            farm_id=source.farm_id,
+            organization_id=source.farm.organization_id,
+            farm_name=source.farm.name,
+            time_zone=source.farm.time_zone,
+            active=source.active and source.endpoint.device.farm_id == source.farm_id,
+            updated_at=source.updated_at,
+            metric_value=value,
+            facts={
+                "metric_key": source.metric_key,
+                "aggregate": source.aggregate,
+                "window_minutes": source.window_minutes,
+                "device_serial": source.endpoint.device.serial_number,
+                "endpoint_key": source.endpoint.profile_endpoint.key,
+            },
+        )
+
+    def setting_applies(self, setting: ReminderSetting, source: SourceState) -> bool:
+        return (
+            setting.trigger_type == ReminderTrigger.THRESHOLD_CONDITION
+            and setting.threshold_metric == source.facts["metric_key"]
+        )
+
+    def sources_for_setting(self, setting: ReminderSetting) -> list[uuid.UUID]:
+        rows = EndpointMetricSource.objects.filter(active=True, metric_key=setting.threshold_metric)
+        if setting.farm_id is not None:
+            rows = rows.filter(farm_id=setting.farm_id)
+        elif setting.organization_id is not None:
+            rows = rows.filter(farm__organization_id=setting.organization_id)
+        else:
+            return []
+        return list(rows.order_by("id").values_list("guid", flat=True))
+
+    def context(
+        self, *, setting: ReminderSetting, source: SourceState, candidate: Candidate
+    ) -> dict[str, Any]:
+        return {
+            "farm_name": source.farm_name,
+            "metric_key": source.facts["metric_key"],
+            "metric_value": source.metric_value,
+            "aggregate": source.facts["aggregate"],
+            "window_minutes": source.facts["window_minutes"],
+            "operator": OPERATOR_SYMBOLS[ThresholdOperator(setting.threshold_operator)],
+            "threshold_value": str(threshold_value(setting).normalize()),
+            "firing_policy": setting.firing_policy,
+            "device_serial": source.facts["device_serial"],
+            "endpoint_key": source.facts["endpoint_key"],
+        }
+
+
+class ThresholdTrigger:
+    """At most one candidate: the occurrence the firing policy wants while the metric
+    holds. OncePerSource also stays quiet once the source fired under an earlier threshold."""
+
+    def candidates(
+        self, *, setting: ReminderSetting, source: SourceState, now: datetime
+    ) -> list[Candidate]:
+        decision = threshold_evaluate(setting=setting, source=source, now=now, record=True)
+        return _candidates(setting, source, decision)
+
+    def expected(
+        self, *, setting: ReminderSetting, source: SourceState, now: datetime
+    ) -> list[Candidate]:
+        decision = threshold_evaluate(setting=setting, source=source, now=now, record=False)
+        return _candidates(setting, source, decision)
+
+
+def _candidates(
+    setting: ReminderSetting, source: SourceState, decision: ThresholdDecision
+) -> list[Candidate]:
+    if not decision.condition or decision.scheduled_on is None:
+        return []
+    key = reminder_threshold_key(
+        setting_guid=setting.guid,
+        source_type=source.source_type,
+        source_guid=source.guid,
+        trigger_key=TRIGGER_KEY,
+        threshold_key=decision.threshold_key,
+    )
+    candidate = Candidate(
+        key=key,
+        trigger_type=TriggerType.THRESHOLD_CONDITION,
+        scheduled_on=decision.scheduled_on,
+        scheduled_local_date=decision.scheduled_on.astimezone(ZoneInfo(source.time_zone)).date(),
+        time_zone_id=source.time_zone,
+        input={
+            "setting": setting.guid,
+            "sourceType": source.source_type,
+            "source": source.guid,
+            "trigger": TRIGGER_KEY,
+            "thresholdKey": decision.threshold_key,
+        },
+        threshold_key=decision.threshold_key,
+    )
+    if decision.policy == FiringPolicy.ONCE_PER_SOURCE:
+        fired = occurrence_completed_exists(
+            setting=setting, source_guid=source.guid, threshold_marker=":OncePerSource:"
+        )
+        if fired is not None and fired != candidate.key_text:
+            return []
+    return [candidate]
+
+
+class ThresholdInvalidation:
+    def stale_reason(
+        self,
+        *,
+        occurrence: ReminderOccurrence,
+        setting: ReminderSetting | None,
+        source: SourceState | None,
+    ) -> SchedulerReason:
+        if source is None or not source.active:
+            return SchedulerReason.SOURCE_NO_LONGER_VALID
+        if setting is None or not setting.active:
+            return SchedulerReason.REMINDER_SETTING_INACTIVE
+        if not occurrence.threshold_key.startswith(f"{threshold_base(setting)}:"):
+            return SchedulerReason.SETTING_CHANGED
+        return SchedulerReason.SOURCE_NO_LONGER_VALID  # the metric is false again
+
+
+class MetricReconcile:
+    def changed(
+        self,
+        *,
+        since: datetime,
+        cursor_id: int,
+        until: datetime,
+        farm_ids: Sequence[int] | None,
+        limit: int,
+    ) -> list[SourceRef]:
+        rows = EndpointMetricSource.objects.filter(active=True, updated_at__lte=until).filter(
+            Q(updated_at__gt=since) | Q(updated_at=since, id__gt=cursor_id)
+        )
+        if farm_ids is not None:
+            rows = rows.filter(farm_id__in=farm_ids)
+        picked = rows.order_by("updated_at", "id").values_list("guid", "id", "updated_at")
+        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
+
+    def in_window(
+        self,
+        *,
+        first: date,
+        last: date,
+        since: datetime,
+        farm_ids: Sequence[int] | None,
+        after_id: int,
+        limit: int,
+    ) -> list[SourceRef]:
+        """Threshold rows are due the day they are wanted, so the window is today: sources
+        whose endpoint reported since the last pass (less the longest metric window, so
+        values ageing out of a window are seen too)."""
+        reach = since - timedelta(minutes=settings.REMINDERS_METRIC_MAX_WINDOW_MINUTES)
+        recent = AutomationEndpointEvent.objects.filter(
+            device_instance_endpoint_id=OuterRef("endpoint_id"), event_timestamp__gt=reach
+        )
+        rows = EndpointMetricSource.objects.filter(Exists(recent), active=True, id__gt=after_id)
+        if farm_ids is not None:
+            rows = rows.filter(farm_id__in=farm_ids)
+        picked = rows.order_by("id").values_list("guid", "id", "updated_at")
+        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
+
+
+reminder_providers_register(
+    ProviderSet(
+        trigger_type=ReminderTrigger.THRESHOLD_CONDITION,
+        source_type=SourceType.ENDPOINT_METRIC,
+        source=MetricSource(),
+        trigger=ThresholdTrigger(),
+        invalidation=ThresholdInvalidation(),
+        reconcile=MetricReconcile(),
+    )
+)

@@ -1,0 +1,41 @@
+"""The due-work handlers of reminders and report subscriptions, registered per AutomationType
+at app start. Each reloads and revalidates at due time, then queues the notification keyed by
+the row's SchedulerKey; outcomes are the scheduler's typed exceptions."""
+
+from __future__ import annotations
+
+from automation.models import AutomationType
+from automation.scheduler.registry import (
+    HandlerResult,
+    SchedulerJob,
+    scheduler_handler_for,
+    scheduler_handler_register,
+)
+from reminders.services.execution import reminder_due_resolve, reminder_due_run
+from reminders.services.reports.run import report_due_resolve, report_due_run
+
+
+class ReminderSchedulerHandler:
+    def revalidate(self, job: SchedulerJob) -> None:
+        reminder_due_resolve(job)
+
+    def run(self, job: SchedulerJob) -> HandlerResult:
+        return reminder_due_run(job)
+
+
+class ReportSchedulerHandler:
+    def revalidate(self, job: SchedulerJob) -> None:
+        report_due_resolve(job)
+
+    def run(self, job: SchedulerJob) -> HandlerResult:
+        return report_due_run(job)
+
+
+def scheduler_handlers_register() -> None:
+    """Register both handlers once per process (a second call is a no-op)."""
+    for automation_type, handler in (
+        (AutomationType.REMINDER, ReminderSchedulerHandler()),
+        (AutomationType.REPORT_SUBSCRIPTION, ReportSchedulerHandler()),
+    ):
+        if type(scheduler_handler_for(automation_type)) is not type(handler):
+            scheduler_handler_register(automation_type, handler)

@@ -1,0 +1,117 @@
+"""Reads of reminder settings, occurrences and the scheduler rows they point at."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+
+from automation.models import AutomationEndpointEvent, AutomationScheduler
+from automation.states import SCHEDULER_OPEN, SchedulerStatus
+from reminders.models import MetricAggregate, ReminderOccurrence, ReminderSetting
+from reminders.providers.base import ProviderSet, SourceState
+
+# "latest" skips at most this many non-numeric values looking for a number.
+LATEST_LOOKBACK_ROWS = 20
+
+
+def reminder_settings_for_source(
+    source: SourceState, providers: ProviderSet
+) -> list[ReminderSetting]:
+    """Active settings that select the source. A farm's own settings replace its
+    organisation's for the source type (the organisation's are the default)."""
+    rows = ReminderSetting.objects.filter(source_type=source.source_type, active=True).filter(
+        Q(farm_id=source.farm_id) | Q(farm__isnull=True, organization_id=source.organization_id)
+    )
+    applicable = [s for s in rows.order_by("id") if providers.source.setting_applies(s, source)]
+    own = [s for s in applicable if s.farm_id is not None]
+    return own or applicable
+
+
+def reminder_setting_by_guid(guid: uuid.UUID | str) -> ReminderSetting | None:
+    return ReminderSetting.objects.filter(guid=guid).first()
+
+
+def occurrences_of_source(source_type: str, source_guid: uuid.UUID) -> list[ReminderOccurrence]:
+    return list(
+        ReminderOccurrence.objects.filter(source_type=source_type, source_guid=source_guid)
+        .select_related("setting")
+        .order_by("id")
+    )
+
+
+def occurrence_sources_open(setting: ReminderSetting) -> list[uuid.UUID]:
+    """Sources that still have open rows (Pending, Processing, Failed) of the setting."""
+    keys = AutomationScheduler.objects.filter(
+        scheduler_key__startswith=f"reminder:{setting.guid}:", status__in=SCHEDULER_OPEN
+    ).values_list("scheduler_key", flat=True)
+    rows = ReminderOccurrence.objects.filter(setting=setting, scheduler_key__in=list(keys))
+    return sorted(set(rows.values_list("source_guid", flat=True)), key=str)
+
+
+def scheduler_statuses(keys: Iterable[str]) -> dict[str, str]:
+    """The scheduler status of each key that has a row."""
+    wanted = list(keys)
+    if not wanted:
+        return {}
+    rows = AutomationScheduler.objects.filter(scheduler_key__in=wanted)
+    return dict(rows.values_list("scheduler_key", "status"))
+
+
+def occurrences_open(occurrences: Iterable[ReminderOccurrence]) -> list[ReminderOccurrence]:
+    """Those whose scheduler row may still run (Pending, Processing, Failed)."""
+    listed = list(occurrences)
+    statuses = scheduler_statuses(o.scheduler_key for o in listed)
+    return [o for o in listed if statuses.get(o.scheduler_key) in SCHEDULER_OPEN]
+
+
+def occurrence_completed_exists(
+    *, setting: ReminderSetting, source_guid: uuid.UUID, threshold_marker: str
+) -> str | None:
+    """The key of a completed threshold occurrence of (setting, source) whose threshold key
+    contains ``threshold_marker`` (e.g. ``:OncePerSource:``), if any."""
+    keys = ReminderOccurrence.objects.filter(
+        setting=setting, source_guid=source_guid, threshold_key__contains=threshold_marker
+    ).values_list("scheduler_key", flat=True)
+    done = AutomationScheduler.objects.filter(
+        scheduler_key__in=list(keys), status=SchedulerStatus.COMPLETED
+    )
+    return done.values_list("scheduler_key", flat=True).first()
+
+
+def endpoint_metric_read(
+    *, endpoint_id: int, aggregate: str, window_minutes: int, now: datetime
+) -> float | None:
+    """The metric at ``now``: the latest numeric value, or max/min/avg of the numeric values
+    in (now − window, now]. Non-numeric values (booleans, enums) are ignored; no values is
+    None. Reads through the (endpoint, event_timestamp) index, bounded by the window."""
+    events = AutomationEndpointEvent.objects.filter(
+        device_instance_endpoint_id=endpoint_id, event_timestamp__lte=now
+    )
+    if aggregate == MetricAggregate.LATEST:
+        latest = events.order_by("-event_timestamp", "-id").values_list(
+            "normalized_value", flat=True
+        )
+        for value in latest[:LATEST_LOOKBACK_ROWS]:
+            if _numeric(value):
+                return float(value)
+        return None
+    since = now - timedelta(minutes=window_minutes)
+    values = [
+        float(v)
+        for v in events.filter(event_timestamp__gt=since).values_list("normalized_value", flat=True)
+        if _numeric(v)
+    ]
+    if not values:
+        return None
+    if aggregate == MetricAggregate.MAX:
+        return max(values)
+    if aggregate == MetricAggregate.MIN:
+        return min(values)
+    return sum(values) / len(values)
+
+
+def _numeric(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

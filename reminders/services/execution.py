@@ -1,0 +1,126 @@
+"""A reminder row at due time (execution-time revalidation, seed 000): reload the setting,
+the source, its recipients and template, rebuild the occurrence with the same provider and
+key helper, and compare. Invalid → Deactivated with its reason code (an outcome, not a
+failure); same key with another input → support hold; otherwise queue the notification."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from automation.scheduler.keys import (
+    ReminderDateKey,
+    ReminderThresholdKey,
+    SchedulerKeyError,
+    parse_scheduler_key,
+)
+from automation.scheduler.registry import (
+    Deactivate,
+    HandlerResult,
+    HoldForSupport,
+    PermanentFailure,
+    ReminderSettingInactive,
+    SchedulerJob,
+    SourceNoLongerValid,
+)
+from automation.states import SchedulerReason
+from reminders.models import ReminderOccurrence, ReminderSetting
+from reminders.providers.base import (
+    Candidate,
+    Delivery,
+    ProviderSet,
+    SourceState,
+    UnknownSourceType,
+    reminder_providers_for,
+)
+from reminders.selectors import reminder_setting_by_guid, reminder_settings_for_source
+from reminders.services.delivery import delivery_check, notification_hand_off
+
+
+@dataclass(frozen=True)
+class ReminderDue:
+    """Everything reloaded for one due reminder."""
+
+    providers: ProviderSet
+    setting: ReminderSetting
+    source: SourceState
+    candidate: Candidate
+    delivery: Delivery
+    recipient_policy: str
+
+
+def reminder_due_resolve(job: SchedulerJob) -> ReminderDue:
+    """Raise the typed outcome when the row may no longer run; else what it needs."""
+    spec = _spec(job.scheduler_key)
+    try:
+        providers = reminder_providers_for(spec.source_type)
+    except UnknownSourceType as exc:
+        raise PermanentFailure(str(exc)) from None
+    setting = reminder_setting_by_guid(spec.setting_guid)
+    if setting is None or not setting.active:
+        raise ReminderSettingInactive(f"setting {spec.setting_guid} is inactive or gone")
+    source = providers.source.load(uuid.UUID(spec.source_guid), now=job.now)
+    if source is None or not source.active:
+        raise SourceNoLongerValid(f"{spec.source_type} {spec.source_guid} is inactive or gone")
+    if setting.pk not in {s.pk for s in reminder_settings_for_source(source, providers)}:
+        raise Deactivate(
+            "the setting no longer selects this source", reason=SchedulerReason.SETTING_CHANGED
+        )
+    candidate = _candidate(job, providers, setting, source)
+    if candidate.input_hash != job.input_hash:
+        raise HoldForSupport(
+            f"reloaded input {candidate.input_hash[:16]} ≠ row input {job.input_hash[:16]}"
+        )
+    delivery = providers.delivery.delivery(setting=setting, source=source)
+    policy = providers.recipients.recipient_policy(setting=setting, source=source)
+    delivery_check(
+        template_name=delivery.template_name, channels=delivery.channels, recipient_policy=policy
+    )
+    return ReminderDue(providers, setting, source, candidate, delivery, policy)
+
+
+def _spec(key: str) -> ReminderDateKey | ReminderThresholdKey:
+    try:
+        spec = parse_scheduler_key(key)
+    except SchedulerKeyError as exc:
+        raise PermanentFailure(str(exc)) from None
+    if not isinstance(spec, ReminderDateKey | ReminderThresholdKey):
+        raise PermanentFailure(f"not a reminder key: {key[:80]}")
+    return spec
+
+
+def _candidate(
+    job: SchedulerJob, providers: ProviderSet, setting: ReminderSetting, source: SourceState
+) -> Candidate:
+    expected = {
+        c.key_text: c
+        for c in providers.trigger.expected(setting=setting, source=source, now=job.now)
+    }
+    candidate = expected.get(job.scheduler_key)
+    if candidate is not None:
+        return candidate
+    occurrence = ReminderOccurrence.objects.filter(scheduler_key=job.scheduler_key).first()
+    reason = (
+        providers.invalidation.stale_reason(occurrence=occurrence, setting=setting, source=source)
+        if occurrence is not None
+        else SchedulerReason.SOURCE_NO_LONGER_VALID
+    )
+    raise Deactivate("the source no longer wants this occurrence", reason=reason)
+
+
+def reminder_due_run(job: SchedulerJob) -> HandlerResult:
+    """Queue the reminder's notification, keyed by the row's SchedulerKey."""
+    due = reminder_due_resolve(job)
+    context = due.providers.source.context(
+        setting=due.setting, source=due.source, candidate=due.candidate
+    )
+    handed = notification_hand_off(
+        source_key=job.scheduler_key,
+        farm_id=due.source.farm_id,
+        recipient_policy=due.recipient_policy,
+        template_name=due.delivery.template_name,
+        channels=due.delivery.channels,
+        context=context,
+        now=job.now,
+    )
+    return HandlerResult(coordinates=handed.coordinates, trace=handed.trace)

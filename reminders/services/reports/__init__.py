@@ -1,0 +1,1 @@
+"""Report subscriptions: periods, the farm summary, subscription writes, due-time runs."""

@@ -1,0 +1,295 @@
+"""Report subscriptions on the due-work table (seed 000: "a thin automation path"): one
+ScheduledRun row per period, keyed by the period's start in UTC, and ManualRun rows keyed by
+the run GUID the caller generated before asking. Same ensure, same claim, same hand-off."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import date, datetime, time
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from automation.models import AutomationScheduler, TriggerType
+from automation.scheduler.keys import (
+    ReportScheduledKey,
+    parse_scheduler_key,
+    report_manual_key,
+    report_scheduled_key,
+    scheduler_input_hash,
+    scheduler_key,
+)
+from automation.scheduler.services import (
+    EnsureResult,
+    scheduler_cancel,
+    scheduler_deactivate_by_key,
+    scheduler_ensure,
+)
+from automation.states import SCHEDULER_OPEN, SchedulerReason
+from reminders.models import (
+    Channel,
+    RecipientsPolicy,
+    Recurrence,
+    ReportManualRun,
+    ReportSubscription,
+)
+from reminders.services.dst import local_today
+from reminders.services.reports.periods import (
+    ReportPeriod,
+    period_before,
+    period_current,
+    period_of,
+)
+
+EDITABLE_FIELDS = frozenset(
+    {"name", "recurrence", "send_time", "recipients_policy", "template_name", "channels", "active"}
+)
+SCHEDULE_FIELDS = frozenset({"recurrence", "send_time", "active"})
+
+
+class ReportSubscriptionInvalid(ValueError):
+    """A subscription that cannot be scheduled (refused, nothing saved)."""
+
+
+def report_subscription_create(
+    *,
+    farm_id: int,
+    name: str,
+    recurrence: str,
+    send_time: time,
+    channels: Iterable[str],
+    recipients_policy: str = RecipientsPolicy.FARM_MANAGERS,
+    template_name: str = "farm_report",
+    now: datetime | None = None,
+) -> ReportSubscription:
+    now = now or timezone.now()
+    subscription = ReportSubscription(
+        farm_id=farm_id,
+        name=name,
+        recurrence=recurrence,
+        send_time=send_time,
+        channels=list(channels),
+        recipients_policy=recipients_policy,
+        template_name=template_name,
+        created_at=now,
+        updated_at=now,
+    )
+    _validate(subscription)
+    with transaction.atomic():
+        subscription.save()
+        report_subscription_ensure(subscription_id=subscription.pk, now=now)
+    return subscription
+
+
+def report_subscription_update(
+    *, subscription_id: int, now: datetime | None = None, **changes: Any
+) -> list[str]:
+    """Recurrence or send time: deactivate the rows of periods no longer wanted first, then
+    ensure (a moved send time updates the same key in place). Deactivated: open rows are
+    cancelled. Template, channels and recipients: nothing to do, execution reloads them."""
+    unknown = set(changes) - EDITABLE_FIELDS
+    if unknown:
+        raise ReportSubscriptionInvalid(f"not editable: {', '.join(sorted(unknown))}")
+    now = now or timezone.now()
+    with transaction.atomic():
+        sub = ReportSubscription.objects.select_for_update().get(pk=subscription_id)
+        changed = [n for n, v in changes.items() if getattr(sub, n) != v]
+        if not changed:
+            return []
+        for name in changed:
+            setattr(sub, name, changes[name])
+        _validate(sub)
+        sub.updated_at = now
+        sub.save(update_fields=[*changed, "updated_at"])
+        if not sub.active:
+            report_subscription_cancel_open(subscription=sub, now=now)
+        elif SCHEDULE_FIELDS & set(changed):
+            report_subscription_ensure(subscription_id=sub.pk, now=now)
+    return changed
+
+
+def _validate(sub: ReportSubscription) -> None:
+    Recurrence(sub.recurrence)
+    RecipientsPolicy(sub.recipients_policy)
+    if not sub.channels or any(c not in Channel.values for c in sub.channels):
+        raise ReportSubscriptionInvalid(f"channels must be among {Channel.values}")
+    if not sub.template_name.strip():
+        raise ReportSubscriptionInvalid("a subscription needs a template")
+
+
+def report_period_of(sub: ReportSubscription, *, now: datetime) -> ReportPeriod:
+    return period_current(
+        now, recurrence=sub.recurrence, send_time=sub.send_time, time_zone=sub.farm.time_zone
+    )
+
+
+def report_scheduled_input(sub: ReportSubscription, period: ReportPeriod) -> dict[str, Any]:
+    """Identity only: recurrence, send time and delivery may change under a pending row."""
+    return {"subscription": sub.guid, "run": "scheduled", "periodStart": period.start_utc}
+
+
+def report_subscription_ensure(*, subscription_id: int, now: datetime) -> list[EnsureResult]:
+    """The row of the current period (due when it ends), and of the previous one if the
+    subscription already existed when it ended (a beat outage must not lose a period).
+    Older rows of periods no longer wanted (the recurrence changed) are deactivated first."""
+    sub = ReportSubscription.objects.select_related("farm").get(pk=subscription_id)
+    if not sub.active:
+        return []
+    zone = sub.farm.time_zone
+    current = report_period_of(sub, now=now)
+    periods = [current]
+    previous = period_before(
+        current, recurrence=sub.recurrence, send_time=sub.send_time, time_zone=zone
+    )
+    if previous.end_utc > sub.created_at:
+        periods.insert(0, previous)
+    wanted = {
+        p.start_utc: report_scheduled_key(subscription_guid=sub.guid, period_start_utc=p.start_utc)
+        for p in periods
+    }
+    _deactivate_unwanted(sub, {scheduler_key(k) for k in wanted.values()}, now)
+    return [
+        scheduler_ensure(
+            key=wanted[p.start_utc],
+            scheduled_on=p.run_on,
+            input_hash=scheduler_input_hash(report_scheduled_input(sub, p)),
+            time_zone_id=zone,
+            scheduled_local_date=p.end,
+            trigger_type=TriggerType.SCHEDULED_RUN,
+            now=now,
+        )
+        for p in periods
+    ]
+
+
+def _open_keys(prefix: str) -> list[tuple[int, str, int, str]]:
+    rows = AutomationScheduler.objects.filter(
+        scheduler_key__startswith=prefix, status__in=SCHEDULER_OPEN
+    )
+    return list(rows.values_list("pk", "status", "version", "scheduler_key"))
+
+
+def _deactivate_unwanted(sub: ReportSubscription, wanted: set[str], now: datetime) -> None:
+    """Open scheduled rows whose period is not one of the subscription's periods any more
+    (the recurrence changed). Older periods still pending are wanted: they run late."""
+    for _, _, _, key in _open_keys(f"report-subscription:{sub.guid}:scheduled:"):
+        spec = parse_scheduler_key(key)
+        if key in wanted or not isinstance(spec, ReportScheduledKey):
+            continue
+        if report_period_starting(sub, spec.period_start_utc) is None:
+            scheduler_deactivate_by_key(
+                scheduler_key=key, reason=SchedulerReason.SETTING_CHANGED, now=now
+            )
+
+
+def report_period_starting(sub: ReportSubscription, start_stamp: str) -> ReportPeriod | None:
+    """The subscription's period that starts at ``start_stamp`` (a key's UTC stamp), or None
+    when its recurrence has no period starting there."""
+    zone = sub.farm.time_zone
+    start_utc = datetime.fromisoformat(start_stamp.replace("Z", "+00:00"))
+    period = period_of(
+        local_today(start_utc, zone),
+        recurrence=sub.recurrence,
+        send_time=sub.send_time,
+        time_zone=zone,
+    )
+    return period if period.start_utc == start_utc else None
+
+
+def report_subscription_cancel_open(*, subscription: ReportSubscription, now: datetime) -> int:
+    """A deactivated subscription: its open rows (scheduled and manual) are Cancelled; the
+    completed ones stay as history."""
+    cancelled = 0
+    for pk, status, version, _ in _open_keys(f"report-subscription:{subscription.guid}:"):
+        cancelled += scheduler_cancel(
+            scheduler_id=pk, token=version, from_status=status, now=now, detail="unsubscribed"
+        )
+    return cancelled
+
+
+def report_subscriptions_ensure_due(*, now: datetime, batch: int | None = None) -> int:
+    """Beat: ensure every active subscription's current rows, in bounded id-ordered batches."""
+    size = batch or settings.REMINDERS_REPORT_BATCH
+    after, ensured = 0, 0
+    while True:
+        ids = list(
+            ReportSubscription.objects.filter(active=True, pk__gt=after)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:size]
+        )
+        for pk in ids:
+            ensured += len(report_subscription_ensure(subscription_id=pk, now=now))
+        if len(ids) < size:
+            return ensured
+        after = ids[-1]
+
+
+def report_manual_input(run: ReportManualRun) -> dict[str, Any]:
+    return {
+        "subscription": run.subscription.guid,
+        "run": run.guid,
+        "periodStart": run.period_start,
+        "periodEnd": run.period_end,
+    }
+
+
+def report_manual_run_request(
+    *,
+    subscription_id: int,
+    run_guid: uuid.UUID,
+    now: datetime | None = None,
+    period_start: date | None = None,
+) -> EnsureResult:
+    """Run the report now. ``run_guid`` is generated by the caller before asking: asking again
+    with it (a retry, a double click) lands on the same row. The period defaults to the last
+    complete one; ``period_start`` picks the period containing that local date."""
+    now = now or timezone.now()
+    sub = ReportSubscription.objects.select_related("farm").get(pk=subscription_id)
+    zone = sub.farm.time_zone
+    with transaction.atomic():
+        run = _manual_run(sub, run_guid, now, period_start)
+        return scheduler_ensure(
+            key=report_manual_key(subscription_guid=sub.guid, manual_run_guid=run.guid),
+            scheduled_on=run.requested_at,
+            input_hash=scheduler_input_hash(report_manual_input(run)),
+            time_zone_id=zone,
+            scheduled_local_date=local_today(run.requested_at, zone),
+            trigger_type=TriggerType.MANUAL_RUN,
+            now=now,
+        )
+
+
+def _manual_run(
+    sub: ReportSubscription, run_guid: uuid.UUID, now: datetime, period_start: date | None
+) -> ReportManualRun:
+    """The run as first requested: a repeat keeps its period and request time."""
+    run = ReportManualRun.objects.filter(guid=run_guid).select_related("subscription").first()
+    if run is not None:
+        if run.subscription_id != sub.pk:
+            raise ReportSubscriptionInvalid(f"run {run_guid} belongs to another subscription")
+        return run
+    zone = sub.farm.time_zone
+    if period_start is None:
+        period = period_before(
+            report_period_of(sub, now=now),
+            recurrence=sub.recurrence,
+            send_time=sub.send_time,
+            time_zone=zone,
+        )
+    else:
+        period = period_of(
+            period_start, recurrence=sub.recurrence, send_time=sub.send_time, time_zone=zone
+        )
+    run, _ = ReportManualRun.objects.get_or_create(
+        guid=run_guid,
+        defaults={
+            "subscription": sub,
+            "period_start": period.start,
+            "period_end": period.end,
+            "requested_at": now,
+        },
+    )
+    return run

@@ -1,0 +1,203 @@
+"""Reminder setting writes and what a change does to scheduler rows (SPEC §5):
+
+| change                              | rows                                               |
+|-------------------------------------|----------------------------------------------------|
+| offsets / dates / threshold / type  | deactivate + recreate (occurrence identity changed)|
+| send time                           | updated in place: same SchedulerKey, new ScheduledOn|
+| template / channels / recipients    | untouched: execution reloads them                  |
+| deactivated                         | pending rows deactivated                           |
+| any                                 | completed rows kept as history                     |
+
+A write publishes ``ReminderSettingChanged`` after commit; its handler
+(:func:`reminder_setting_apply`) re-derives every affected source through the one source flow.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from automation.scheduler.keys import FiringPolicy
+from events.services import event_publish
+from reminders.event_types import REMINDER_SETTING_CHANGED, ReminderSettingChangedPayload
+from reminders.models import (
+    Channel,
+    DocumentType,
+    RecipientsPolicy,
+    ReminderSetting,
+    ReminderTrigger,
+    ThresholdOperator,
+)
+from reminders.providers.base import UnknownSourceType, reminder_providers_for
+from reminders.selectors import occurrence_sources_open, reminder_setting_by_guid
+from reminders.services.sync import SyncResult, reminder_source_sync
+
+IDENTITY_FIELDS = frozenset(
+    {
+        "trigger_type",
+        "document_type",
+        "offsets_days",
+        "threshold_metric",
+        "threshold_operator",
+        "threshold_value",
+        "firing_policy",
+    }
+)
+SCHEDULE_FIELDS = frozenset({"send_time"})
+DELIVERY_FIELDS = frozenset({"name", "template_name", "channels", "recipients_policy"})
+EDITABLE_FIELDS = IDENTITY_FIELDS | SCHEDULE_FIELDS | DELIVERY_FIELDS | {"active"}
+
+
+class ReminderSettingInvalid(ValueError):
+    """A setting that could not produce deterministic occurrences (refused, nothing saved)."""
+
+
+def reminder_setting_create(
+    *,
+    name: str,
+    source_type: str,
+    trigger_type: str,
+    template_name: str,
+    channels: Iterable[str],
+    farm_id: int | None = None,
+    organization_id: int | None = None,
+    now: datetime | None = None,
+    **fields: Any,
+) -> ReminderSetting:
+    unknown = set(fields) - EDITABLE_FIELDS
+    if unknown:
+        raise ReminderSettingInvalid(f"unknown setting fields: {', '.join(sorted(unknown))}")
+    now = now or timezone.now()
+    setting = ReminderSetting(
+        name=name,
+        source_type=source_type,
+        trigger_type=trigger_type,
+        template_name=template_name,
+        channels=list(channels),
+        farm_id=farm_id,
+        organization_id=organization_id,
+        created_at=now,
+        updated_at=now,
+        **fields,
+    )
+    reminder_setting_validate(setting)
+    with transaction.atomic():
+        setting.save()
+        _publish(setting, ["created"], now)
+    return setting
+
+
+def reminder_setting_update(
+    *, setting_id: int, now: datetime | None = None, **changes: Any
+) -> list[str]:
+    """Apply ``changes``; the names of the fields that really changed (nothing published
+    when none did)."""
+    unknown = set(changes) - EDITABLE_FIELDS
+    if unknown:
+        raise ReminderSettingInvalid(f"not editable: {', '.join(sorted(unknown))}")
+    now = now or timezone.now()
+    with transaction.atomic():
+        setting = ReminderSetting.objects.select_for_update().get(pk=setting_id)
+        changed = [n for n, v in changes.items() if _normal(getattr(setting, n)) != _normal(v)]
+        if not changed:
+            return []
+        for name in changed:
+            setattr(setting, name, changes[name])
+        reminder_setting_validate(setting)
+        setting.updated_at, setting.revision = now, setting.revision + 1
+        setting.save(update_fields=[*changed, "updated_at", "revision"])
+        _publish(setting, changed, now)
+    return changed
+
+
+def reminder_setting_deactivate(*, setting_id: int, now: datetime | None = None) -> list[str]:
+    return reminder_setting_update(setting_id=setting_id, now=now, active=False)
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
+        return Decimal(str(value)).normalize()
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+def reminder_setting_validate(setting: ReminderSetting) -> None:
+    if (setting.farm_id is None) == (setting.organization_id is None):
+        raise ReminderSettingInvalid("a setting belongs to a farm or to an organisation")
+    try:
+        providers = reminder_providers_for(setting.source_type)
+    except UnknownSourceType as exc:
+        raise ReminderSettingInvalid(str(exc)) from None
+    if providers.trigger_type != setting.trigger_type:
+        raise ReminderSettingInvalid(
+            f"{setting.source_type} sources use {providers.trigger_type} reminders"
+        )
+    RecipientsPolicy(setting.recipients_policy)
+    if not setting.channels or any(c not in Channel.values for c in setting.channels):
+        raise ReminderSettingInvalid(f"channels must be among {Channel.values}")
+    if not setting.template_name.strip():
+        raise ReminderSettingInvalid("a setting needs a template")
+    if setting.trigger_type == ReminderTrigger.DATE_BASED:
+        _validate_date_based(setting)
+    else:
+        _validate_threshold(setting)
+
+
+def _validate_date_based(setting: ReminderSetting) -> None:
+    offsets = setting.offsets_days
+    if not isinstance(offsets, list) or not offsets:
+        raise ReminderSettingInvalid("a date-based setting needs offsets in days")
+    if any(isinstance(o, bool) or not isinstance(o, int) for o in offsets):
+        raise ReminderSettingInvalid("offsets are whole days")
+    if setting.send_time is None:
+        raise ReminderSettingInvalid("a date-based setting needs a local send time")
+    if setting.document_type:
+        DocumentType(setting.document_type)
+
+
+def _validate_threshold(setting: ReminderSetting) -> None:
+    if not setting.threshold_metric or setting.threshold_value is None:
+        raise ReminderSettingInvalid("a threshold setting needs a metric and a value")
+    ThresholdOperator(setting.threshold_operator)
+    FiringPolicy(setting.firing_policy)
+
+
+def _publish(setting: ReminderSetting, changed: list[str], now: datetime) -> None:
+    event_publish(
+        REMINDER_SETTING_CHANGED,
+        idempotency_key=f"reminder-setting:{setting.guid}:r{setting.revision}",
+        payload=ReminderSettingChangedPayload(
+            setting_id=str(setting.guid),
+            farm_id=setting.farm_id,
+            organization_id=setting.organization_id,
+            source_type=setting.source_type,
+            changed_fields=sorted(changed),
+            active=setting.active,
+        ),
+        occurred_at=now,
+    )
+
+
+def reminder_setting_apply(
+    *, setting_guid: uuid.UUID | str, changed_fields: Iterable[str], now: datetime
+) -> list[SyncResult]:
+    """The handler of ``ReminderSettingChanged``: re-derive every source the setting selects
+    or still has open rows for. Template and delivery changes touch nothing."""
+    setting = reminder_setting_by_guid(setting_guid)
+    changed = set(changed_fields)
+    if setting is None or (changed and changed <= DELIVERY_FIELDS):
+        return []
+    providers = reminder_providers_for(setting.source_type)
+    sources = set(providers.source.sources_for_setting(setting))
+    sources |= set(occurrence_sources_open(setting))
+    return [
+        reminder_source_sync(source_type=setting.source_type, source_guid=guid, now=now)
+        for guid in sorted(sources, key=str)
+    ]

@@ -1,0 +1,53 @@
+"""Celery tasks of reminders (queue ``scheduler``): take ids, call one service. Beat drives
+the low-frequency reconciliation and the report periods (config.beat)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.db import OperationalError
+from django.utils import timezone
+
+from reminders.providers.base import reminder_source_types
+from reminders.services.handlers import endpoint_metric_evaluate
+from reminders.services.reconcile import reminder_reconcile
+from reminders.services.reports.subscriptions import report_subscriptions_ensure_due
+
+logger = logging.getLogger(__name__)
+
+DB_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "max_retries": 5,
+}
+
+
+@shared_task(name="reminders.reconcile", **DB_RETRY)
+def reminders_reconcile_task(provider: str | None = None) -> int:
+    """One bounded pass per provider (or of ``provider``); how many rows it repaired."""
+    now = timezone.now()
+    repaired, failed = 0, []
+    for name in [provider] if provider else reminder_source_types():
+        try:
+            repaired += len(reminder_reconcile(provider=name, now=now).repairs)
+        except Exception:  # one provider's failure must not starve the others
+            logger.exception("reminder reconciliation of %s failed", name)
+            failed.append(name)
+    if failed:
+        raise RuntimeError(f"reconciliation failed for {', '.join(failed)}")
+    return repaired
+
+
+@shared_task(name="reminders.report_subscriptions_ensure", **DB_RETRY)
+def report_subscriptions_ensure_task() -> int:
+    """Make sure every active subscription has the row of its current period."""
+    return report_subscriptions_ensure_due(now=timezone.now())
+
+
+@shared_task(name="reminders.endpoint_metric_evaluate", **DB_RETRY)
+def endpoint_metric_evaluate_task(source_id: int) -> int:
+    """For the ingest stage: evaluate one metric source now; rows changed."""
+    result = endpoint_metric_evaluate(source_id=source_id, now=timezone.now())
+    return 0 if result is None else len(result.repaired)

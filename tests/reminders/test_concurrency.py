@@ -1,0 +1,68 @@
+"""The event path, a redelivery and reconciliation may run the same source at once (and two
+beats the same subscription): on PostgreSQL, threads racing on one source end with one row
+and one link per key, and one report row per period."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import date, timedelta
+
+import pytest
+from django.db import connection
+
+from automation.models import AutomationScheduler
+from reminders.models import ReminderOccurrence
+from reminders.services.reports.subscriptions import report_subscription_ensure
+from reminders.services.sync import reminder_source_sync
+from tests.reminders.conftest import NOW, date_setting, document
+from tests.reminders.test_reports import subscribe
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+THREADS = 6
+
+
+def race(work: Callable[[], object]) -> list[BaseException]:
+    start = threading.Barrier(THREADS)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            start.wait()
+            work()
+        except BaseException as exc:  # collected and asserted by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return errors
+
+
+def test_concurrent_syncs_of_one_source_leave_one_row_and_link_per_key(farm) -> None:
+    date_setting(farm, offsets_days=[30, 14, 7, 1])
+    doc = document(farm, date(2026, 6, 30))  # no bus: its event is lost, the threads repair
+
+    def sync() -> None:
+        reminder_source_sync(source_type="document", source_guid=doc.guid, now=NOW)
+
+    assert race(sync) == []
+    keys = list(AutomationScheduler.objects.values_list("scheduler_key", "status"))
+    assert len(keys) == 4 and {s for _, s in keys} == {"pending"}
+    assert ReminderOccurrence.objects.count() == 4
+
+
+def test_two_beats_ensuring_one_period_create_one_row(farm) -> None:
+    sub = subscribe(farm)
+    AutomationScheduler.objects.all().delete()
+
+    def ensure() -> None:
+        report_subscription_ensure(subscription_id=sub.pk, now=NOW + timedelta(hours=2))
+
+    assert race(ensure) == []
+    assert AutomationScheduler.objects.count() == 1
