@@ -27,6 +27,8 @@ from automation.services.reconcile import (
 )
 from devices.mqtt.client import get_publisher
 
+METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
+
 DB_RETRY: dict[str, Any] = {
     "autoretry_for": (OperationalError,),
     "retry_backoff": True,
@@ -52,6 +54,8 @@ def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
     result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
     if result.endpoint_ids:
         nudge(RECONCILE_TASK, command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids))
+        # Threshold reminders over these endpoints re-evaluate (by name: no import of reminders).
+        nudge(METRICS_TOUCHED_TASK, result.endpoint_ids)
     return result.executions
 
 

@@ -29,6 +29,7 @@ TASK_ROUTES: dict[str, str] = {
     "reminders.reconcile": "scheduler",
     "reminders.report_subscriptions_ensure": "scheduler",
     "reminders.endpoint_metric_evaluate": "scheduler",
+    "reminders.endpoint_metrics_touched": "scheduler",
 }
 
 app = Celery("config")

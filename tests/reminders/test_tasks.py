@@ -25,6 +25,7 @@ TASKS = (
     "reminders.reconcile",
     "reminders.report_subscriptions_ensure",
     "reminders.endpoint_metric_evaluate",
+    "reminders.endpoint_metrics_touched",
 )
 
 

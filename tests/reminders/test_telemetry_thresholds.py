@@ -1,0 +1,43 @@
+"""Telemetry to threshold reminder without a reconciliation pass: the evaluate stage hands
+the endpoints it saw to the metric sources over them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from automation.tasks import endpoint_events_evaluate_task
+from config.celery import app as celery_app
+from devices.services import InboundTelemetry, telemetry_ingest
+from reminders.services.sources import endpoint_metric_source_create
+from tests.reminders.conftest import NOW, rows_of
+from tests.reminders.test_thresholds import T0, threshold_setting
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def eager() -> object:
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = False
+
+
+def test_a_reading_over_the_threshold_ensures_the_reminder_row(kit, bus, eager) -> None:
+    with bus.commit():
+        threshold_setting(kit.farm, "OncePerThreshold")
+        source = endpoint_metric_source_create(
+            farm_id=kit.farm.pk, endpoint_id=kit.temp.pk, metric_key="silo_level",
+            aggregate="latest", now=T0,
+        )
+    payload = json.dumps({"ts": NOW.isoformat(), "values": {"temp": 93}})
+    with bus.commit():
+        ids = telemetry_ingest(
+            messages=[InboundTelemetry(kit.sensor.serial_number, payload, NOW)]
+        ).pending_event_ids
+    assert rows_of(source.guid) == []
+    with bus.commit():
+        endpoint_events_evaluate_task(ids)
+    rows = rows_of(source.guid)
+    assert [r.status for r in rows] == ["pending"]
