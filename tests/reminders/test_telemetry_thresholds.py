@@ -28,8 +28,11 @@ def test_a_reading_over_the_threshold_ensures_the_reminder_row(kit, bus, eager) 
     with bus.commit():
         threshold_setting(kit.farm, "OncePerThreshold")
         source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk, endpoint_id=kit.temp.pk, metric_key="silo_level",
-            aggregate="latest", now=T0,
+            farm_id=kit.farm.pk,
+            endpoint_id=kit.temp.pk,
+            metric_key="silo_level",
+            aggregate="latest",
+            now=T0,
         )
     payload = json.dumps({"ts": NOW.isoformat(), "values": {"temp": 93}})
     with bus.commit():
