@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lint bench migrate
+.PHONY: setup test demo lint bench migrate up
 
 $(STAMP): requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,19 @@ test: setup
 
 demo: migrate
 	$(PY) manage.py demo
+
+# The distributed stack (deploy/Procfile.dev) against real servers; `make demo` is embedded.
+UP_NEEDS := DATABASE_URL CELERY_BROKER_URL REDIS_URL MQTT_URL
+
+up: setup
+	@missing=""; for v in $(UP_NEEDS); do \
+		[ -n "$$(printenv $$v)" ] || missing="$$missing $$v"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "make up runs against real servers; set:$$missing (or use 'make demo')" >&2; \
+		exit 2; fi
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py sync_beat_schedule
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho -f deploy/Procfile.dev start
 
 bench: migrate
 	$(PY) manage.py bench_ingest

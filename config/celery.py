@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import setup_logging, task_postrun, task_prerun
 from kombu import Queue
+
+from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -48,6 +51,11 @@ app.conf.update(
     worker_hijack_root_logger=False,
 )
 app.autodiscover_tasks()
+
+# Structured logs (config/logging.py): our handler, not Celery's, and the task bound per run.
+setup_logging.connect(celery_setup_logging, weak=False)
+task_prerun.connect(task_context_bind, weak=False)
+task_postrun.connect(task_context_unbind, weak=False)
 
 
 def configure_beat_schedule() -> None:

@@ -15,6 +15,7 @@ from config.env import (
     env_str,
     mqtt_from_env,
 )
+from config.logging import log_format_from_env, log_level_from_env, logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -101,13 +102,11 @@ BEAT_SWEEP_INTERVAL_S = env_float("BEAT_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
 COMMAND_SWEEP_INTERVAL_S = env_float("COMMAND_SWEEP_INTERVAL_S", 1.0, minimum=0.05)
 DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "WARNING")},
-}
+# --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
+LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)
+LOG_LEVEL = log_level_from_env()
+LOGGING_CONFIG = "config.logging.configure"
+LOGGING = logging_settings(fmt=LOG_FORMAT, level=LOG_LEVEL)
 
 # --- MQTT bridge ----------------------------------------------------------------------------
 # Empty client id: farm-bridge-<hostname>. Run several bridges on one host with distinct ids.

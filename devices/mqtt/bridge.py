@@ -28,6 +28,7 @@ import paho.mqtt.client as paho
 from django.conf import settings
 from django.core.cache import cache
 from paho.mqtt.enums import MQTTErrorCode
+from structlog.contextvars import bound_contextvars
 
 from config.env import MqttConfig
 from devices.mqtt.client import MqttUnavailable, connect, new_client
@@ -421,6 +422,14 @@ class MqttBridge:
             self._ack(_Entry(None, message.mid, message.qos, self._connection))
             return
         serial, kind = parsed
+        # Every line logged while this message is handled names its device (SPEC §9).
+        with bound_contextvars(serialNumber=serial):
+            self._take(serial, kind, message, received_at)
+
+    def _take(
+        self, serial: str, kind: TopicKind, message: paho.MQTTMessage, received_at: datetime
+    ) -> None:
+        """Queue one device message for the next batch hand-off (telemetry or device reply)."""
         payload = bytes(message.payload)
         self._stats.received[kind] += 1
         if len(payload) > self._max_payload:
