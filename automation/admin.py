@@ -20,7 +20,9 @@ from automation.models import (
     AutomationSchedulerTransition,
 )
 from automation.services.support import (
+    CommandRetryRefused,
     command_intent_mark_failed,
+    command_intent_retry,
     scheduler_support_cancel,
     scheduler_support_release,
     scheduler_support_retry_now,
@@ -100,6 +102,14 @@ def _mark_failed(row: Any, actor: str, reason: str) -> bool:
     return command_intent_mark_failed(intent_id=row.pk, actor=actor, reason=reason)
 
 
+def _retry(row: Any, actor: str, reason: str) -> bool:
+    """Counted as done only when a new attempt was created; a live command is skipped."""
+    try:
+        return command_intent_retry(intent_id=row.pk, actor=actor, reason=reason).created
+    except CommandRetryRefused:
+        return False
+
+
 @admin.register(AutomationCommandIntent)
 class CommandIntentAdmin(ReadOnlyAdmin):
     org_path = "target_device__farm__organization_id"
@@ -112,12 +122,16 @@ class CommandIntentAdmin(ReadOnlyAdmin):
         "status",
         "status_reason",
         "attempt_count",
+        "retry_of_id",
         "updated_at",
     )
     list_filter = ("status", ("target_device", admin.RelatedOnlyFieldListFilter))
     search_fields = ("device_command_id", "target_serial_number", "idempotency_key")
     readonly_fields = ("timeline",)
-    actions = (reason_action(name="mark_failed", title="Mark failed", apply=_mark_failed),)
+    actions = (
+        reason_action(name="mark_failed", title="Mark failed", apply=_mark_failed),
+        reason_action(name="retry", title="Retry as a new command (ended ones only)", apply=_retry),
+    )
 
     @admin.display(description="timeline (transitions and receipts)")
     def timeline(self, obj: AutomationCommandIntent) -> SafeString:
@@ -150,10 +164,12 @@ def _cancel(row: Any, actor: str, reason: str) -> bool:
 
 @admin.register(AutomationScheduler)
 class AutomationSchedulerAdmin(ReadOnlyAdmin):
-    # The table carries no organisation or farm yet: only superusers see rows (org_path None).
+    # Scoped through the row's farm: rows without a farm are visible to superusers only.
+    org_path = "farm__organization_id"
     list_display = (
         "id",
         "scheduler_key",
+        "farm",
         "automation_type",
         "trigger_type",
         "status",
@@ -163,7 +179,13 @@ class AutomationSchedulerAdmin(ReadOnlyAdmin):
         "next_retry_on",
         "failure_reason_code",
     )
-    list_filter = ("status", "automation_type", "trigger_type", "is_on_support_hold")
+    list_filter = (
+        "status",
+        "automation_type",
+        "trigger_type",
+        "is_on_support_hold",
+        ("farm", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("scheduler_key",)
     inlines = (SchedulerTransitionInline,)
     actions = (

@@ -1,6 +1,7 @@
 """The execution-core part of the REST API (``/api/v1/``): rules (validated like the safety
-gates), command intents and rule executions with their timelines, diagnostics, and the
-scheduler table (read-only). Every row is scoped to the caller's organisations (else 404)."""
+gates), command intents (read-only, plus support's manual retry of an ended command), rule
+executions with their timelines, diagnostics, and the scheduler table (read-only). Every row is
+scoped to the caller's organisations (else 404)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -37,12 +39,14 @@ from automation.models import (
 )
 from automation.serializers import (
     CommandIntentSerializer,
+    CommandRetryRequestSerializer,
     DiagnosticsSerializer,
     RuleExecutionSerializer,
     RuleSerializer,
     SchedulerSerializer,
     TimelineSerializer,
 )
+from automation.services.support import CommandRetryRefused, command_intent_retry
 from devices.api import (
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
@@ -103,6 +107,32 @@ class CommandIntentViewSet(ScopedViewSet):
     def timeline(self, request: Request, pk: str | None = None) -> Response:
         return Response(command_timeline(intent=self.get_object()).as_dict())
 
+    @extend_schema(
+        request=CommandRetryRequestSerializer,
+        responses={201: CommandIntentSerializer, 200: CommandIntentSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        """A new command for an ended one (201), or the live retry a repeat made (200); a
+        command that has not ended is a 400."""
+        return idempotent_post(request, lambda: self._retry(request))
+
+    def _retry(self, request: Request) -> Response:
+        intent = self.get_object()
+        body = CommandRetryRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            result = command_intent_retry(
+                intent_id=intent.pk,
+                actor=request.user.get_username(),
+                reason=body.validated_data["reason"],
+            )
+        except CommandRetryRefused as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(CommandIntentSerializer(result.intent).data, status=code)
+
 
 class RuleExecutionViewSet(ScopedViewSet):
     serializer_class = RuleExecutionSerializer
@@ -120,15 +150,16 @@ class RuleExecutionViewSet(ScopedViewSet):
 
 
 class SchedulerViewSet(ScopedViewSet):
-    """The due-work table carries no organisation yet: only superusers see rows."""
+    """Scoped through the row's farm: rows without a farm are visible to superusers only."""
 
     serializer_class = SchedulerSerializer
     queryset = AutomationScheduler.objects.none()
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationScheduler]:
-        if scope is not None:
-            return AutomationScheduler.objects.none()
-        rows = AutomationScheduler.objects.all()
+        rows = scope_filter(AutomationScheduler.objects.all(), scope, "farm__organization_id")
+        farm = int_param(self.request, "farm")
+        if farm is not None:
+            rows = rows.filter(farm_id=farm)
         for name in ("status", "automation_type", "trigger_type"):
             if self.request.query_params.get(name):
                 rows = rows.filter(**{name: self.request.query_params[name]})

@@ -36,6 +36,12 @@ def intent_idempotency_key(
     return _sha256(rule_id, target_endpoint_id, canonical_json(target_value), event_id)
 
 
+def intent_retry_idempotency_key(*, original_key: str, retry_number: int) -> str:
+    """Manual retry ``retry_number`` (1-based) of an intent: two clicks that read the same
+    number of earlier retries build the same key, so they create one new intent."""
+    return hashlib.sha256(f"{original_key}retry:{retry_number}".encode()).hexdigest()
+
+
 def desired_state_fingerprint(params: dict[str, Any]) -> str:
     return _sha256(canonical_json(params))
 

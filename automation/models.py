@@ -108,12 +108,23 @@ class AutomationRuleExecution(models.Model):
             models.UniqueConstraint(fields=["event", "rule"], name="one_execution_per_event_rule")
         ]
 
+    @property
+    def intent(self) -> AutomationCommandIntent | None:
+        """The command the rule decided on (the first intent); manual retries come after it."""
+        return self.intents.filter(retry_of__isnull=True).order_by("pk").first()
+
 
 class AutomationCommandIntent(models.Model):
-    """The durable command ledger: the correlation root of an MQTT RPC and its retries."""
+    """The durable command ledger: the correlation root of an MQTT RPC and its retries.
 
-    rule_execution = models.OneToOneField(
-        AutomationRuleExecution, on_delete=models.CASCADE, related_name="intent"
+    An execution has one original intent; support's manual retries of a terminal intent are
+    further intents of the same execution, each linked ``retry_of`` that original."""
+
+    rule_execution = models.ForeignKey(
+        AutomationRuleExecution, on_delete=models.CASCADE, related_name="intents"
+    )
+    retry_of = models.ForeignKey(
+        "self", on_delete=models.CASCADE, null=True, blank=True, related_name="retries"
     )
     rule = models.ForeignKey(AutomationRule, on_delete=models.CASCADE, related_name="intents")
     target_device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="intents")
@@ -160,6 +171,14 @@ class AutomationCommandIntent(models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="intent_status_due_idx"),
             models.Index(fields=["status", "deadline_at"], name="intent_status_deadline_idx"),
             models.Index(fields=["target_device_endpoint", "status"]),
+        ]
+        constraints = [
+            # What the OneToOne used to guarantee: one rule execution yields one original command.
+            models.UniqueConstraint(
+                fields=["rule_execution"],
+                condition=Q(retry_of__isnull=True),
+                name="one_original_intent_per_execution",
+            )
         ]
 
 
@@ -234,6 +253,11 @@ class AutomationScheduler(models.Model):
     diagnostics live in file storage under ``trace_blob_name``)."""
 
     automation_type = models.CharField(max_length=24, choices=AutomationType.choices)
+    # The farm the work is for, when its creator knows it: scopes support's admin and API to
+    # the farm's organisation (rows without one are visible to superusers only).
+    farm = models.ForeignKey(
+        Farm, on_delete=models.SET_NULL, null=True, blank=True, db_index=True, related_name="+"
+    )
     trigger_type = models.CharField(max_length=24, choices=TriggerType.choices)
     scheduler_key = models.CharField(max_length=400, unique=True)
     scheduled_on = models.DateTimeField()  # UTC

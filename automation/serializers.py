@@ -102,6 +102,7 @@ class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandInten
         fields = (
             "id",
             "rule_execution",
+            "retry_of",
             "rule",
             "target_device",
             "target_device_endpoint",
@@ -124,6 +125,12 @@ class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandInten
             "updated_at",
         )
         read_only_fields = fields
+
+
+class CommandRetryRequestSerializer(serializers.Serializer[Any]):
+    """Why support retries: kept with the user name in the original command's audit trail."""
+
+    reason = serializers.CharField(max_length=400, allow_blank=False, trim_whitespace=True)
 
 
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):

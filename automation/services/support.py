@@ -2,20 +2,26 @@
 through the same services the pipeline uses, and records who did it and why in the row's
 audit table (``AutomationSchedulerTransition`` / ``CommandTransition``), never a field edit.
 
-Manual retry of a terminal command is deliberately absent: terminal intents stay terminal
-(SPEC §3.3), and a new intent for the same rule execution needs a schema change (the intent is
-one-to-one with its execution): left to the lead.
+Manual retry of a command never reopens it: terminal intents stay terminal (SPEC §3.3, history
+is never rewritten). It creates a new intent for the same target and value in the same rule
+execution, linked ``retry_of`` the original, with its own idempotency key and, at dispatch, its
+own ``deviceCommandId`` (a new command for the device, unlike the automatic retries of one
+intent, which reuse theirs).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent, AutomationScheduler
+from automation.keys import intent_retry_idempotency_key
+from automation.models import AutomationCommandIntent, AutomationScheduler, CommandTransition
 from automation.scheduler.services import scheduler_cancel, scheduler_hold_release, scheduler_move
-from automation.services.commands import intent_transition
+from automation.services.commands import DISPATCH_TASK, intent_transition, nudge
 from automation.states import (
     COMMAND_TERMINAL,
     CommandStatus,
@@ -106,3 +112,84 @@ def command_intent_mark_failed(
         detail=detail,
         last_error=detail,
     )
+
+
+class CommandRetryRefused(ValueError):
+    """Only a command that ended (failed, expired, uncertain, applied) may be retried: a live
+    one may still reach the device, and a second command would race it."""
+
+
+@dataclass(frozen=True)
+class CommandRetry:
+    """The attempt support asked for: new (``created``), or the one a repeated click made."""
+
+    intent: AutomationCommandIntent
+    created: bool
+
+
+def command_intent_retry(
+    *, intent_id: int, actor: str, reason: str, now: datetime | None = None
+) -> CommandRetry:
+    """A new pending intent for a terminal one's target and value, then a nudge to dispatch.
+
+    The key is the original's key + the retry number, so a repeated click (same number read)
+    lands on the same row; while a retry is still live, asking again returns it. The who and
+    why are an audit row (reason ``manual``) on the original, whose status never changes.
+    Raises ``AutomationCommandIntent.DoesNotExist`` or ``CommandRetryRefused``."""
+    detail = _note(actor, reason)
+    intent = AutomationCommandIntent.objects.get(pk=intent_id)
+    if intent.status not in COMMAND_TERMINAL:
+        raise CommandRetryRefused(f"command is {intent.status}, not ended: nothing to retry")
+    original = intent.retry_of or intent
+    chain = AutomationCommandIntent.objects.filter(Q(pk=original.pk) | Q(retry_of=original))
+    live = chain.exclude(status__in=COMMAND_TERMINAL).order_by("pk").first()
+    if live is not None:
+        return CommandRetry(live, created=False)
+    key = intent_retry_idempotency_key(
+        original_key=original.idempotency_key, retry_number=original.retries.count() + 1
+    )
+    return _retry_insert(original, intent, key, detail, now or timezone.now())
+
+
+def _retry_insert(
+    original: AutomationCommandIntent,
+    retried: AutomationCommandIntent,
+    key: str,
+    detail: str,
+    now: datetime,
+) -> CommandRetry:
+    """Insert the retry and its audit row together; a concurrent twin's key wins."""
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                new = AutomationCommandIntent.objects.create(
+                    rule_execution_id=original.rule_execution_id,
+                    retry_of=original,
+                    rule_id=original.rule_id,
+                    target_device_id=original.target_device_id,
+                    target_device_endpoint_id=original.target_device_endpoint_id,
+                    target_serial_number=original.target_serial_number,
+                    command_method=original.command_method,
+                    command_params=original.command_params,
+                    target_value=original.target_value,
+                    idempotency_key=key,
+                    desired_state_fingerprint=original.desired_state_fingerprint,
+                    status=CommandStatus.PENDING_DISPATCH,
+                    max_attempts=original.max_attempts,
+                    created_at=now,
+                    updated_at=now,
+                )
+        except IntegrityError:
+            return CommandRetry(AutomationCommandIntent.objects.get(idempotency_key=key), False)
+        CommandTransition.objects.create(
+            intent=original,
+            from_status=original.status,
+            to_status=original.status,
+            reason_code=ReasonCode.MANUAL,
+            detail=f"retry of intent {retried.pk} as intent {new.pk} {detail}"[:500],
+            attempt=original.attempt_count,
+            at=now,
+        )
+        new_id = new.pk
+        transaction.on_commit(lambda: nudge(DISPATCH_TASK, [new_id]))
+    return CommandRetry(new, created=True)

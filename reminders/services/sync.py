@@ -165,6 +165,7 @@ def _ensure(
             time_zone_id=candidate.time_zone_id,
             scheduled_local_date=candidate.scheduled_local_date,
             trigger_type=candidate.trigger_type,
+            farm_id=source.farm_id,
             now=now,
         )
         occurrence_link(setting=setting, source=source, candidate=candidate, result=result, now=now)

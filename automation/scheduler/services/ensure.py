@@ -73,6 +73,7 @@ class _Wanted:
     scheduled_local_date: date | None
     time_zone_id: str
     input_hash: str
+    farm_id: int | None
 
     def schedule(self) -> dict[str, Any]:
         return {
@@ -90,16 +91,19 @@ def scheduler_ensure(
     time_zone_id: str = "UTC",
     scheduled_local_date: date | None = None,
     trigger_type: str | None = None,
+    farm_id: int | None = None,
     now: datetime | None = None,
 ) -> EnsureResult:
     """Make the row for ``key`` exist and be due at ``scheduled_on`` — or say why not.
 
     Safe under concurrency: the insert absorbs a duplicate key, and every update is a
-    compare-and-set that re-reads and re-decides when it loses.
+    compare-and-set that re-reads and re-decides when it loses. ``farm_id`` (when the caller
+    knows it) scopes the row to the farm's organisation; a row without one gets it on its next
+    rescheduling or reactivation, and a farm once set is never changed here.
     """
     now = now or timezone.now()
     wanted = _wanted(
-        key, scheduled_on, input_hash, time_zone_id, scheduled_local_date, trigger_type
+        key, scheduled_on, input_hash, time_zone_id, scheduled_local_date, trigger_type, farm_id
     )
     for _ in range(MAX_RACES):
         row = AutomationScheduler.objects.filter(scheduler_key=wanted.key).first()
@@ -116,6 +120,7 @@ def _wanted(
     time_zone_id: str,
     scheduled_local_date: date | None,
     trigger_type: str | None,
+    farm_id: int | None,
 ) -> _Wanted:
     if timezone.is_naive(scheduled_on):
         raise ValueError("scheduled_on must be timezone-aware (UTC)")
@@ -136,6 +141,7 @@ def _wanted(
         scheduled_local_date=scheduled_local_date,
         time_zone_id=time_zone_id,
         input_hash=input_hash,
+        farm_id=farm_id,
     )
 
 
@@ -143,6 +149,7 @@ def _insert(wanted: _Wanted, now: datetime) -> EnsureResult | None:
     values = {
         "automation_type": wanted.automation_type,
         "trigger_type": wanted.trigger_type,
+        "farm": wanted.farm_id,
         "scheduler_key": wanted.key,
         **wanted.schedule(),
         "status": S.PENDING,
@@ -183,9 +190,17 @@ def _apply(row: AutomationScheduler, wanted: _Wanted, now: datetime) -> EnsureRe
     if row.status == S.PENDING:
         if all(getattr(row, name) == value for name, value in schedule.items()):
             return _result(EnsureOutcome.UNCHANGED, row)
-        return _move(row, S.PENDING, EnsureOutcome.UPDATED, now, "rescheduled", schedule)
-    fields = {**schedule, "processing_lease_expires_on": None}
+        fields = {**schedule, **_farm_fill(row, wanted)}
+        return _move(row, S.PENDING, EnsureOutcome.UPDATED, now, "rescheduled", fields)
+    fields = {**schedule, **_farm_fill(row, wanted), "processing_lease_expires_on": None}
     return _move(row, S.PENDING, EnsureOutcome.REACTIVATED, now, "reactivated", fields)
+
+
+def _farm_fill(row: AutomationScheduler, wanted: _Wanted) -> dict[str, Any]:
+    """Rows ensured before they carried a farm get it with their next write."""
+    if row.farm_id is None and wanted.farm_id is not None:
+        return {"farm_id": wanted.farm_id}
+    return {}
 
 
 def _conflict(row: AutomationScheduler, wanted: _Wanted, now: datetime) -> EnsureResult | None:

@@ -159,6 +159,7 @@ def report_subscription_ensure(*, subscription_id: int, now: datetime) -> list[E
             time_zone_id=zone,
             scheduled_local_date=p.end,
             trigger_type=TriggerType.SCHEDULED_RUN,
+            farm_id=sub.farm_id,
             now=now,
         )
         for p in periods
@@ -258,6 +259,7 @@ def report_manual_run_request(
             time_zone_id=zone,
             scheduled_local_date=local_today(run.requested_at, zone),
             trigger_type=TriggerType.MANUAL_RUN,
+            farm_id=sub.farm_id,
             now=now,
         )
 
