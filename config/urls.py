@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/v1/", include("notifications.api")),  # the in-app inbox
     path("api/v1/", include("devices.api")),
     path("api/v1/", include("automation.api")),
+    path("api/v1/", include("reminders.api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("metrics", metrics, name="metrics"),

@@ -1,25 +1,56 @@
-"""The in-app inbox over DRF: ``GET /api/v1/inbox/`` (newest first, ``?unread=1``) and
-``POST /api/v1/inbox/<id>/read/``. A user only ever sees their own items."""
+"""Notifications over DRF.
+
+The in-app inbox: ``GET /api/v1/inbox/`` (newest first, ``?unread=1``) and
+``POST /api/v1/inbox/<id>/read/``; a user only ever sees their own items.
+
+Support's view: ``/api/v1/notifications/`` (filters ``status``, ``channel``, ``farm``), the
+detail with attempts and transitions, and ``retry/`` / ``cancel/`` with a required reason
+(the support services record the user and the reason in the transition row). Rows are scoped
+to the caller's organisations through their farm; farm-less rows (operator alerts) are for
+superusers only."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
-from django.urls import path
-from drf_spectacular.utils import extend_schema
-from rest_framework import generics, status
+from django.db.models import Prefetch, QuerySet
+from django.urls import include, path
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import generics, status, viewsets
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
-from notifications.models import InboxItem
+from devices.api import (
+    IDEMPOTENCY_PARAMETER,
+    idempotent_post,
+    int_param,
+    request_scope,
+    text_param,
+)
+from devices.selectors import scope_filter
+from notifications.models import (
+    InboxItem,
+    Notification,
+    NotificationAttempt,
+    NotificationTransition,
+)
 from notifications.selectors import inbox_items_for
-from notifications.serializers import InboxItemSerializer
+from notifications.serializers import (
+    InboxItemSerializer,
+    NotificationActionSerializer,
+    NotificationDetailSerializer,
+    NotificationSerializer,
+)
 from notifications.services.inbox import InboxItemNotFound, inbox_item_mark_read
+from notifications.services.support import notification_cancel, notification_retry
+from notifications.states import Channel, NotificationStatus
 
 AUTHENTICATION = [SessionAuthentication, BasicAuthentication]
 
@@ -54,7 +85,84 @@ class InboxMarkReadApi(APIView):
         return Response(InboxItemSerializer(item).data)
 
 
+_REFUSED = OpenApiResponse(description="the notification is in no state for this move")
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("status", str, enum=NotificationStatus.values),
+        OpenApiParameter("channel", str, enum=Channel.values),
+        OpenApiParameter("farm", int, description="only this farm's notifications"),
+    ]
+)
+class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+    queryset = Notification.objects.none()
+
+    def get_serializer_class(self) -> type[BaseSerializer[Any]]:
+        return NotificationSerializer if self.action == "list" else NotificationDetailSerializer
+
+    def get_queryset(self) -> QuerySet[Notification]:
+        rows = scope_filter(
+            Notification.objects.all(), request_scope(self.request), "farm__organization_id"
+        )
+        for name in ("status", "channel"):
+            value = text_param(self.request, name)
+            if value is not None:
+                rows = rows.filter(**{name: value})
+        farm = int_param(self.request, "farm")
+        if farm is not None:
+            rows = rows.filter(farm_id=farm)
+        if self.action != "list":
+            rows = rows.prefetch_related(
+                Prefetch("attempts", NotificationAttempt.objects.order_by("attempt")),
+                Prefetch("transitions", NotificationTransition.objects.order_by("at", "pk")),
+            )
+        return rows.order_by("-pk")
+
+    @extend_schema(
+        request=NotificationActionSerializer,
+        responses={200: NotificationDetailSerializer, 409: _REFUSED},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, pk: str | None = None) -> Response:
+        """Queue a failed or cancelled notification again with a fresh attempt budget; any
+        other state is a 409 and nothing changes."""
+        return idempotent_post(request, lambda: self._move(request, notification_retry))
+
+    @extend_schema(
+        request=NotificationActionSerializer,
+        responses={200: NotificationDetailSerializer, 409: _REFUSED},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        """Stop a queued or failed notification for good; one being sent or already sent is a
+        409."""
+        return idempotent_post(request, lambda: self._move(request, notification_cancel))
+
+    def _move(self, request: Request, move: Any) -> Response:
+        notification = self.get_object()
+        body = NotificationActionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        moved = move(
+            notification_id=notification.pk,
+            actor=request.user.get_username(),
+            reason=body.validated_data["reason"],
+        )
+        if not moved:
+            return Response(
+                {"detail": f"notification is {notification.status}: {self.action} refused"},
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(NotificationDetailSerializer(self.get_object()).data)
+
+
+router = SimpleRouter()
+router.register("notifications", NotificationViewSet, basename="notification")
+
 urlpatterns = [
     path("inbox/", InboxListApi.as_view(), name="inbox-list"),
     path("inbox/<int:item_id>/read/", InboxMarkReadApi.as_view(), name="inbox-read"),
+    path("", include(router.urls)),
 ]

@@ -1,0 +1,159 @@
+"""The reminders part of the REST API (``/api/v1/``): reminder settings and report
+subscriptions (list, detail, create, update through the reminders services) and a manual
+report run. Rows are scoped to the caller's organisations (another organisation's row is a
+404); every POST honours ``Idempotency-Key`` like the rest of the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.urls import include, path
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+
+from automation.models import AutomationScheduler
+from automation.scheduler.services import EnsureOutcome
+from devices.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope
+from devices.selectors import OrgScope, scope_filter
+from reminders.models import ReminderSetting, ReportSubscription
+from reminders.serializers import (
+    ReminderSettingSerializer,
+    ReportRunRequestSerializer,
+    ReportRunResultSerializer,
+    ReportSubscriptionSerializer,
+)
+from reminders.services.reports.subscriptions import (
+    ReportSubscriptionInvalid,
+    report_manual_run_request,
+)
+from reminders.services.settings import reminder_setting_deactivate
+
+
+def reminder_settings_visible(*, scope: OrgScope) -> QuerySet[ReminderSetting]:
+    """A setting belongs to a farm or to a whole organisation: either path may grant it."""
+    rows = ReminderSetting.objects.all()
+    if scope is not None:
+        ids = list(scope)
+        rows = rows.filter(Q(farm__organization_id__in=ids) | Q(organization_id__in=ids))
+    return rows.order_by("pk")
+
+
+class _WritableScopedViewSet(
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    viewsets.ReadOnlyModelViewSet,  # type: ignore[type-arg]
+):
+    """List, detail, create and update; the caller's scope goes to the serializer so related
+    rows of another organisation do not resolve."""
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "scope": request_scope(self.request)}
+
+    @extend_schema(parameters=[IDEMPOTENCY_PARAMETER])
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: super(_WritableScopedViewSet, self).create(request))
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("farm", int, description="only this farm's settings"),
+        OpenApiParameter("active", bool),
+    ]
+)
+class ReminderSettingViewSet(_WritableScopedViewSet):
+    serializer_class = ReminderSettingSerializer
+    queryset = ReminderSetting.objects.none()
+
+    def get_queryset(self) -> QuerySet[ReminderSetting]:
+        rows = reminder_settings_visible(scope=request_scope(self.request))
+        farm = int_param(self.request, "farm")
+        if farm is not None:
+            rows = rows.filter(farm_id=farm)
+        active = self.request.query_params.get("active", "").lower()
+        if active in {"1", "true", "0", "false"}:
+            rows = rows.filter(active=active in {"1", "true"})
+        return rows
+
+    @extend_schema(request=None, responses=ReminderSettingSerializer)
+    @action(detail=True, methods=["post"])
+    def deactivate(self, request: Request, pk: str | None = None) -> Response:
+        """Pending occurrences are deactivated by the service; completed ones stay as
+        history. Deactivating twice is a no-op."""
+        setting = self.get_object()
+        reminder_setting_deactivate(setting_id=setting.pk, now=timezone.now())
+        setting.refresh_from_db()
+        return Response(self.get_serializer(setting).data)
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("farm", int, description="only this farm's subscriptions"),
+        OpenApiParameter("active", bool),
+    ]
+)
+class ReportSubscriptionViewSet(_WritableScopedViewSet):
+    serializer_class = ReportSubscriptionSerializer
+    queryset = ReportSubscription.objects.none()
+
+    def get_queryset(self) -> QuerySet[ReportSubscription]:
+        rows = scope_filter(
+            ReportSubscription.objects.all(), request_scope(self.request), "farm__organization_id"
+        )
+        farm = int_param(self.request, "farm")
+        if farm is not None:
+            rows = rows.filter(farm_id=farm)
+        active = self.request.query_params.get("active", "").lower()
+        if active in {"1", "true", "0", "false"}:
+            rows = rows.filter(active=active in {"1", "true"})
+        return rows.order_by("pk")
+
+    @extend_schema(
+        request=ReportRunRequestSerializer,
+        responses={201: ReportRunResultSerializer, 200: ReportRunResultSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @action(detail=True, methods=["post"])
+    def run(self, request: Request, pk: str | None = None) -> Response:
+        """Run the report now: 201 with a new scheduler row, 200 when ``run_id`` was asked for
+        before (the same row, however often the client retries)."""
+        return idempotent_post(request, lambda: self._run(request))
+
+    def _run(self, request: Request) -> Response:
+        sub = self.get_object()
+        body = ReportRunRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        run_id = body.validated_data["run_id"]
+        try:
+            result = report_manual_run_request(
+                subscription_id=sub.pk,
+                run_guid=run_id,
+                now=timezone.now(),
+                period_start=body.validated_data["period_start"],
+            )
+        except ReportSubscriptionInvalid as exc:
+            raise ValidationError({"run_id": [str(exc)]}) from None
+        data = {
+            "run_id": run_id,
+            "outcome": str(result.outcome),
+            "scheduler": AutomationScheduler.objects.get(pk=result.scheduler_id),
+        }
+        code = (
+            status.HTTP_201_CREATED
+            if result.outcome == EnsureOutcome.INSERTED
+            else status.HTTP_200_OK
+        )
+        return Response(ReportRunResultSerializer(data).data, status=code)
+
+
+router = SimpleRouter()
+router.register("reminder-settings", ReminderSettingViewSet, basename="reminder-setting")
+router.register("report-subscriptions", ReportSubscriptionViewSet, basename="report-subscription")
+
+urlpatterns = [path("", include(router.urls))]
