@@ -53,6 +53,7 @@ from devices.api import (
     idempotent_post,
     int_param,
     request_scope,
+    text_param,
 )
 from devices.selectors import OrgScope, scope_filter
 
@@ -93,8 +94,9 @@ class CommandIntentViewSet(ScopedViewSet):
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
         rows = intents_visible(scope=scope)
-        if self.request.query_params.get("status"):
-            rows = rows.filter(status=self.request.query_params["status"])
+        status_filter = text_param(self.request, "status")
+        if status_filter is not None:
+            rows = rows.filter(status=status_filter)
         device, rule = int_param(self.request, "device"), int_param(self.request, "rule")
         if device is not None:
             rows = rows.filter(target_device_id=device)
@@ -161,8 +163,9 @@ class SchedulerViewSet(ScopedViewSet):
         if farm is not None:
             rows = rows.filter(farm_id=farm)
         for name in ("status", "automation_type", "trigger_type"):
-            if self.request.query_params.get(name):
-                rows = rows.filter(**{name: self.request.query_params[name]})
+            value = text_param(self.request, name)
+            if value is not None:
+                rows = rows.filter(**{name: value})
         return rows.order_by("scheduled_on", "pk")
 
 

@@ -66,14 +66,29 @@ def request_scope(request: Request) -> OrgScope:
     return organization_scope(request.user)
 
 
+ID_MAX = 2**63 - 1  # the largest id a (big) integer primary key can hold
+
+
 def int_param(request: Request, name: str) -> int | None:
-    """An integer query filter; a malformed one is a 400 naming the parameter."""
+    """An integer query filter; a malformed or out-of-range one is a 400 naming the parameter
+    (ASCII digits only: ``"²".isdigit()`` is true, and a huge id overflows the database)."""
     raw = request.query_params.get(name)
     if raw in (None, ""):
         return None
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > ID_MAX:
         raise ValidationError({name: "must be an integer id"})
     return int(raw)
+
+
+def text_param(request: Request, name: str) -> str | None:
+    """A text query filter (empty means none); a NUL character, which PostgreSQL refuses in
+    text, is a 400 naming the parameter."""
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    if "\x00" in raw:
+        raise ValidationError({name: "must not contain NUL characters"})
+    return raw
 
 
 class _Replay(Exception):
@@ -159,8 +174,9 @@ class DeviceViewSet(ScopedViewSet):
         farm = int_param(self.request, "farm")
         if farm is not None:
             rows = rows.filter(farm_id=farm)
-        if self.request.query_params.get("status"):
-            rows = rows.filter(status=self.request.query_params["status"])
+        status_filter = text_param(self.request, "status")
+        if status_filter is not None:
+            rows = rows.filter(status=status_filter)
         return rows
 
 

@@ -1,0 +1,177 @@
+"""The admin in a real browser (headless Chromium over Selenium): a support user of the farm's
+organisation releases a held scheduler row with a reason, and once the scheduler has
+processed it the admin shows it Completed. Skipped, with the reason, without Chromium."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from automation.models import (
+    AutomationScheduler,
+    AutomationSchedulerTransition,
+    AutomationType,
+)
+from automation.scheduler.keys import report_manual_key
+from automation.scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
+from automation.scheduler.services import scheduler_ensure, scheduler_process_due
+from automation.scheduler.services.finish import scheduler_hold
+from automation.states import SchedulerReason, SchedulerStatus
+from tests.ops.conftest import Tenant, make_tenant
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCHEDULER_URL = "/admin/automation/automationscheduler/"
+WAIT_S = 15
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
+class DoneHandler:
+    """A report-subscription handler that records each job and succeeds."""
+
+    def __init__(self) -> None:
+        self.runs: list[SchedulerJob] = []
+
+    def revalidate(self, job: SchedulerJob) -> None:
+        """Nothing to reload: the test row stays valid."""
+
+    def run(self, job: SchedulerJob) -> HandlerResult:
+        """Record the job and report where its (pretend) delivery went."""
+        self.runs.append(job)
+        return HandlerResult(coordinates={"delivered": job.scheduler_key})
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """A headless Chromium with a fresh profile, or a skip naming what is missing."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        reason = f"needs {' and '.join(missing)} (apt-get install chromium chromium-driver)"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    driver.implicitly_wait(WAIT_S)
+    driver.set_page_load_timeout(WAIT_S * 2)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
+
+
+def _support_user() -> Tenant:
+    """A staff member of the farm's organisation who may view and change scheduler rows."""
+    tenant = make_tenant("support")
+    codenames = ["view_automationscheduler", "change_automationscheduler"]
+    tenant.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return tenant
+
+
+def _held_row(farm_id: int) -> AutomationScheduler:
+    """Ensure a due row for the farm, then put it on support hold through the services."""
+    now = timezone.now()
+    key = report_manual_key(subscription_guid=uuid.uuid4(), manual_run_guid=uuid.uuid4())
+    ensured = scheduler_ensure(
+        key=key,
+        scheduled_on=now - timedelta(minutes=1),
+        input_hash="1" * 64,
+        farm_id=farm_id,
+        now=now,
+    )
+    row = AutomationScheduler.objects.get(pk=ensured.scheduler_id)
+    held = scheduler_hold(
+        scheduler_id=row.pk,
+        token=row.version,
+        from_status=row.status,
+        reason=SchedulerReason.INPUT_HASH_CONFLICT,
+        now=now,
+        detail="browser test",
+    )
+    assert held, "the row could not be put on support hold"
+    row.refresh_from_db()
+    assert row.is_on_support_hold and row.status == SchedulerStatus.PENDING
+    return row
+
+
+def _log_in(driver: Any, base: str, username: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{base}/admin/login/?next={SCHEDULER_URL}")
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys("pw")
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    driver.find_element(By.ID, "changelist")  # landed on the scheduler list
+
+
+def test_support_releases_a_held_row_and_sees_it_completed(browser: Any, live_server: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    tenant = _support_user()
+    row = _held_row(tenant.kit.farm.pk)
+    base = live_server.url
+
+    _log_in(browser, base, tenant.user.username)
+    browser.get(f"{base}{SCHEDULER_URL}?is_on_support_hold__exact=1")
+    assert row.scheduler_key in browser.find_element(By.ID, "result_list").text
+    browser.find_element(By.CSS_SELECTOR, f"input[name=_selected_action][value='{row.pk}']").click()
+    Select(browser.find_element(By.NAME, "action")).select_by_value("release_hold")
+    browser.find_element(By.CSS_SELECTOR, "button[name=index]").click()
+
+    reason = browser.find_element(By.NAME, "reason")  # the intermediate form
+    assert row.scheduler_key in browser.find_element(By.ID, "content").text
+    reason.send_keys("customer fixed the report input")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit][name=apply]").click()
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li").text
+    assert "Release support hold: 1 done, 0 skipped" in message
+
+    row.refresh_from_db()
+    assert not row.is_on_support_hold and row.status == SchedulerStatus.PENDING
+    browser.get(f"{base}{SCHEDULER_URL}?is_on_support_hold__exact=0")
+    assert row.scheduler_key in browser.find_element(By.ID, "result_list").text
+
+    handler = DoneHandler()
+    with scheduler_handler_override(AutomationType.REPORT_SUBSCRIPTION, handler):
+        outcomes = scheduler_process_due()
+    assert [job.scheduler_id for job in handler.runs] == [row.pk], outcomes
+    row.refresh_from_db()
+    assert row.status == SchedulerStatus.COMPLETED
+
+    browser.get(f"{base}{SCHEDULER_URL}?status__exact={SchedulerStatus.COMPLETED}")
+    listed = browser.find_element(By.ID, "result_list").text
+    assert row.scheduler_key in listed and row.get_status_display() in listed
+    browser.get(f"{base}{SCHEDULER_URL}{row.pk}/change/")
+    page = browser.find_element(By.ID, "content").text
+    assert row.get_status_display() in page and row.scheduler_key in page
+    released = AutomationSchedulerTransition.objects.get(
+        scheduler_id=row.pk, reason_code=SchedulerReason.SUPPORT_RELEASED
+    )
+    assert "customer fixed the report input" in released.detail  # who and why, audited
+    assert tenant.user.username in released.detail

@@ -1,0 +1,77 @@
+"""Property-based API check: schemathesis loads the OpenAPI schema from the Django app (WSGI,
+no server) and sends generated requests to every operation as a member of an organisation
+with data; no request may end in a server error (5xx)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, given, settings
+from rest_framework.authtoken.models import Token
+from schemathesis import APIOperation, Case
+from schemathesis.checks import not_a_server_error
+
+from config.wsgi import application
+from tests.ops.conftest import Tenant, dispatch, make_intent
+
+pytestmark = pytest.mark.django_db
+EXAMPLES_PER_OPERATION = 15
+BUDGET_S = 60.0
+
+
+@pytest.fixture
+def wsgi_keeps_test_connection() -> Iterator[None]:
+    """Requests through the bare WSGI app would close the test's database connection when
+    they finish (as Django's test client prevents); keep it open for the test's transaction."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
+def _check(operation: APIOperation, headers: dict[str, str]) -> None:
+    """Send a bounded number of generated requests to one operation; raise on a 5xx."""
+
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy())
+    def run(case: Case) -> None:
+        case.call_and_validate(headers=headers, checks=[not_a_server_error])
+
+    run()
+
+
+def test_no_operation_answers_with_a_server_error(
+    tenants: tuple[Tenant, Tenant], wsgi_keeps_test_connection: None
+) -> None:
+    alpha, _ = tenants
+    alpha.kit.rule()
+    dispatch(make_intent(alpha.kit))  # a rule, an execution and a sent command to look up
+    token, _ = Token.objects.get_or_create(user=alpha.user)
+    headers = {"Authorization": f"Token {token.key}"}
+    schema = schemathesis.openapi.from_wsgi("/api/schema/", application)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert operations, "the schema lists no operations"
+    started = time.monotonic()
+    failures: list[str] = []
+    for operation in operations:
+        try:
+            _check(operation, headers)
+        except Exception as error:  # every failing operation is reported, not just the first
+            failures.append(f"{operation.label}: {error}")
+    elapsed = time.monotonic() - started
+    assert not failures, "\n\n".join(failures)
+    assert elapsed < BUDGET_S, f"{len(operations)} operations took {elapsed:.1f}s"
