@@ -17,6 +17,8 @@ from datetime import date, datetime
 from functools import cached_property
 from typing import Any, Protocol
 
+from django.db.models import Q, QuerySet
+
 from automation.scheduler.keys import (
     ReminderDateKey,
     ReminderThresholdKey,
@@ -82,6 +84,26 @@ class SourceRef:
     guid: uuid.UUID
     pk: int
     updated_at: datetime
+
+
+def sources_changed_since(
+    rows: QuerySet[Any],
+    *,
+    since: datetime,
+    cursor_id: int,
+    until: datetime,
+    farm_ids: Sequence[int] | None,
+    limit: int,
+) -> list[SourceRef]:
+    """Active sources changed after the watermark (ties broken by the cursor id), in the
+    farm allowlist, oldest first, at most ``limit``: every provider's bounded scan."""
+    rows = rows.filter(active=True, updated_at__lte=until).filter(
+        Q(updated_at__gt=since) | Q(updated_at=since, id__gt=cursor_id)
+    )
+    if farm_ids is not None:
+        rows = rows.filter(farm_id__in=farm_ids)
+    picked = rows.order_by("updated_at", "id").values_list("guid", "id", "updated_at")
+    return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
 
 
 class SourceProvider(Protocol):

@@ -29,6 +29,7 @@ from reminders.providers.base import (
     SourceRef,
     SourceState,
     reminder_providers_register,
+    sources_changed_since,
 )
 from reminders.services.dst import date_minus_days, local_to_utc, local_today
 
@@ -199,13 +200,14 @@ class DocumentReconcile:
         farm_ids: Sequence[int] | None,
         limit: int,
     ) -> list[SourceRef]:
-        rows = Document.objects.filter(active=True, updated_at__lte=until).filter(
-            Q(updated_at__gt=since) | Q(updated_at=since, id__gt=cursor_id)
+        return sources_changed_since(
+            Document.objects.all(),
+            since=since,
+            cursor_id=cursor_id,
+            until=until,
+            farm_ids=farm_ids,
+            limit=limit,
         )
-        if farm_ids is not None:
-            rows = rows.filter(farm_id__in=farm_ids)
-        picked = rows.order_by("updated_at", "id").values_list("guid", "id", "updated_at")
-        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
 
     def in_window(
         self,

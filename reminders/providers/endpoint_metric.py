@@ -11,7 +11,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 
 from automation.models import AutomationEndpointEvent, TriggerType
 from automation.scheduler.keys import FiringPolicy, reminder_threshold_key
@@ -30,6 +30,7 @@ from reminders.providers.base import (
     SourceRef,
     SourceState,
     reminder_providers_register,
+    sources_changed_since,
 )
 from reminders.selectors import endpoint_metric_read, occurrence_completed_exists
 from reminders.services.thresholds import (
@@ -198,13 +199,14 @@ class MetricReconcile:
         farm_ids: Sequence[int] | None,
         limit: int,
     ) -> list[SourceRef]:
-        rows = EndpointMetricSource.objects.filter(active=True, updated_at__lte=until).filter(
-            Q(updated_at__gt=since) | Q(updated_at=since, id__gt=cursor_id)
+        return sources_changed_since(
+            EndpointMetricSource.objects.all(),
+            since=since,
+            cursor_id=cursor_id,
+            until=until,
+            farm_ids=farm_ids,
+            limit=limit,
         )
-        if farm_ids is not None:
-            rows = rows.filter(farm_id__in=farm_ids)
-        picked = rows.order_by("updated_at", "id").values_list("guid", "id", "updated_at")
-        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
 
     def in_window(
         self,
