@@ -35,7 +35,10 @@ up: setup
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho -f deploy/Procfile.dev start
 
 bench: migrate
-	$(PY) manage.py bench_ingest
+	$(PY) manage.py bench_ingest --messages 20000
+	@if $(PY) -c "import django,os;os.environ.setdefault('DJANGO_SETTINGS_MODULE','config.settings');django.setup();from django.db import connection;raise SystemExit(connection.vendor!='postgresql')"; \
+	then $(PY) manage.py bench_scheduler; \
+	else echo "bench_scheduler skipped: it measures SKIP LOCKED and needs DATABASE_URL=postgres://"; fi
 
 lint: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lint.lock
