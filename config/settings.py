@@ -119,6 +119,11 @@ BRIDGE_SESSION_EXPIRY_S = env_int("BRIDGE_SESSION_EXPIRY_S", 24 * 3600, minimum=
 # Unacknowledged messages the broker sends before it waits (Mosquitto max_inflight_messages,
 # default 20): a batch that reached it is flushed at once rather than after BRIDGE_FLUSH_MS.
 BRIDGE_INFLIGHT_WINDOW = env_int("BRIDGE_INFLIGHT_WINDOW", 20, minimum=1)
+# Per-device token bucket: a device sending faster is acknowledged and dropped, and recorded
+# as one `rate_limited` rejection per device per BRIDGE_DROP_FLUSH_S. Rate 0 turns it off.
+BRIDGE_DEVICE_RATE_PER_S = env_float("BRIDGE_DEVICE_RATE_PER_S", 50.0)
+BRIDGE_DEVICE_BURST = env_int("BRIDGE_DEVICE_BURST", 200, minimum=1)
+BRIDGE_DROP_FLUSH_S = env_float("BRIDGE_DROP_FLUSH_S", 1.0, minimum=0.01)
 
 # --- Domain events ---
 # A handler that failed this many times for one idempotency key is dead-lettered.

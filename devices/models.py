@@ -145,6 +145,7 @@ class DeviceMessageRejectionReason(models.TextChoices):
     INVALID_VALUE_TYPE = "invalid_value_type"
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNKNOWN_COMMAND = "unknown_command"
+    RATE_LIMITED = "rate_limited"
 
 
 class DeviceMessageKind(models.TextChoices):

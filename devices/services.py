@@ -7,7 +7,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -21,6 +21,7 @@ from config.sql import insert_ignore_returning
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
+    DeviceMessageKind,
     DeviceMessageRejection,
     DeviceStatus,
     Telemetry,
@@ -104,12 +105,37 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
         ts = None
     if ts is None or ts.tzinfo is None:
         raise Rejected(Reason.INVALID_TIMESTAMP, f"ts={raw_ts!r} is not an ISO-8601 UTC time")
+    try:  # stored in UTC: an offset can push year 1 or 9999 out of range
+        ts = ts.astimezone(UTC)
+    except OverflowError:
+        raise Rejected(Reason.INVALID_TIMESTAMP, f"ts={raw_ts!r} is out of range in UTC") from None
     return ts, values
 
 
 def _printable(text: str) -> str:
-    """Text columns (PostgreSQL) cannot hold NUL; keep it visible instead of failing the batch."""
+    """Text columns (PostgreSQL) cannot hold NUL, and no database driver can encode a lone
+    surrogate; keep both visible instead of failing the batch."""
+    if not _is_utf8(text):
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("\x00", "\\x00")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _storable(data_type: str, value: Any) -> bool:
+    """``value_has_type`` plus what the event's jsonb column needs: an integer too large for
+    a float fails the type instead of raising, a lone surrogate is no text."""
+    try:
+        typed = value_has_type(data_type, value)
+    except OverflowError:
+        return False
+    return typed and (not isinstance(value, str) or _is_utf8(value))
 
 
 def _rejection(
@@ -136,7 +162,7 @@ def _validate(
                 raise Rejected(Reason.UNKNOWN_DEVICE, "no device with this serial number")
             if device.status == DeviceStatus.RETIRED:
                 raise Rejected(Reason.DEVICE_RETIRED, "device is retired")
-            if message.bad_encoding:
+            if message.bad_encoding or not _is_utf8(message.payload):
                 raise Rejected(Reason.INVALID_ENCODING, "payload is not valid UTF-8")
             ts, values = _parse_body(message.payload, message.received_at)
         except Rejected as exc:
@@ -220,7 +246,7 @@ def _build_events(
             endpoint = endpoints.get((device.pk, key))
             if endpoint is None:
                 continue  # not in this device's catalogue: kept in Telemetry, not an event
-            if not value_has_type(endpoint.profile_endpoint.data_type, value):
+            if not _storable(endpoint.profile_endpoint.data_type, value):
                 detail = f"{key}={value!r} is not {endpoint.profile_endpoint.data_type}"
                 rejections.append(_rejection(p.message, Reason.INVALID_VALUE_TYPE, detail))
                 continue
@@ -288,3 +314,47 @@ def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
         params = [x for row in zip(ids, values, map(adapt, stamps), strict=True) for x in row]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+# --- messages the bridge dropped ------------------------------------------------------------
+
+DROP_SAMPLE_CHARS = 1024
+
+
+@dataclass(frozen=True)
+class DroppedMessages:
+    """Messages of one device the bridge dropped for one reason within one flush interval:
+    recorded as one rejection, so a flood costs one row per device, not one per message."""
+
+    serial: str
+    kind: str  # DeviceMessageKind value
+    reason: Reason
+    count: int
+    first_received_at: datetime
+    last_received_at: datetime
+    sample: str  # the start of the first dropped payload
+    detail: str = ""
+
+
+def dropped_messages_record(*, drops: Sequence[DroppedMessages]) -> int:
+    """Write one rejection per summary in one INSERT; ``detail`` starts with the count.
+    Independent of the Celery hand-off, so the bridge records even while Celery is down."""
+    kinds = set(DeviceMessageKind.values)
+    rows = [
+        DeviceMessageRejection(
+            serial_number=_printable(d.serial[:200]),
+            kind=d.kind if d.kind in kinds else DeviceMessageKind.TELEMETRY,
+            raw_payload=_printable(d.sample[:DROP_SAMPLE_CHARS]),
+            reason_code=d.reason,
+            detail=_printable(
+                f"{d.count} message(s) dropped by the bridge between "
+                f"{d.first_received_at.isoformat()} and {d.last_received_at.isoformat()}"
+                + (f": {d.detail}" if d.detail else "")
+            )[:500],
+            received_at=d.first_received_at,
+        )
+        for d in drops
+        if d.count > 0
+    ]
+    DeviceMessageRejection.objects.bulk_create(rows)
+    return len(rows)

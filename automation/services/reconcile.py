@@ -272,14 +272,40 @@ def _parse(message: DeviceMessage) -> RpcResponse | StateReport:
     raise ContractError("invalid_field", f"unknown message kind {message.kind!r}")  # type: ignore[arg-type]
 
 
+def _printable(text: str) -> str:
+    """Text a database can store: NUL and lone surrogates kept visible as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _storable(document: Any) -> bool:
+    """False when a string (key or value) holds NUL (no jsonb/text column stores it) or a lone
+    surrogate (no driver encodes it). Iterative: a parsed document may be deeply nested."""
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return False
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
 def _reject(message: DeviceMessage, reason: str, detail: str) -> DeviceMessageRejection:
     kind = message.kind if message.kind in DeviceMessageKind.values else DeviceMessageKind.STATE
     return DeviceMessageRejection(
-        serial_number=message.serial[:200].replace("\x00", "\\x00"),
+        serial_number=_printable(message.serial[:200]),
         kind=kind,
-        raw_payload=message.payload[:65536].replace("\x00", "\\x00"),
+        raw_payload=_printable(message.payload[:65536]),
         reason_code=reason,
-        detail=detail[:500].replace("\x00", "\\x00"),
+        detail=_printable(detail[:500]),
         received_at=message.received_at,
     )
 
@@ -306,6 +332,11 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
             parsed.append((message, _parse(message)))
         except ContractError as exc:
             rejections.append(_reject(message, str(exc.reason_code), exc.detail))
+            continue
+        if not _storable(message.serial) or not _storable(json.loads(message.payload)):
+            parsed.pop()
+            detail = "NUL or a lone surrogate cannot be stored"
+            rejections.append(_reject(message, "invalid_field", detail))
     intents = _intents_by_command({p.command_id for _, p in parsed})
     rows: list[dict[str, Any]] = []
     for message, body in parsed:

@@ -27,10 +27,12 @@ from typing import Any
 import paho.mqtt.client as paho
 from django.conf import settings
 from django.core.cache import cache
+from django.db import close_old_connections, connections
 from paho.mqtt.enums import MQTTErrorCode
 from structlog.contextvars import bound_contextvars
 
 from config.env import MqttConfig
+from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.client import MqttUnavailable, connect, new_client
 from devices.mqtt.contract import (
     RPC_RESPONSE_SUBSCRIPTION,
@@ -39,7 +41,7 @@ from devices.mqtt.contract import (
     TopicKind,
     parse_topic,
 )
-from devices.services import InboundTelemetry
+from devices.services import DroppedMessages, InboundTelemetry, dropped_messages_record
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
@@ -57,8 +59,21 @@ RECONNECT_MAX_BACKOFF_S = 30.0
 STOP_TIMEOUT_S = 15.0
 HEARTBEAT_INTERVAL_S = 10.0
 DEDUPE_KEY_PREFIX = "bridge:telemetry:"
+MAX_DROP_SUMMARIES = 10_000  # pending (device, kind, reason) summaries; beyond: counted only
+DROP_SAMPLE_BYTES = 1024
 
 Handoff = Callable[[str, list[list[Any]]], None]
+DropRecorder = Callable[[list[DroppedMessages]], None]
+
+
+def database_drop_recorder(drops: list[DroppedMessages]) -> None:
+    """Write drop summaries from the bridge's thread: a connection the database closed (or
+    that failed before) is replaced first, as a long-running process must."""
+    close_old_connections()
+    try:
+        dropped_messages_record(drops=drops)
+    finally:
+        close_old_connections()
 
 
 def celery_handoff(task_name: str, batch: list[list[Any]]) -> None:
@@ -98,6 +113,8 @@ class BridgeStats:
     duplicates_dropped: int = 0
     unknown_topic: int = 0
     oversized: int = 0
+    rate_limited: int = 0
+    drop_record_failures: int = 0
     handoff_failures: int = 0
     reconnects: int = 0
 
@@ -106,8 +123,9 @@ class BridgeStats:
         return (
             f"received[{kinds}] handed_off={self.handed_off} acked={self.acked} "
             f"duplicates={self.duplicates_dropped} unknown_topic={self.unknown_topic} "
-            f"oversized={self.oversized} handoff_failures={self.handoff_failures} "
-            f"reconnects={self.reconnects}"
+            f"oversized={self.oversized} rate_limited={self.rate_limited} "
+            f"drop_record_failures={self.drop_record_failures} "
+            f"handoff_failures={self.handoff_failures} reconnects={self.reconnects}"
         )
 
 
@@ -122,6 +140,25 @@ class _Entry:
     connection: int  # acknowledge only on the connection that delivered it
     key: str | None = None
     checked: bool = False
+
+
+@dataclass(slots=True)
+class _Bucket:
+    """A device's token bucket: ``tokens`` as of monotonic time ``at``."""
+
+    tokens: float
+    at: float
+
+
+@dataclass(slots=True)
+class _Drops:
+    """Dropped messages of one (device, kind, reason) since the last record flush."""
+
+    count: int
+    first_at: datetime
+    last_at: datetime
+    sample: str
+    detail: str
 
 
 @dataclass
@@ -146,6 +183,10 @@ class MqttBridge:
         session_expiry_s: int | None = None,
         inflight_window: int | None = None,
         heartbeat: Callable[[str, bool], None] | None = None,
+        device_rate_per_s: float | None = None,
+        device_burst: int | None = None,
+        drop_flush_s: float | None = None,
+        drop_recorder: DropRecorder | None = None,
     ) -> None:
         self._config: MqttConfig = config or settings.MQTT
         self._client_id = client_id or default_client_id()
@@ -158,6 +199,16 @@ class MqttBridge:
         # that before a flush would only wait for the timer.
         self._window = max(1, inflight_window or settings.BRIDGE_INFLIGHT_WINDOW)
         self._max_payload = settings.BRIDGE_MAX_PAYLOAD_BYTES
+        # Flood bounds: one device cannot take the pipeline's capacity from the others.
+        self._rate = (
+            settings.BRIDGE_DEVICE_RATE_PER_S if device_rate_per_s is None else device_rate_per_s
+        )
+        self._burst = float(max(1, device_burst or settings.BRIDGE_DEVICE_BURST))
+        self._buckets: dict[str, _Bucket] = {}
+        self._drops: dict[tuple[str, str, Reason], _Drops] = {}
+        self._drop_flush_s = settings.BRIDGE_DROP_FLUSH_S if drop_flush_s is None else drop_flush_s
+        self._drop_recorder = drop_recorder or database_drop_recorder
+        self._next_drop_flush = 0.0
         self._stats = BridgeStats()
         self._groups = {
             TELEMETRY_TASK: _Group(TELEMETRY_TASK),
@@ -196,7 +247,7 @@ class MqttBridge:
             return
         self._stop_event = threading.Event()
         self._thread = threading.Thread(
-            target=self.run_forever,
+            target=self._run_thread,
             args=(self._stop_event,),
             name=f"mqtt-bridge-{self._client_id}",
             daemon=True,
@@ -210,6 +261,13 @@ class MqttBridge:
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(STOP_TIMEOUT_S)
+
+    def _run_thread(self, stop: threading.Event) -> None:
+        """``run_forever`` on our own thread, closing the database connection it opened."""
+        try:
+            self.run_forever(stop)
+        finally:
+            connections.close_all()
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
         """Block until ``stop`` is set (or ``stop()`` is called). Raises ``MqttUnavailable``
@@ -247,6 +305,7 @@ class MqttBridge:
                 continue
             if self._flush_due():
                 self._flush()
+            self._maintain_limits()
             self._beat(connected=True)
 
     def _beat(self, *, connected: bool, force: bool = False) -> None:
@@ -348,6 +407,7 @@ class MqttBridge:
     def _shutdown(self, client: paho.Client) -> None:
         if self._pending():
             self._flush()
+        self._record_drops()
         left = self._pending()
         if left:
             logger.warning(
@@ -432,16 +492,26 @@ class MqttBridge:
         """Queue one device message for the next batch hand-off (telemetry or device reply)."""
         payload = bytes(message.payload)
         self._stats.received[kind] += 1
+        if not self._allow(serial):
+            self._stats.rate_limited += 1
+            detail = f"over {self._rate:g}/s (burst {self._burst:g})"
+            self._drop(serial, kind, Reason.RATE_LIMITED, payload, received_at, detail)
+            self._ack(_Entry(None, message.mid, message.qos, self._connection))
+            return
         if len(payload) > self._max_payload:
-            self._stats.oversized += 1  # passed through: the service records the rejection
+            self._stats.oversized += 1
             logger.warning(
-                "bridge: %d-byte %s payload from %s exceeds %d bytes",
+                "bridge: %d-byte %s payload from %s exceeds %d bytes; dropped",
                 len(payload),
                 kind,
                 serial,
                 self._max_payload,
                 extra={"serialNumber": serial},
             )
+            detail = f"{len(payload)} bytes > {self._max_payload}"
+            self._drop(serial, kind, Reason.PAYLOAD_TOO_LARGE, payload, received_at, detail)
+            self._ack(_Entry(None, message.mid, message.qos, self._connection))
+            return
         if kind is TopicKind.TELEMETRY:
             arg = InboundTelemetry.from_bytes(serial, payload, received_at).as_task_arg()
             key = dedupe_key(serial, payload) if self._dedupe_ttl_s > 0 else None
@@ -450,6 +520,94 @@ class MqttBridge:
             text, bad_encoding = _decode(payload)
             arg = [serial, kind.value, text, received_at.isoformat(), bad_encoding]
             self._add(DEVICE_MESSAGES_TASK, _Entry(arg, message.mid, message.qos, self._connection))
+
+    # --- flood bounds ---------------------------------------------------------------------
+
+    def _allow(self, serial: str) -> bool:
+        """Take a token from the device's bucket (refilled at the configured rate)."""
+        if self._rate <= 0:
+            return True
+        now = time.monotonic()
+        bucket = self._buckets.get(serial)
+        if bucket is None:
+            bucket = self._buckets[serial] = _Bucket(self._burst, now)
+        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.at) * self._rate)
+        bucket.at = now
+        if bucket.tokens < 1.0:
+            return False
+        bucket.tokens -= 1.0
+        return True
+
+    def _drop(
+        self,
+        serial: str,
+        kind: TopicKind,
+        reason: Reason,
+        payload: bytes,
+        received_at: datetime,
+        detail: str,
+    ) -> None:
+        """Count a dropped message into its device's summary for the next record flush."""
+        key = (serial, kind.value, reason)
+        drops = self._drops.get(key)
+        if drops is not None:
+            drops.count += 1
+            drops.last_at = received_at
+            return
+        if len(self._drops) >= MAX_DROP_SUMMARIES:
+            logger.warning("bridge: too many devices dropping messages; %s not recorded", serial)
+            return
+        sample = _decode(payload[:DROP_SAMPLE_BYTES])[0]
+        self._drops[key] = _Drops(1, received_at, received_at, sample, detail)
+
+    def _maintain_limits(self) -> None:
+        """Every ``drop_flush_s``: record the drop summaries and forget full buckets (a
+        device that sent nothing for a while), so memory follows active devices only."""
+        now = time.monotonic()
+        if now < self._next_drop_flush:
+            return
+        self._next_drop_flush = now + self._drop_flush_s
+        self._record_drops()
+        if self._rate > 0:
+            full = [
+                serial
+                for serial, b in self._buckets.items()
+                if b.tokens + (now - b.at) * self._rate >= self._burst
+            ]
+            for serial in full:
+                del self._buckets[serial]
+
+    def _record_drops(self) -> None:
+        """Write the pending summaries; a database error is logged and counted, and the
+        summaries are kept for the next attempt (bounded by ``MAX_DROP_SUMMARIES``)."""
+        if not self._drops:
+            return
+        drops = [
+            DroppedMessages(
+                serial=serial,
+                kind=kind,
+                reason=reason,
+                count=d.count,
+                first_received_at=d.first_at,
+                last_received_at=d.last_at,
+                sample=d.sample,
+                detail=d.detail,
+            )
+            for (serial, kind, reason), d in self._drops.items()
+        ]
+        try:
+            self._drop_recorder(drops)
+        except Exception as exc:  # the loop must outlive the database
+            self._stats.drop_record_failures += 1
+            logger.warning(
+                "bridge %s: recording %d drop summary(ies) failed: %s; retrying",
+                self._client_id,
+                len(drops),
+                exc,
+                extra={"bridgeClientId": self._client_id, "reason": str(exc)},
+            )
+            return
+        self._drops.clear()
 
     def _add(self, task_name: str, entry: _Entry) -> None:
         if not self._pending():
