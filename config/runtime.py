@@ -7,15 +7,16 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from config.beat import beat_schedule
-from config.celery import STAGE_QUEUES
 from config.celery import app as celery_app
 
 
 @contextmanager
 def in_process_worker(*, concurrency: int = 4) -> Iterator[None]:
-    """A thread-pool worker consuming every stage queue of the configured broker."""
+    """A thread-pool worker consuming every stage queue of the configured broker: the queues
+    the app is configured with, not fixed names, since tests rename them per run."""
     from celery.contrib.testing.worker import start_worker
 
     with start_worker(
@@ -25,9 +26,24 @@ def in_process_worker(*, concurrency: int = 4) -> Iterator[None]:
         perform_ping_check=False,
         loglevel="WARNING",
         shutdown_timeout=30,
-        queues=list(STAGE_QUEUES),
-    ):
-        yield
+        queues=[queue.name for queue in celery_app.conf.task_queues],
+    ) as worker:
+        try:
+            yield
+        finally:
+            _wake_for_shutdown(worker)
+
+
+def _wake_for_shutdown(worker: Any) -> None:
+    """``start_worker`` stops its worker by setting ``should_terminate``, which the event loop
+    reads only between polls, and on AMQP an idle poll lasts up to 10 s: set it here and wake
+    the loop, so stopping takes milliseconds (every end-to-end test stops a worker)."""
+    from celery.worker import state
+
+    state.should_terminate = 0
+    hub = getattr(worker, "hub", None)
+    if hub is not None:
+        hub.call_soon(lambda: None)  # thread-safe: wakes the poll from this thread
 
 
 @contextmanager

@@ -27,7 +27,10 @@ def test_happy_path_reaches_applied_with_the_full_receipt_chain(pipeline: Pipeli
     pipeline.telemetry(temp=31.5)
     (intent,) = wait_final(_intents(pipeline))
     assert (intent.status, intent.status_reason) == ("applied", "state_reported")
-    assert _chain(intent) == ["dispatched", "acknowledged", "applied"]
+    # Ack and state travel on two topics, so a state report may be reconciled first; the
+    # transitions then skip "acknowledged", and the ack still lands as a receipt.
+    assert _chain(intent) in (["dispatched", "acknowledged", "applied"], ["dispatched", "applied"])
+    wait_for(lambda: intent.receipts.filter(receipt_type="rpc_ack").exists(), what="the ack")
     kinds = set(intent.receipts.values_list("receipt_type", flat=True))
     assert {"rpc_ack", "state_report"} <= kinds
     assert pipeline.applies(intent.device_command_id) == 1
@@ -106,8 +109,9 @@ def test_duplicate_telemetry_and_acks_make_one_command_and_one_transition_each(
         )
     (intent,) = wait_final(_intents(pipeline))
     assert intent.status == "applied"
-    chain = _chain(intent)
-    assert chain == ["dispatched", "acknowledged", "applied"]
+    chain = _chain(intent)  # each state entered once, whatever order ack and state arrived in
+    assert chain in (["dispatched", "acknowledged", "applied"], ["dispatched", "applied"])
+    wait_for(lambda: intent.receipts.filter(receipt_type="rpc_ack").exists(), what="the ack")
     assert intent.receipts.filter(receipt_type="rpc_ack").count() == 1
 
 
