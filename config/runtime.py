@@ -19,19 +19,34 @@ def in_process_worker(*, concurrency: int = 4) -> Iterator[None]:
     the app is configured with, not fixed names, since tests rename them per run."""
     from celery.contrib.testing.worker import start_worker
 
-    with start_worker(
-        celery_app,
-        pool="threads",
-        concurrency=concurrency,
-        perform_ping_check=False,
-        loglevel="WARNING",
-        shutdown_timeout=30,
-        queues=[queue.name for queue in celery_app.conf.task_queues],
-    ) as worker:
-        try:
-            yield
-        finally:
-            _wake_for_shutdown(worker)
+    worker_ref: list[Any] = []
+    try:
+        with start_worker(
+            celery_app,
+            pool="threads",
+            concurrency=concurrency,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+            queues=[queue.name for queue in celery_app.conf.task_queues],
+        ) as worker:
+            worker_ref.append(worker)
+            try:
+                yield
+            finally:
+                _wake_for_shutdown(worker)
+    finally:
+        for worker in worker_ref:
+            _drain(worker)
+
+
+def _drain(worker: Any) -> None:
+    """The test worker stops cold, and the thread pool's cold stop does not wait for tasks
+    already running: wait for them here, so nothing still holds database locks (or writes)
+    once the block has exited."""
+    executor = getattr(getattr(worker, "pool", None), "executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _wake_for_shutdown(worker: Any) -> None:
