@@ -51,11 +51,3 @@ def lock_try(name: str, ttl_s: float) -> bool:
     """Best-effort mutual exclusion (e.g. one sweep at a time across beats); True on error,
     because every locked section is also safe to run twice."""
     return bool(_safe("add", True, cache.add, f"lock:{name}", 1, max(1, int(ttl_s))))
-
-
-def seen_before(key: str, ttl_s: float) -> bool:
-    return _safe("get", None, cache.get, f"seen:{key}") is not None
-
-
-def remember_seen(key: str, ttl_s: float) -> None:
-    _safe("set", None, cache.set, f"seen:{key}", 1, max(1, int(ttl_s)))
