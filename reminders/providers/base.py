@@ -106,6 +106,31 @@ def sources_changed_since(
     return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
 
 
+class ChangedSinceScan:
+    """The reconciliation scan every provider shares: set ``source_model`` (a model with
+    guid, farm, active and updated_at) and get ``changed`` for free."""
+
+    source_model: type[Any]
+
+    def changed(
+        self,
+        *,
+        since: datetime,
+        cursor_id: int,
+        until: datetime,
+        farm_ids: Sequence[int] | None,
+        limit: int,
+    ) -> list[SourceRef]:
+        return sources_changed_since(
+            self.source_model.objects.all(),
+            since=since,
+            cursor_id=cursor_id,
+            until=until,
+            farm_ids=farm_ids,
+            limit=limit,
+        )
+
+
 class SourceProvider(Protocol):
     def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
         """The source as it is now (None when it no longer exists)."""

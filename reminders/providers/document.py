@@ -25,11 +25,11 @@ from reminders.models import (
 )
 from reminders.providers.base import (
     Candidate,
+    ChangedSinceScan,
     ProviderSet,
     SourceRef,
     SourceState,
     reminder_providers_register,
-    sources_changed_since,
 )
 from reminders.services.dst import date_minus_days, local_to_utc, local_today
 
@@ -190,24 +190,8 @@ class CatchUpImmediate:
         return [max(past, key=lambda c: c.scheduled_local_date)] if past else []
 
 
-class DocumentReconcile:
-    def changed(
-        self,
-        *,
-        since: datetime,
-        cursor_id: int,
-        until: datetime,
-        farm_ids: Sequence[int] | None,
-        limit: int,
-    ) -> list[SourceRef]:
-        return sources_changed_since(
-            Document.objects.all(),
-            since=since,
-            cursor_id=cursor_id,
-            until=until,
-            farm_ids=farm_ids,
-            limit=limit,
-        )
+class DocumentReconcile(ChangedSinceScan):
+    source_model = Document
 
     def in_window(
         self,

@@ -26,11 +26,11 @@ from reminders.models import (
 )
 from reminders.providers.base import (
     Candidate,
+    ChangedSinceScan,
     ProviderSet,
     SourceRef,
     SourceState,
     reminder_providers_register,
-    sources_changed_since,
 )
 from reminders.selectors import endpoint_metric_read, occurrence_completed_exists
 from reminders.services.thresholds import (
@@ -189,24 +189,8 @@ class ThresholdInvalidation:
         return SchedulerReason.SOURCE_NO_LONGER_VALID  # the metric is false again
 
 
-class MetricReconcile:
-    def changed(
-        self,
-        *,
-        since: datetime,
-        cursor_id: int,
-        until: datetime,
-        farm_ids: Sequence[int] | None,
-        limit: int,
-    ) -> list[SourceRef]:
-        return sources_changed_since(
-            EndpointMetricSource.objects.all(),
-            since=since,
-            cursor_id=cursor_id,
-            until=until,
-            farm_ids=farm_ids,
-            limit=limit,
-        )
+class MetricReconcile(ChangedSinceScan):
+    source_model = EndpointMetricSource
 
     def in_window(
         self,
