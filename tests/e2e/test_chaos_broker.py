@@ -51,8 +51,11 @@ def _kits() -> list[FarmKit]:
 
 
 def test_worker_restarted_mid_run_loses_and_duplicates_nothing(
-    fast_timers: None, mqtt_config: MqttConfig, bridge_client_id: str
+    fast_timers: None, mqtt_config: MqttConfig, bridge_client_id: str, settings: Any
 ) -> None:
+    # The applied window must outlast the outage: evidence queued while no worker runs is
+    # recorded only after the restart, and the window is measured against what is recorded.
+    settings.APPLIED_WINDOW_S = 6.0
     kits = _kits()
     sim = DeviceSimulator(
         [SimulatedDevice(k.sensor.serial_number, {"temp": 20.0}) for k in kits]
