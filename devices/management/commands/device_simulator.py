@@ -4,6 +4,8 @@ purpose). The command owns only its loop; the devices live in DeviceSimulator.""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
 import threading
@@ -20,6 +22,33 @@ from devices.mqtt.contract import ResultCode
 from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 
 DEFAULT_VALUES: dict[str, object] = {"temp": 20.0, "io1": False}
+
+
+def _json_object(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict) or not value:
+        raise argparse.ArgumentTypeError("expected a non-empty JSON object of endpoint values")
+    return value
+
+
+def counters_write(simulator: DeviceSimulator, path: str) -> None:
+    """Per (serial, commandId) counts as ``{serial: {command_id: {"requests": n, ...}}}``,
+    written to a temporary file and renamed so a reader never sees half a file."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for name, counter in (
+        ("requests", simulator.requests),
+        ("applies", simulator.applies),
+        ("acks", simulator.acks),
+    ):
+        for (serial, command_id), count in counter.items():
+            out.setdefault(serial, {}).setdefault(command_id, {})[name] = count
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(out, fh)
+    os.replace(tmp, path)
 
 
 def parse_fault(spec: str) -> tuple[str | None, FaultMode, int | None]:
@@ -71,6 +100,19 @@ class Command(BaseCommand):
         )
         parser.add_argument("--progress-interval", type=float, default=5.0)
         parser.add_argument("--client-id", default=None)
+        parser.add_argument(
+            "--values",
+            type=_json_object,
+            default=None,
+            help='initial endpoint values of every device as JSON, e.g. \'{"io1": false}\'',
+        )
+        parser.add_argument(
+            "--counters",
+            default=None,
+            metavar="PATH",
+            help="write per-commandId requests/applies/acks as JSON to PATH at every progress "
+            "line and on exit, so another process can check that nothing applied twice",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         devices = self._devices(opts)
@@ -92,14 +134,17 @@ class Command(BaseCommand):
             f"{len(devices)} devices on {config.host}:{config.port} "
             f"(MQTT {'5' if config.protocol == 5 else '3.1.1'}); Ctrl-C stops"
         )
+        counters = opts["counters"]
         try:
-            self._run(simulator, stop, opts["duration"], opts["progress_interval"])
+            self._run(simulator, stop, opts["duration"], opts["progress_interval"], counters)
         except KeyboardInterrupt:
             pass
         finally:
             simulator.stop()
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
+            if counters:
+                counters_write(simulator, counters)
         self.stdout.write(self._final_table(simulator, devices))
 
     def _devices(self, opts: dict[str, Any]) -> list[SimulatedDevice]:
@@ -124,7 +169,7 @@ class Command(BaseCommand):
                 devices.append(
                     SimulatedDevice(
                         serial,
-                        dict(DEFAULT_VALUES),
+                        dict(opts["values"] or DEFAULT_VALUES),
                         mode,
                         opts["reject_code"],
                         opts["delay"],
@@ -144,6 +189,7 @@ class Command(BaseCommand):
         stop: threading.Event,
         duration_s: float,
         progress_s: float,
+        counters: str | None = None,
     ) -> None:
         started = time.monotonic()
         deadline = started + duration_s if duration_s > 0 else None
@@ -160,6 +206,8 @@ class Command(BaseCommand):
                 f"telemetry={stats.telemetry} malformed={stats.malformed} "
                 f"ignored_offline={stats.ignored_offline}"
             )
+            if counters:
+                counters_write(simulator, counters)
             if deadline is not None and time.monotonic() >= deadline:
                 break
 

@@ -1,0 +1,275 @@
+"""Chaos fixtures: a farm fleet in the test database, private servers, the project's processes
+started as an operator starts them, a webhook receiver that counts what reaches it, and a
+summary table of every scenario at the end of the run."""
+
+from __future__ import annotations
+
+import http.server
+import shutil
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from config.celery import app as celery_app
+from config.env import MqttConfig
+from config.tables import format_table
+from devices.models import BridgeHeartbeat
+from devices.mqtt.client import connect, new_client
+from devices.mqtt.contract import telemetry_payload, telemetry_topic
+from devices.mqtt.simulator import FaultMode
+from notifications.models import ExternalContact
+from reminders.services.settings import reminder_setting_create
+from reminders.services.sources import endpoint_metric_source_create
+from tests.chaos.harness import Servers, Stack, wait_until
+from tests.factories import FarmKit, make_farm
+
+KITS = 16  # farms: one sensor and one relay (io1, fan, mode) each
+# Every simulator fault at once, dealt to the relays in turn.
+FAULTS: tuple[str, ...] = (
+    FaultMode.NONE,
+    f"{FaultMode.DROP_ACK}:1",
+    FaultMode.DELAY_ACK,
+    FaultMode.DUPLICATE_ACK,
+    f"{FaultMode.REJECT}:1",
+    FaultMode.NEVER_APPLY,
+    FaultMode.WRONG_VALUE,
+    f"{FaultMode.OFFLINE}:1",
+)
+HIGH: dict[str, Any] = {"io1": True, "fan": 75, "mode": "manual"}
+LOW: dict[str, Any] = {"io1": False, "fan": 0, "mode": "auto"}
+START_TIMEOUT_S = 60.0
+SUMMARY: list[tuple[Any, ...]] = []
+SUMMARY_HEADERS = [
+    "scenario",
+    "readings",
+    "commands",
+    "applied",
+    "retried",
+    "uncertain",
+    "failed/expired",
+    "reminders sent",
+    "lost",
+    "duplicated",
+    "seconds",
+]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if SUMMARY:
+        terminalreporter.write_sep("=", "chaos scenarios")
+        terminalreporter.write_line(format_table(SUMMARY_HEADERS, SUMMARY))
+
+
+@dataclass
+class Hook:
+    """A webhook receiver: counts POSTs per notification id (a second one is a duplicate)."""
+
+    server: http.server.ThreadingHTTPServer
+    posts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    posts: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with lock:
+                posts[self.headers.get("X-Farm-Notification-Id", "?")] += 1
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield Hook(server, posts)
+    server.shutdown()
+
+
+class Sensors:
+    """The sensors' side, published with QoS 1 and confirmed by the broker (retried while
+    it is down), so every reading counted here really reached the broker."""
+
+    def __init__(self, port: int) -> None:
+        configured: MqttConfig = settings.MQTT
+        self._config = replace(configured, host="127.0.0.1", port=port, embedded=False)
+        self._client = new_client(f"chaos-sensors-{time.monotonic_ns()}", config=self._config)
+        connect(self._client, config=self._config, attempts=20)
+        self._client.loop_start()
+        self.published = 0
+        self._clock = datetime.now(UTC)
+
+    def reading(self, serial: str, temp: float) -> None:
+        self._clock += timedelta(milliseconds=1)
+        payload = telemetry_payload(self._clock, {"temp": temp})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            info = self._client.publish(telemetry_topic(serial), payload, qos=1)
+            try:
+                info.wait_for_publish(3)
+            except RuntimeError:
+                pass  # not connected right now (a broker restart): publish again
+            if info.is_published():
+                self.published += 1
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"could not publish a reading of {serial} for 60s")
+
+    def close(self) -> None:
+        self._client.disconnect()
+        self._client.loop_stop()
+
+
+@dataclass
+class Fleet:
+    kits: list[FarmKit]
+
+    @property
+    def relays(self) -> list[str]:
+        return [k.actuator.serial_number for k in self.kits]
+
+
+def fleet_create(hook: Hook, stamp: str) -> Fleet:
+    """Farms with six rules each (temp > 30 → HIGH, temp < 20 → LOW on three endpoints) and a
+    threshold reminder (temp ≥ 30, FalseToTrue) to a webhook contact."""
+    kits = [make_farm(prefix=f"CX{stamp}-{n:02d}") for n in range(KITS)]
+    for kit in kits:
+        for key in HIGH:
+            target = getattr(kit, key)
+            kit.rule(target_endpoint=target, operator="gt", threshold_value=30,
+                     target_value=HIGH[key], name=f"hot {key}")  # fmt: skip
+            kit.rule(target_endpoint=target, operator="lt", threshold_value=20,
+                     target_value=LOW[key], name=f"cool {key}")  # fmt: skip
+        ExternalContact.objects.create(
+            farm=kit.farm, name="Ops hook", webhook_url=hook.url, webhook_secret="s3cret"
+        )
+        reminder_setting_create(
+            name="Hot barn",
+            farm_id=kit.farm.pk,
+            source_type="endpoint_metric",
+            trigger_type="threshold_condition",
+            threshold_metric="barn_temp",
+            threshold_operator="gte",
+            threshold_value=Decimal("30"),
+            firing_policy="FalseToTrue",
+            recipients_policy="external_contacts",
+            template_name="endpoint_threshold",
+            channels=["webhook"],
+        )
+        endpoint_metric_source_create(
+            farm_id=kit.farm.pk, endpoint_id=kit.temp.pk, metric_key="barn_temp",
+            aggregate="latest",
+        )  # fmt: skip
+    return Fleet(kits)
+
+
+@contextmanager
+def celery_broker(url: str) -> Iterator[None]:
+    """Point this process's Celery producer at ``url`` (the private broker the stack's
+    workers read), so tasks and events the test's own writes enqueue reach them."""
+    conf = celery_app.conf
+    saved = conf.broker_url, conf.broker_transport_options
+
+    def reset() -> None:
+        if celery_app._pool is not None:
+            celery_app._pool.force_close_all()
+        celery_app._pool = None
+        celery_app.amqp._producer_pool = None
+
+    reset()
+    conf.broker_url, conf.broker_transport_options = url, {}
+    try:
+        yield
+    finally:
+        reset()
+        conf.broker_url, conf.broker_transport_options = saved
+
+
+@dataclass
+class Chaos:
+    servers: Servers
+    stack: Stack
+    fleet: Fleet
+    sensors: Sensors
+    hook: Hook
+    counters_path: Path
+
+    def wait_ready(self) -> None:
+        def bridge_up() -> bool:
+            return BridgeHeartbeat.objects.filter(client_id="chaos-bridge", connected=True).exists()
+
+        wait_until(bridge_up, START_TIMEOUT_S, "the bridge's heartbeat")
+        for proc in self.stack.procs.values():
+            if proc.name.startswith("worker-") and proc.alive:
+                wait_until(lambda p=proc: b" ready." in p.log.read_bytes(), START_TIMEOUT_S,
+                           f"{proc.name} ready")  # fmt: skip
+        wait_until(lambda: b"devices on" in self.stack.procs["simulator"].log.read_bytes(),
+                   START_TIMEOUT_S, "the simulator")  # fmt: skip
+
+
+def _binaries_missing() -> list[str]:
+    return [b for b in ("redis-server", "mosquitto") if shutil.which(b) is None]
+
+
+@pytest.fixture
+def chaos(transactional_db: None, hook: Hook, tmp_path: Path) -> Iterator[Chaos]:
+    if connection.vendor != "postgresql":
+        pytest.skip("chaos runs the real processes against PostgreSQL (see .ci/run)")
+    missing = _binaries_missing()
+    if missing:
+        pytest.skip(f"chaos starts private servers and needs: {', '.join(missing)}")
+    servers = Servers(tmp_path)
+    servers.start()
+    counters = tmp_path / "simulator-counters.json"
+    try:
+        with celery_broker(servers.broker_url):
+            fleet = fleet_create(hook, f"{time.monotonic_ns() % 10**6}")
+            stack = Stack(
+                servers,
+                connection.settings_dict["NAME"],
+                tmp_path,
+                simulator_args=_simulator_args(fleet, counters),
+            )
+            stack.build()
+            stack.run_once("sync_beat_schedule")
+            sensors = Sensors(servers.mqtt_port)
+            chaos = Chaos(servers, stack, fleet, sensors, hook, counters)
+            try:
+                stack.start(*(n for n in stack.procs if n != "beat-2"))
+                chaos.wait_ready()
+                yield chaos
+            finally:
+                sensors.close()
+                stack.stop_all()
+    finally:
+        servers.stop()
+
+
+def _simulator_args(fleet: Fleet, counters: Path) -> list[str]:
+    args = ["--serials", ",".join(fleet.relays), "--values", '{"io1": false, "fan": 0, '
+            '"mode": "auto"}', "--telemetry-interval", "0", "--progress-interval", "1",
+            "--offline", "3", "--delay", "0.5", "--counters", str(counters),
+            "--client-id", "chaos-simulator"]  # fmt: skip
+    for serial, fault in zip(fleet.relays, FAULTS * len(fleet.relays), strict=False):
+        args += ["--fault", f"{serial}={fault}"]
+    return args

@@ -1,0 +1,334 @@
+"""The system as an operator runs it, for chaos tests: private Redis and Mosquitto servers
+that a test may flush or restart without touching anything else on the machine, and the
+project's processes (bridge, one Celery worker per stage, beat, device simulator) started
+from the command line against the test database, each in its own process group so that a
+SIGKILL takes the whole worker (parent and pool children) down like a lost machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+STOP_GRACE_S = 15.0
+PORT_WAIT_S = 15.0
+
+# Timers short enough that a few hundred commands and reminders settle in seconds; the applied
+# window outlasts every outage a scenario stages (see the README on APPLIED_WINDOW_S).
+FAST_TIMERS: dict[str, str] = {
+    "ACK_TIMEOUT_S": "1.5",
+    "RETRY_BACKOFF_S": "0.5,1,2",
+    "RETRY_JITTER_RATIO": "0.1",
+    "APPLIED_WINDOW_S": "12",
+    "DISPATCH_LEASE_S": "5",
+    "DISPATCH_SWEEP_AFTER_S": "2",
+    "EVENT_SWEEP_AFTER_S": "3",
+    "BEAT_SWEEP_INTERVAL_S": "1",
+    "COMMAND_SWEEP_INTERVAL_S": "1",
+    "DEVICE_FRESHNESS_S": "3600",
+    "EVENT_RETRY_BACKOFF_S": "0.5,1,2",
+    "SCHEDULER_LEASE_S": "5",
+    "SCHEDULER_POLL_INTERVAL_S": "1",
+    "SCHEDULER_STALE_INTERVAL_S": "1",
+    "SCHEDULER_BACKOFF_MINUTES": "0.02,0.05,0.1",
+    "NOTIFY_BACKOFF_S": "0.5,1,2",
+    "NOTIFY_LEASE_S": "5",
+    "NOTIFY_SWEEP_INTERVAL_S": "1",
+    "NOTIFY_SWEEP_AFTER_S": "3",
+    "NOTIFY_WEBHOOK_TIMEOUT_S": "5",
+    "BRIDGE_SESSION_EXPIRY_S": "600",
+    "BRIDGE_DEVICE_RATE_PER_S": "0",
+    "LOG_LEVEL": "INFO",
+    "LOG_FORMAT": "console",
+}
+
+# One worker per stage, shaped like deploy/Procfile (threads where the work waits on I/O).
+WORKERS: dict[str, tuple[str, int]] = {
+    "ingest": ("prefork", 2),
+    "evaluate": ("prefork", 2),
+    "dispatch": ("threads", 4),
+    "reconcile": ("prefork", 2),
+    "scheduler": ("prefork", 1),
+    "notify": ("threads", 4),
+    "events": ("prefork", 2),
+}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+@dataclass
+class Proc:
+    """One named process of the stack: how to start it, and its current incarnation."""
+
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    kills: int = 0
+
+    def start(self) -> None:
+        if self.alive:
+            raise RuntimeError(f"{self.name} is already running")
+        with self.log.open("ab") as out:
+            out.write(f"\n===== start #{self.starts + 1} of {self.name} =====\n".encode())
+            out.flush()
+            self.popen = subprocess.Popen(
+                list(self.argv),
+                cwd=ROOT,
+                env=dict(self.env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: killpg takes the pool too
+            )
+        self.starts += 1
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group: no shutdown handler runs, nothing is acked."""
+        if self.popen is None:
+            return
+        _signal_group(self.popen, signal.SIGKILL)
+        self.popen.wait()
+        self.kills += 1
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM (a warm shutdown), then SIGKILL if it outlives the grace period."""
+        if self.popen is None or self.popen.poll() is not None:
+            if self.popen is not None:
+                _signal_group(self.popen, signal.SIGKILL)  # orphaned pool children, if any
+            return
+        _signal_group(self.popen, signal.SIGTERM)
+        try:
+            self.popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.popen, signal.SIGKILL)
+            self.popen.wait()
+        _signal_group(self.popen, signal.SIGKILL)
+
+    def tail(self, lines: int = 40) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _signal_group(popen: subprocess.Popen[bytes], sig: int) -> None:
+    try:
+        os.killpg(popen.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class Servers:
+    """Private Redis (Celery broker and coordination cache) and Mosquitto for one test."""
+
+    workdir: Path
+    redis_port: int = field(default_factory=free_port)
+    mqtt_port: int = field(default_factory=free_port)
+    redis: Proc | None = None
+    mosquitto: Proc | None = None
+
+    def start(self) -> None:
+        env = {"PATH": os.environ.get("PATH", "")}
+        self.redis = Proc(
+            "redis",
+            [
+                "redis-server",
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--maxmemory-policy",
+                "noeviction",
+            ],
+            env,
+            self.workdir / "redis.log",
+        )
+        conf = self.workdir / "mosquitto.conf"
+        (self.workdir / "mosquitto-data").mkdir(exist_ok=True)
+        conf.write_text(
+            f"listener {self.mqtt_port} 127.0.0.1\n"
+            "allow_anonymous true\n"
+            "persistence true\n"
+            f"persistence_location {self.workdir / 'mosquitto-data'}/\n"
+            "max_queued_messages 100000\n"
+            "set_tcp_nodelay true\n"
+            # As root Mosquitto drops to the mosquitto user, who cannot write our directory.
+            + ("user root\n" if os.geteuid() == 0 else "")
+        )
+        self.mosquitto = Proc(
+            "mosquitto", ["mosquitto", "-c", str(conf)], env, self.workdir / "mosquitto.log"
+        )
+        self.redis.start()
+        self.mosquitto.start()
+        self.wait_up()
+
+    def wait_up(self) -> None:
+        wait_until(lambda: port_open(self.redis_port), PORT_WAIT_S, "private redis-server")
+        wait_until(lambda: port_open(self.mqtt_port), PORT_WAIT_S, "private mosquitto")
+
+    def mosquitto_restart(self, down_s: float) -> None:
+        """A broker restart: clean shutdown (persistence saved), a pause, start again."""
+        assert self.mosquitto is not None
+        self.mosquitto.stop()
+        time.sleep(down_s)
+        self.mosquitto.start()
+        wait_until(lambda: port_open(self.mqtt_port), PORT_WAIT_S, "mosquitto back up")
+
+    def redis_flushall(self) -> None:
+        import redis
+
+        redis.Redis(host="127.0.0.1", port=self.redis_port).flushall()
+
+    def stop(self) -> None:
+        for proc in (self.mosquitto, self.redis):
+            if proc is not None:
+                proc.stop(grace_s=5)
+
+    @property
+    def broker_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/1"
+
+
+@dataclass
+class Stack:
+    """The project's processes against one test database and the private servers."""
+
+    servers: Servers
+    database_name: str
+    workdir: Path
+    simulator_args: Sequence[str]
+    procs: dict[str, Proc] = field(default_factory=dict)
+
+    def env(self, name: str) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
+        base.update(FAST_TIMERS)
+        base.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "config.settings",
+                "DATABASE_URL": (
+                    f"postgres://postgres@127.0.0.1:5432/{self.database_name}"
+                    f"?application_name=chaos-{name}"
+                ),
+                "REDIS_URL": f"redis://127.0.0.1:{self.servers.redis_port}/0",
+                "CELERY_BROKER_URL": self.servers.broker_url,
+                "MQTT_URL": f"mqtt://127.0.0.1:{self.servers.mqtt_port}",
+                "MEDIA_ROOT": str(self.workdir / "media"),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return base
+
+    def define(self, name: str, argv: Sequence[str]) -> Proc:
+        proc = Proc(name, argv, self.env(name), self.workdir / f"{name}.log")
+        self.procs[name] = proc
+        return proc
+
+    def build(self) -> None:
+        py, celery = str(BIN / "python"), str(BIN / "celery")
+        self.define(
+            "bridge",
+            [py, "manage.py", "mqtt_bridge", "--client-id", "chaos-bridge", "--progress-interval",
+             "0"],
+        )  # fmt: skip
+        for stage, (pool, concurrency) in WORKERS.items():
+            self.define(
+                f"worker-{stage}",
+                [
+                    celery, "-A", "config", "worker", "-Q", stage, "-n", f"{stage}@chaos",
+                    "--pool", pool, "--concurrency", str(concurrency),
+                    "--without-gossip", "--without-mingle", "--without-heartbeat",
+                ],
+            )  # fmt: skip
+        for beat in ("beat", "beat-2"):
+            self.define(
+                beat,
+                [
+                    celery, "-A", "config", "beat",
+                    "-S", "django_celery_beat.schedulers:DatabaseScheduler",
+                    "--max-interval", "1",
+                ],
+            )  # fmt: skip
+        self.define("simulator", [py, "manage.py", "device_simulator", *self.simulator_args])
+
+    def run_once(self, *args: str) -> None:
+        """A one-off management command in the stack's environment (migrate-like setup)."""
+        subprocess.run(
+            [str(BIN / "python"), "manage.py", *args],
+            cwd=ROOT,
+            env=self.env("setup"),
+            check=True,
+            capture_output=True,
+        )
+
+    def start(self, *names: str) -> None:
+        for name in names:
+            self.procs[name].start()
+
+    def stop_all(self) -> None:
+        # The simulator last: it writes its counters when it stops.
+        order = [n for n in self.procs if n != "simulator"] + ["simulator"]
+        for name in order:
+            if name in self.procs:
+                self.procs[name].stop()
+
+    def dead(self) -> list[str]:
+        """Processes that should run but exited on their own (a crash, not a staged kill)."""
+        return [
+            f"{p.name} (exit {p.popen.returncode})"
+            for p in self.procs.values()
+            if p.popen is not None and p.popen.returncode not in (None, -9)
+            and p.popen.poll() is not None and p.starts > 0 and p.name != "simulator"
+        ]  # fmt: skip
+
+    def tails(self) -> str:
+        return "\n".join(
+            f"----- {p.name} -----\n{p.tail()}" for p in self.procs.values() if p.starts
+        )
+
+
+def counters_read(path: Path) -> dict[str, dict[str, dict[str, int]]]:
+    if not path.exists():
+        return {}
+    data: dict[str, dict[str, dict[str, int]]] = json.loads(path.read_text())
+    return data
