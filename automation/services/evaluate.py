@@ -3,19 +3,25 @@
 Idempotent under redelivery and concurrency: an execution is unique per (event, rule) and an
 intent per idempotency key, both inserted with ON CONFLICT DO NOTHING, so four workers
 evaluating one event yield exactly one execution with one intent.
+
+Latest decision wins: only the newest reading of a trigger endpoint acts (an older one that
+arrives late is discarded as ``newer_reading``), evaluation is serialised per target
+endpoint, and a new command supersedes the endpoint's commands that were never sent. So
+the device ends in the state the newest reading asks for, whatever the delivery order.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from automation.gates import command_gate_failure
@@ -27,6 +33,7 @@ from automation.models import (
     AutomationRuleExecution,
 )
 from automation.operators import operator_matches, values_equal
+from automation.services.commands import intent_transition
 from automation.states import (
     COMMAND_LIVE,
     CommandStatus,
@@ -34,8 +41,12 @@ from automation.states import (
     ExecutionOutcome,
     ReasonCode,
 )
+from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
+
+# First key of the advisory locks that serialise evaluation per target endpoint.
+TARGET_LOCK_NAMESPACE = 0x46410001
 
 
 @dataclass(frozen=True)
@@ -56,20 +67,45 @@ class EvaluateResult:
     endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
 
 
-def _live_targets(rules: Sequence[AutomationRule]) -> dict[int, list[Any]]:
-    """Target values of commands still live on each target endpoint (one query)."""
-    live: dict[int, list[Any]] = defaultdict(list)
-    rows = AutomationCommandIntent.objects.filter(
-        target_device_endpoint_id__in={r.target_endpoint_id for r in rules},
-        status__in=COMMAND_LIVE,
-    ).values_list("target_device_endpoint_id", "target_value")
-    for endpoint_id, value in rows:
-        live[endpoint_id].append(value)
-    return live
+def _live_targets(rules: Sequence[AutomationRule]) -> dict[int, Any]:
+    """The target value of the newest live command on each target endpoint: the one the
+    device ends with, since commands on one endpoint go out in creation order (one query)."""
+    rows = (
+        AutomationCommandIntent.objects.filter(
+            target_device_endpoint_id__in={r.target_endpoint_id for r in rules},
+            status__in=COMMAND_LIVE,
+        )
+        .order_by("pk")
+        .values_list("target_device_endpoint_id", "target_value")
+    )
+    return dict(rows)
+
+
+def _targets_lock(endpoint_ids: Iterable[int]) -> None:
+    """Serialise evaluation per target endpoint until commit (PostgreSQL advisory locks, in
+    id order so two workers never deadlock), so deciding from the newest live command and
+    superseding older ones cannot interleave. SQLite serialises every writer already."""
+    ids = sorted(set(endpoint_ids))
+    if not ids or connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(%s, (x %% 2147483647)::int)) "
+            "FROM (SELECT x FROM unnest(%s::bigint[]) AS x ORDER BY x) AS ordered",
+            [TARGET_LOCK_NAMESPACE, ids],
+        )
+
+
+def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, datetime]:
+    """Time of the newest ingested reading of each trigger endpoint."""
+    rows = DeviceInstanceEndpoint.objects.filter(
+        pk__in={e.device_instance_endpoint_id for e in events}, last_value_at__isnull=False
+    ).values_list("pk", "last_value_at")
+    return dict(rows)
 
 
 def _decide(
-    event: AutomationEndpointEvent, rule: AutomationRule, live: dict[int, list[Any]]
+    event: AutomationEndpointEvent, rule: AutomationRule, live: dict[int, Any]
 ) -> _Decision | None:
     """None when the rule's condition does not hold; otherwise what to do about it."""
     if not operator_matches(
@@ -80,10 +116,10 @@ def _decide(
     blocked = command_gate_failure(rule, target)
     if blocked is not None:
         return _Decision(event, rule, ExecutionOutcome.BLOCKED, blocked)
-    live_values = live.get(target.pk, [])
-    if any(values_equal(v, rule.target_value) for v in live_values):
-        return _Decision(event, rule, ExecutionOutcome.ALREADY_PENDING)
-    if not live_values and values_equal(target.last_value, rule.target_value):
+    if target.pk in live:
+        if values_equal(live[target.pk], rule.target_value):
+            return _Decision(event, rule, ExecutionOutcome.ALREADY_PENDING)
+    elif values_equal(target.last_value, rule.target_value):
         return _Decision(event, rule, ExecutionOutcome.ALREADY_IN_STATE)
     return _Decision(event, rule, ExecutionOutcome.INTENT_CREATED)
 
@@ -112,10 +148,44 @@ def endpoint_events_evaluate(
     )
     for rule in rules:
         rules_by_trigger[rule.trigger_endpoint_id].append(rule)
-    live = _live_targets(rules)
+    with transaction.atomic():
+        _targets_lock(r.target_endpoint_id for r in rules)
+        decisions, finished = _decide_all(events, rules_by_trigger, _live_targets(rules))
+        result.executions = len(decisions)
+        result.pending_intent_ids = _persist(decisions)
+        for (status, reason), ids in finished.items():
+            _events_finish(ids, status, reason)
+        if on_intents is not None and result.pending_intent_ids:
+            ids = result.pending_intent_ids
+            transaction.on_commit(lambda: on_intents(ids))
+    ended = {status: 0 for status in EventStatus}
+    for (status, _), ids in finished.items():
+        ended[status] += len(ids)
+    result.processed = ended[EventStatus.PROCESSED]
+    result.discarded = ended[EventStatus.DISCARDED]
+    result.failed = ended[EventStatus.FAILED]
+    return result
+
+
+EventEnd = tuple[EventStatus, ReasonCode]
+
+
+def _decide_all(
+    events: Sequence[AutomationEndpointEvent],
+    rules_by_trigger: dict[int, list[AutomationRule]],
+    live: dict[int, Any],
+) -> tuple[list[_Decision], dict[EventEnd, list[int]]]:
+    """Decisions for the batch, and how each event ends. Only the newest reading of a trigger
+    endpoint acts: an older one evaluated late (a redelivery, a sweep after an outage) would
+    otherwise send a command the newer reading has already overruled."""
+    newest = _newest_readings(events)
     decisions: list[_Decision] = []
-    statuses: dict[EventStatus, list[int]] = defaultdict(list)
-    for event in events:
+    finished: dict[EventEnd, list[int]] = defaultdict(list)
+    for event in sorted(events, key=lambda e: (e.event_timestamp, e.pk)):
+        seen = newest.get(event.device_instance_endpoint_id)
+        if seen is not None and event.event_timestamp < seen:
+            finished[EventStatus.DISCARDED, ReasonCode.NEWER_READING].append(event.pk)
+            continue
         try:
             matched = [
                 d
@@ -124,39 +194,21 @@ def endpoint_events_evaluate(
             ]
         except Exception:  # one bad rule or value must not stall the batch
             logger.exception("evaluation failed", extra={"eventId": event.pk})
-            statuses[EventStatus.FAILED].append(event.pk)
+            finished[EventStatus.FAILED, ReasonCode.EVALUATION_ERROR].append(event.pk)
             continue
         decisions.extend(matched)
-        status = EventStatus.PROCESSED if matched else EventStatus.DISCARDED
-        statuses[status].append(event.pk)
-    with transaction.atomic():
-        result.executions = len(decisions)
-        result.pending_intent_ids = _persist(decisions)
-        for status, ids in statuses.items():
-            _events_finish(ids, status)
-        if on_intents is not None and result.pending_intent_ids:
-            ids = result.pending_intent_ids
-            transaction.on_commit(lambda: on_intents(ids))
-    result.processed = len(statuses[EventStatus.PROCESSED])
-    result.discarded = len(statuses[EventStatus.DISCARDED])
-    result.failed = len(statuses[EventStatus.FAILED])
-    return result
+        if matched:
+            finished[EventStatus.PROCESSED, ReasonCode.RULE_MATCHED].append(event.pk)
+        else:
+            finished[EventStatus.DISCARDED, ReasonCode.NO_MATCHING_RULE].append(event.pk)
+    return decisions, finished
 
 
-_EVENT_REASON = {
-    EventStatus.PROCESSED: ReasonCode.RULE_MATCHED,
-    EventStatus.DISCARDED: ReasonCode.NO_MATCHING_RULE,
-    EventStatus.FAILED: ReasonCode.EVALUATION_ERROR,
-}
-
-
-def _events_finish(ids: list[int], status: EventStatus) -> None:
+def _events_finish(ids: list[int], status: EventStatus, reason: ReasonCode) -> None:
     """Compare-and-set: only a still-pending event moves, so a late duplicate changes nothing."""
     AutomationEndpointEvent.objects.filter(
         pk__in=ids, processing_status=EventStatus.PENDING
-    ).update(
-        processing_status=status, status_reason=_EVENT_REASON[status], processed_at=timezone.now()
-    )
+    ).update(processing_status=status, status_reason=reason, processed_at=timezone.now())
 
 
 def _persist(decisions: Sequence[_Decision]) -> list[int]:
@@ -178,6 +230,9 @@ def _persist(decisions: Sequence[_Decision]) -> list[int]:
         ignore_conflicts=True,
     )
     wanted = [d for d in decisions if d.outcome == ExecutionOutcome.INTENT_CREATED]
+    # Insert in reading order, so on each endpoint the newest reading's command has the
+    # highest id (the one that supersedes, and the one the device ends with).
+    wanted.sort(key=lambda d: (d.event.event_timestamp, d.event.pk))
     if not wanted:
         return []
     execution_ids = dict(
@@ -196,12 +251,39 @@ def _persist(decisions: Sequence[_Decision]) -> list[int]:
         if (d.event.pk, d.rule.pk) in execution_ids
     ]
     AutomationCommandIntent.objects.bulk_create(intents, ignore_conflicts=True)
-    return list(
+    created = list(
         AutomationCommandIntent.objects.filter(
             idempotency_key__in=[i.idempotency_key for i in intents],
             status=CommandStatus.PENDING_DISPATCH,
-        ).values_list("pk", flat=True)
+        ).values_list("pk", "target_device_endpoint_id")
     )
+    _supersede_unsent(created, now)
+    return [pk for pk, _ in created]
+
+
+def _supersede_unsent(created: list[tuple[int, int]], now: datetime) -> None:
+    """Commands on the same endpoint that were never sent are replaced by the newest one:
+    the device gets the latest decision, not a queue of outdated ones. A command already
+    claimed or sent keeps its course (it cannot be recalled); the new one waits behind it."""
+    newest: dict[int, int] = {}
+    for pk, endpoint_id in created:
+        newest[endpoint_id] = max(pk, newest.get(endpoint_id, 0))
+    if not newest:
+        return
+    older = Q()
+    for endpoint_id, pk in newest.items():
+        older |= Q(target_device_endpoint_id=endpoint_id, pk__lt=pk)
+    stale = AutomationCommandIntent.objects.filter(
+        older, status=CommandStatus.PENDING_DISPATCH, attempt_count=0
+    )
+    for intent in stale:
+        intent_transition(
+            intent,
+            CommandStatus.EXPIRED,
+            ReasonCode.SUPERSEDED,
+            now=now,
+            detail=f"replaced by command {newest[intent.target_device_endpoint_id]}",
+        )
 
 
 def _intent(decision: _Decision, execution_id: int, now: datetime) -> AutomationCommandIntent:

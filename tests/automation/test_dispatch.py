@@ -221,16 +221,19 @@ def test_second_command_on_an_endpoint_waits_for_the_first(
 ):
     kit = make_farm()
     kit.rule(operator="gt", threshold_value=30, target_value=True)
-    kit.rule(operator="gt", threshold_value=30, target_value=False, name="conflicting")
-    payload = json.dumps({"ts": "2026-11-29T11:59:00Z", "values": {"temp": 35}})
-    ids = telemetry_ingest(
-        messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
-    ).pending_event_ids
-    first, second = (
-        AutomationCommandIntent.objects.get(pk=pk)
-        for pk in sorted(endpoint_events_evaluate(event_ids=ids).pending_intent_ids)
-    )
+    kit.rule(operator="lt", threshold_value=20, target_value=False, name="cool down")
+
+    def reading(ts: str, temp: int) -> AutomationCommandIntent:
+        payload = json.dumps({"ts": ts, "values": {"temp": temp}})
+        ids = telemetry_ingest(
+            messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
+        ).pending_event_ids
+        [pk] = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
+        return AutomationCommandIntent.objects.get(pk=pk)
+
+    first = reading("2026-11-29T11:59:00Z", 35)
     assert command_intent_dispatch(intent_id=first.pk, publish=publisher.publish) == "dispatched"
+    second = reading("2026-11-29T11:59:30Z", 15)  # sent already: the first is not superseded
     for trust_cache in (True, False):
         assert (
             command_intent_dispatch(

@@ -186,6 +186,68 @@ def test_different_value_while_a_command_is_live_is_queued_behind_it() -> None:
     assert values == [True, False]
 
 
+def _statuses() -> list[tuple[object, str, str]]:
+    rows = AutomationCommandIntent.objects.order_by("pk")
+    return list(rows.values_list("target_value", "status", "status_reason"))
+
+
+def test_a_new_decision_supersedes_a_command_never_sent() -> None:
+    kit = make_farm()
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    kit.rule(operator="lt", threshold_value=10, target_value=False)
+    evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31))
+    evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=5))
+    assert _statuses() == [
+        (True, "expired", "superseded"),
+        (False, "pending_dispatch", ""),
+    ]
+    old = AutomationCommandIntent.objects.order_by("pk").first()
+    assert old is not None and old.device_command_id is None  # it never reached the device
+    assert old.transitions.get().to_status == "expired"
+
+
+def test_a_sent_command_is_not_superseded_and_the_device_ends_with_the_newest() -> None:
+    kit = make_farm()
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    kit.rule(operator="lt", threshold_value=10, target_value=False)
+    evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31))
+    AutomationCommandIntent.objects.update(attempt_count=1, status="dispatched")  # on its way
+    evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=5))
+    # Hot again: True is live (sent) but False is queued behind it, so True must be asked
+    # for once more, and the queued False is replaced.
+    evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:02Z", temp=33))
+    assert _statuses() == [
+        (True, "dispatched", ""),
+        (False, "expired", "superseded"),
+        (True, "pending_dispatch", ""),
+    ]
+
+
+def test_an_older_reading_evaluated_late_sends_nothing() -> None:
+    kit = make_farm()
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    kit.rule(operator="lt", threshold_value=10, target_value=False)
+    late = ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31)
+    evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=5))
+    evaluate(late)  # redelivered after the newer reading was ingested (and decided)
+    assert _statuses() == [(False, "pending_dispatch", "")]
+    event = AutomationEndpointEvent.objects.get(pk=late[0])
+    assert (event.processing_status, event.status_reason) == ("discarded", "newer_reading")
+
+
+def test_a_batch_with_several_readings_of_one_sensor_acts_on_the_newest() -> None:
+    kit = make_farm()
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    kit.rule(operator="lt", threshold_value=10, target_value=False)
+    ids = [
+        *ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:02Z", temp=5),
+        *ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31),
+        *ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=32),
+    ]
+    evaluate(ids)  # a backlog after an outage: no replay of history, the latest decides
+    assert _statuses() == [(False, "pending_dispatch", "")]
+
+
 def test_intent_ids_are_handed_to_dispatch_only_after_commit(django_capture_on_commit_callbacks):
     kit = make_farm()
     kit.rule()

@@ -6,12 +6,14 @@ SIGKILL takes the whole worker (parent and pool children) down like a lost machi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ FAST_TIMERS: dict[str, str] = {
     "ACK_TIMEOUT_S": "1.5",
     "RETRY_BACKOFF_S": "0.5,1,2",
     "RETRY_JITTER_RATIO": "0.1",
-    "APPLIED_WINDOW_S": "12",
+    "APPLIED_WINDOW_S": "8",
     "DISPATCH_LEASE_S": "5",
     "DISPATCH_SWEEP_AFTER_S": "2",
     "EVENT_SWEEP_AFTER_S": "3",
@@ -148,10 +150,8 @@ class Proc:
 
 
 def _signal_group(popen: subprocess.Popen[bytes], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(popen.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 @dataclass
@@ -192,9 +192,8 @@ class Servers:
             "persistence true\n"
             f"persistence_location {self.workdir / 'mosquitto-data'}/\n"
             "max_queued_messages 100000\n"
-            "set_tcp_nodelay true\n"
+            "set_tcp_nodelay true\n" + ("user root\n" if os.geteuid() == 0 else "")
             # As root Mosquitto drops to the mosquitto user, who cannot write our directory.
-            + ("user root\n" if os.geteuid() == 0 else "")
         )
         self.mosquitto = Proc(
             "mosquitto", ["mosquitto", "-c", str(conf)], env, self.workdir / "mosquitto.log"
@@ -306,11 +305,16 @@ class Stack:
             self.procs[name].start()
 
     def stop_all(self) -> None:
-        # The simulator last: it writes its counters when it stops.
-        order = [n for n in self.procs if n != "simulator"] + ["simulator"]
-        for name in order:
-            if name in self.procs:
-                self.procs[name].stop()
+        """Warm shutdown of every process at once (each in its own thread), the simulator
+        last: it writes its counters when it stops."""
+        others = [p for n, p in self.procs.items() if n != "simulator"]
+        threads = [threading.Thread(target=p.stop) for p in others]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if "simulator" in self.procs:
+            self.procs["simulator"].stop()
 
     def dead(self) -> list[str]:
         """Processes that should run but exited on their own (a crash, not a staged kill)."""
@@ -327,8 +331,19 @@ class Stack:
         )
 
 
-def counters_read(path: Path) -> dict[str, dict[str, dict[str, int]]]:
-    if not path.exists():
-        return {}
-    data: dict[str, dict[str, dict[str, int]]] = json.loads(path.read_text())
-    return data
+@dataclass(frozen=True)
+class SimulatorCounters:
+    """What the simulator process saw: applies per (serial, commandId), final values."""
+
+    applies: dict[tuple[str, str], int]
+    values: dict[str, dict[str, Any]]
+
+
+def counters_read(path: Path) -> SimulatorCounters:
+    data = json.loads(path.read_text()) if path.exists() else {}
+    applies = {
+        (serial, command_id): counts.get("applies", 0)
+        for serial, by_id in data.get("commands", {}).items()
+        for command_id, counts in by_id.items()
+    }
+    return SimulatorCounters(applies, data.get("values", {}))

@@ -10,29 +10,33 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.db import connection
 from django.utils import timezone
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent, AutomationScheduler
-from automation.states import COMMAND_TERMINAL, CommandStatus, SchedulerStatus
+from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode, SchedulerStatus
 from devices.models import Telemetry
 from notifications.models import Notification
 from notifications.states import NotificationStatus
-from tests.chaos.conftest import HIGH, SUMMARY, Chaos
+from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
 from tests.chaos.harness import counters_read
 
 pytestmark = [pytest.mark.chaos, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-WAVES = 4  # hot, cool, hot, cool: each wave is one reading per farm
-WAVE_GAP_S = 2.5
+WAVES = 5  # hot, cool, hot, cool, hot: each wave is one reading per farm
+WAVE_GAP_S = 2.0
 SETTLE_TIMEOUT_S = 120.0
 # A killed database connection is staged under these processes. The notify worker is left
 # out: a connection lost between a webhook POST and its commit re-sends the same
 # X-Farm-Notification-Id (at least once by design), which this receiver would count twice.
 PG_VICTIMS = ("bridge", "worker-ingest", "worker-evaluate", "worker-dispatch",
               "worker-reconcile", "worker-scheduler", "worker-events")  # fmt: skip
+
+# Faults after which a command still gets applied (the others end failed or uncertain).
+REACHES_TARGET = {"none", "drop_ack", "delay_ack", "duplicate_ack", "reject"}
 
 Fault = Callable[[Chaos, threading.Event], None]
 
@@ -98,6 +102,7 @@ class Outcome:
     applied: int
     retried: int
     uncertain: int
+    superseded: int
     ended_otherwise: int
     reminders_sent: int
     lost: int
@@ -139,6 +144,7 @@ def test_nothing_lost_nothing_twice(chaos: Chaos, scenario: str) -> None:
             outcome.applied,
             outcome.retried,
             outcome.uncertain,
+            outcome.superseded,
             outcome.ended_otherwise,
             outcome.reminders_sent,
             outcome.lost,
@@ -167,15 +173,15 @@ def _unsettled(chaos: Chaos) -> dict[str, int]:
     notifications not yet delivered, readings the bridge has not persisted."""
     scope, now = _scope(chaos), timezone.now()
     rows = AutomationScheduler.objects.filter(farm_id__in=scope["farms"], is_on_support_hold=False)
+    commands = AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"])
     return {
-        "live commands": AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"])
-        .exclude(status__in=COMMAND_TERMINAL)
-        .count(),
+        "live commands": commands.exclude(status__in=COMMAND_TERMINAL).count(),
         "pending events": AutomationEndpointEvent.objects.filter(
             device_id__in=scope["sensors"], processing_status="pending"
         ).count(),
-        "due reminder rows": rows.filter(status=SchedulerStatus.PENDING, scheduled_on__lte=now)
-        .count(),
+        "due reminder rows": rows.filter(
+            status=SchedulerStatus.PENDING, scheduled_on__lte=now
+        ).count(),
         "claimed reminder rows": rows.filter(status=SchedulerStatus.PROCESSING).count(),
         "undelivered notifications": Notification.objects.filter(
             farm_id__in=scope["farms"],
@@ -202,21 +208,25 @@ def _outcome(chaos: Chaos) -> Outcome:
     problems = [f"left unsettled: {what} = {n}" for what, n in left.items()]
     intents = list(AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"]))
     counters = counters_read(chaos.counters_path)
-    applies = {
-        (serial, command_id): c.get("applies", 0)
-        for serial, by_id in counters.items()
-        for command_id, c in by_id.items()
-    }
+    applies = counters.applies
     serial_of = {k.actuator.pk: k.actuator.serial_number for k in chaos.fleet.kits}
     twice = [key for key, n in applies.items() if n > 1]
     problems += [f"device {s} applied {c} more than once" for s, c in twice]
     for intent in intents:
-        if intent.status == CommandStatus.APPLIED and not applies.get(
+        # A state report names the commandId, so the device must have applied that very
+        # command. Telemetry evidence (SPEC §3.6) only says the endpoint holds the value,
+        # which it may have held already (a LOW after a HIGH that never got through).
+        if intent.status_reason == ReasonCode.STATE_REPORTED and not applies.get(
             (serial_of[intent.target_device_id], intent.device_command_id or "")
         ):
-            problems.append(f"intent {intent.pk} applied without the device applying it")
+            problems.append(
+                f"intent {intent.pk} ({serial_of[intent.target_device_id]} "
+                f"{intent.command_params}) applied by {intent.status_reason} without the device "
+                f"applying it: {_chain(intent)}"
+            )
         if intent.status == CommandStatus.UNCERTAIN and not intent.status_reason:
             problems.append(f"intent {intent.pk} uncertain without a reason")
+    problems += _end_state_problems(chaos, counters.values)
     notifications = Notification.objects.filter(farm_id__in=scope["farms"])
     sent = {str(pk) for pk in notifications.filter(status=NotificationStatus.SENT).values_list(
         "pk", flat=True)}  # fmt: skip
@@ -224,6 +234,7 @@ def _outcome(chaos: Chaos) -> Outcome:
     problems += [f"notification {nid} reached the webhook twice" for nid in reposted]
     unseen = sent - set(chaos.hook.posts)
     problems += [f"notification {nid} marked sent but never received" for nid in sorted(unseen)]
+    problems += _reminder_problems(chaos)
     held = AutomationScheduler.objects.filter(
         farm_id__in=scope["farms"], is_on_support_hold=True, failure_reason_code=""
     ).count()
@@ -238,11 +249,51 @@ def _outcome(chaos: Chaos) -> Outcome:
         applied=sum(i.status == CommandStatus.APPLIED for i in intents),
         retried=sum(i.attempt_count > 1 for i in intents),
         uncertain=sum(i.status == CommandStatus.UNCERTAIN for i in intents),
+        superseded=sum(i.status_reason == ReasonCode.SUPERSEDED for i in intents),
         ended_otherwise=sum(
-            i.status in (CommandStatus.FAILED, CommandStatus.EXPIRED) for i in intents
+            i.status in (CommandStatus.FAILED, CommandStatus.EXPIRED)
+            and i.status_reason != ReasonCode.SUPERSEDED
+            for i in intents
         ),
         reminders_sent=len(sent),
         lost=sum(left.values()) + len(unseen),
         duplicated=len(twice) + len(reposted),
         problems=problems,
     )
+
+
+def _end_state_problems(chaos: Chaos, values: dict[str, dict[str, Any]]) -> list[str]:
+    """Relays whose faults still let a command through end as the last reading asked
+    (however late or out of order the earlier readings were handled)."""
+    wanted = HIGH if (WAVES - 1) % 2 == 0 else LOW
+    problems = []
+    for kit, fault in zip(chaos.fleet.kits, FAULTS * len(chaos.fleet.kits), strict=False):
+        if fault.split(":")[0] not in REACHES_TARGET:
+            continue
+        serial = kit.actuator.serial_number
+        got = {key: values.get(serial, {}).get(key) for key in wanted}
+        if got != wanted:
+            problems.append(
+                f"relay {serial} ({fault}) ended {got}; the last reading asked {wanted}"
+            )
+    return problems
+
+
+def _chain(intent: AutomationCommandIntent) -> str:
+    steps = intent.transitions.order_by("at").values_list("to_status", "reason_code")
+    return " → ".join(f"{to}({why})" for to, why in steps)
+
+
+def _reminder_problems(chaos: Chaos) -> list[str]:
+    """The last wave is hot and stays hot: each farm's newest reminder row must have been
+    delivered, and every row that ended otherwise says why."""
+    problems = []
+    rows = AutomationScheduler.objects.filter(farm_id__in=_scope(chaos)["farms"])
+    for kit in chaos.fleet.kits:
+        newest = rows.filter(farm_id=kit.farm.pk).order_by("-created_at", "-pk").first()
+        if newest is None or newest.status != SchedulerStatus.COMPLETED:
+            state = "missing" if newest is None else newest.status
+            problems.append(f"farm {kit.farm.pk}: the reminder of the last crossing is {state}")
+    unexplained = rows.filter(status=SchedulerStatus.DEACTIVATED, failure_reason_code="")
+    problems += [f"reminder row {r.pk} deactivated without a reason" for r in unexplained]
+    return problems

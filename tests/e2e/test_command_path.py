@@ -125,7 +125,11 @@ def test_two_rules_on_one_target_never_have_two_commands_inflight(pipeline: Pipe
         target_value=False,
         name="dry out",
     )
-    pipeline.telemetry(temp=35, humidity=80)
+    pipeline.telemetry(temp=35, humidity=50)
+    wait_for(lambda: _intents(pipeline).filter(attempt_count__gte=1).exists(), what="a claim")
+    # The first command is claimed: the second, from another trigger, must wait for it (a
+    # command never claimed would have been superseded instead).
+    pipeline.telemetry(humidity=80)
     first, second = wait_final(_intents(pipeline), count=2)
     assert {first.status, second.status} == {"applied"}
     a, b = sorted([first, second], key=lambda i: i.dispatched_at)

@@ -35,19 +35,21 @@ def _json_object(text: str) -> dict[str, object]:
 
 
 def counters_write(simulator: DeviceSimulator, path: str) -> None:
-    """Per (serial, commandId) counts as ``{serial: {command_id: {"requests": n, ...}}}``,
-    written to a temporary file and renamed so a reader never sees half a file."""
-    out: dict[str, dict[str, dict[str, int]]] = {}
+    """``{"commands": {serial: {command_id: {"requests": n, "applies": n, "acks": n}}},
+    "values": {serial: {...}}}``, written to a temporary file and renamed so that a reader
+    never sees half a file."""
+    commands: dict[str, dict[str, dict[str, int]]] = {}
     for name, counter in (
         ("requests", simulator.requests),
         ("applies", simulator.applies),
         ("acks", simulator.acks),
     ):
         for (serial, command_id), count in counter.items():
-            out.setdefault(serial, {}).setdefault(command_id, {})[name] = count
+            commands.setdefault(serial, {}).setdefault(command_id, {})[name] = count
+    values = {serial: simulator.values_of(serial) for serial in simulator.serials}
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(out, fh)
+        json.dump({"commands": commands, "values": values}, fh)
     os.replace(tmp, path)
 
 
