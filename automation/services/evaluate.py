@@ -153,14 +153,14 @@ def endpoint_events_evaluate(
         decisions, finished = _decide_all(events, rules_by_trigger, _live_targets(rules))
         result.executions = len(decisions)
         result.pending_intent_ids = _persist(decisions)
-        for (status, reason), ids in finished.items():
-            _events_finish(ids, status, reason)
+        for (status, reason), ended_ids in finished.items():
+            _events_finish(ended_ids, status, reason)
         if on_intents is not None and result.pending_intent_ids:
-            ids = result.pending_intent_ids
-            transaction.on_commit(lambda: on_intents(ids))
+            handed = result.pending_intent_ids
+            transaction.on_commit(lambda: on_intents(handed))
     ended = {status: 0 for status in EventStatus}
-    for (status, _), ids in finished.items():
-        ended[status] += len(ids)
+    for (status, _), event_ids_ended in finished.items():
+        ended[status] += len(event_ids_ended)
     result.processed = ended[EventStatus.PROCESSED]
     result.discarded = ended[EventStatus.DISCARDED]
     result.failed = ended[EventStatus.FAILED]

@@ -290,7 +290,7 @@ def _reminder_problems(chaos: Chaos) -> list[str]:
     problems = []
     rows = AutomationScheduler.objects.filter(farm_id__in=_scope(chaos)["farms"])
     for kit in chaos.fleet.kits:
-        newest = rows.filter(farm_id=kit.farm.pk).order_by("-created_at", "-pk").first()
+        newest = rows.filter(farm_id=kit.farm.pk).order_by("-scheduled_on", "-pk").first()
         if newest is None or newest.status != SchedulerStatus.COMPLETED:
             state = "missing" if newest is None else newest.status
             problems.append(f"farm {kit.farm.pk}: the reminder of the last crossing is {state}")
