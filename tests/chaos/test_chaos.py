@@ -19,6 +19,7 @@ from django.utils import timezone
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent, AutomationScheduler
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode, SchedulerStatus
 from devices.models import Telemetry
+from events.models import EventDeadLetter
 from notifications.models import Notification
 from notifications.states import NotificationStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
@@ -240,6 +241,9 @@ def _outcome(chaos: Chaos) -> Outcome:
     ).count()
     if held:
         problems.append(f"{held} reminder rows on hold without a reason")
+    dead_letters = EventDeadLetter.objects.count()  # the test database holds this run only
+    if dead_letters:
+        problems.append(f"{dead_letters} domain events dead-lettered")
     dead = chaos.stack.dead()
     if dead:
         problems.append(f"processes died on their own: {', '.join(dead)}")
