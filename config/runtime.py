@@ -3,14 +3,21 @@ whole pipeline with no servers (and tests can run real tasks end to end)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kombu import Queue
+
 from config.beat import beat_schedule
 from config.celery import app as celery_app
+
+# Per-run AMQP queues expire this long after their last use (no consumer, no redeclare), so an
+# aborted run leaves nothing behind on a shared RabbitMQ for long.
+PRIVATE_QUEUE_EXPIRES_S = 600.0
 
 
 @contextmanager
@@ -84,3 +91,120 @@ def in_process_beat(*, tick_s: float = 0.5) -> Iterator[None]:
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+@contextmanager
+def private_task_queues(run: str) -> Iterator[None]:
+    """Give a run (a test session, a benchmark) its own key space on a shared broker, so
+    tasks queued by another run or a deployment on the same broker are neither consumed nor
+    purged by ours, and stale messages naming rows that are gone never reach our worker.
+
+    Redis: a key prefix. RabbitMQ: every stage queue renamed ``<run>-<stage>``, keeping the
+    stage name as its alias so routes, ``queue="events"`` and the worker's queue list still
+    resolve (a virtual host per run would need rabbitmqctl or the management API; declaring
+    queues needs nothing beyond the broker URL). The in-memory broker is private already, and
+    a run inside one that is (the bench inside a test session) keeps the outer key space."""
+    url = celery_app.conf.broker_url
+    options = dict(celery_app.conf.broker_transport_options or {})
+    queues = list(celery_app.conf.task_queues)
+    redis = url.startswith(("redis://", "rediss://"))
+    amqp = url.startswith(("amqp://", "amqps://", "pyamqp://"))
+    if _already_private(options, queues) or not (redis or amqp):
+        yield
+        return
+    if redis:
+        celery_app.conf.broker_transport_options = {**options, "global_keyprefix": f"{run}:"}
+        _broker_pools_forget()
+    private = [
+        Queue(
+            f"{run}-{queue.alias or queue.name}",
+            routing_key=f"{run}-{queue.alias or queue.name}",
+            alias=queue.alias or queue.name,
+            expires=PRIVATE_QUEUE_EXPIRES_S,
+        )
+        for queue in (queues if amqp else [])
+    ]
+    if amqp:
+        _task_queues_set(private)
+    try:
+        yield
+    finally:
+        if amqp:
+            _queues_delete(private)
+            _task_queues_set(queues)
+        if redis:
+            celery_app.conf.broker_transport_options = options
+            _broker_pools_forget()
+            _redis_keys_delete(celery_app.conf.broker_url, f"{run}:")
+
+
+def _already_private(options: dict[str, Any], queues: list[Any]) -> bool:
+    """A key prefix (Redis) or renamed stage queues (RabbitMQ) of an enclosing run."""
+    return bool(options.get("global_keyprefix")) or any(
+        q.alias and q.alias != q.name for q in queues
+    )
+
+
+def _broker_pools_forget() -> None:
+    """Pooled connections keep the transport options they were opened with (kombu keys its
+    pools by them): close the app's cached pools, so the next send opens a connection in the
+    current key space instead of publishing where no worker of this run listens."""
+    for pool in (celery_app._pool, celery_app.amqp._producer_pool):
+        if pool is not None:
+            pool.force_close_all()
+    celery_app._pool = None
+    celery_app.amqp._producer_pool = None
+
+
+def _redis_keys_delete(url: str, prefix: str) -> None:
+    """Delete a run's keys (queues with what is left in them, bindings, cache entries);
+    best effort. Never FLUSHDB: other runs share the database."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
+    except redis.RedisError:
+        pass
+    finally:
+        client.close()
+
+
+@contextmanager
+def private_cache_keys(run: str) -> Iterator[None]:
+    """Coordination keys (the bridge's dedupe keys, the dispatcher's correlation and
+    inflight keys) under a prefix of the run's own, deleted afterwards: a bridge of another
+    run on the same broker and cache hands off our devices' messages too, and its dedupe
+    keys would make ours drop them as duplicates. ``override_settings`` is Django's way to
+    re-read CACHES in a running process; threads started inside the block use the prefix."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    caches = {
+        name: {**conf, "KEY_PREFIX": f"{conf.get('KEY_PREFIX') or 'cache'}:{run}"}
+        for name, conf in settings.CACHES.items()
+    }
+    with override_settings(CACHES=caches):
+        try:
+            yield
+        finally:
+            for conf in caches.values():
+                if conf["BACKEND"].endswith(".RedisCache"):
+                    _redis_keys_delete(conf["LOCATION"], f"{conf['KEY_PREFIX']}:")
+
+
+def _task_queues_set(queues: list[Queue]) -> None:
+    celery_app.conf.task_queues = queues
+    for cached in ("queues", "default_queue", "router", "send_task_message"):
+        celery_app.amqp.__dict__.pop(cached, None)  # built from the old list if already used
+
+
+def _queues_delete(queues: list[Queue]) -> None:
+    """Delete a run's queues now rather than after x-expires; best effort."""
+    with celery_app.connection_for_write() as conn:
+        errors = (*conn.connection_errors, *conn.channel_errors)
+        with contextlib.suppress(*errors):
+            for queue in queues:
+                queue.bind(conn.default_channel).delete()

@@ -27,4 +27,7 @@ def _cell(value: object) -> str:
 
 
 def _numeric(text: str) -> bool:
+    """Right-aligned: numbers, ratios, and ``-`` (a number that is missing)."""
+    if text == "-":
+        return True
     return text.replace(",", "").replace(".", "").replace("-", "").replace("×", "").isdigit()

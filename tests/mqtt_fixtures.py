@@ -5,9 +5,8 @@ only the fixtures connect."""
 from __future__ import annotations
 
 import socket
-import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -16,12 +15,9 @@ import pytest
 from django.test import override_settings
 
 from config.env import MqttConfig
-from devices.mqtt.client import close_publisher, connect, new_client
+from devices.mqtt.client import close_publisher, start_client
+from devices.mqtt.client import forget_session as forget_session  # tests import it from here
 from devices.mqtt.embedded_broker import LOOPBACK, EmbeddedBroker
-
-SUBACK_TIMEOUT_S = 5.0
-
-MessageHandler = Callable[[paho.Client, Any, paho.MQTTMessage], None]
 
 
 def free_port() -> int:
@@ -57,17 +53,8 @@ def mqtt_config() -> Iterator[MqttConfig]:
 
 
 class MqttClientFactory(Protocol):
-    def __call__(
-        self,
-        client_id: str | None = None,
-        *,
-        subscribe: Sequence[str] = (),
-        qos: int = 1,
-        on_message: MessageHandler | None = None,
-        clean_start: bool = True,
-        session_expiry_s: int = 0,
-        manual_ack: bool = False,
-    ) -> paho.Client: ...
+    def __call__(self, client_id: str | None = None, **options: Any) -> paho.Client:
+        """``options`` as for ``devices.mqtt.client.start_client``."""
 
 
 @pytest.fixture
@@ -77,52 +64,14 @@ def mqtt_client_factory(mqtt_config: MqttConfig) -> Iterator[MqttClientFactory]:
     is disconnected at teardown."""
     clients: list[paho.Client] = []
 
-    def make(
-        client_id: str | None = None,
-        *,
-        subscribe: Sequence[str] = (),
-        qos: int = 1,
-        on_message: MessageHandler | None = None,
-        clean_start: bool = True,
-        session_expiry_s: int = 0,
-        manual_ack: bool = False,
-    ) -> paho.Client:
-        client = new_client(
-            client_id or f"test-{uuid.uuid4().hex[:12]}",
-            config=mqtt_config,
-            clean_start=clean_start,
-            session_expiry_s=session_expiry_s,
-            manual_ack=manual_ack,
+    def make(client_id: str | None = None, **options: Any) -> paho.Client:
+        client = start_client(
+            client_id or f"test-{uuid.uuid4().hex[:12]}", config=mqtt_config, **options
         )
-        subscribed = threading.Event()
-        if on_message is not None:
-            client.on_message = on_message
-        if subscribe:
-
-            def on_connect(c: paho.Client, *_: Any) -> None:
-                c.subscribe([(topic, qos) for topic in subscribe])
-
-            client.on_connect = on_connect
-            client.on_subscribe = lambda *_: subscribed.set()
-        connect(client, config=mqtt_config, attempts=3, max_backoff_s=1.0)
         clients.append(client)
-        client.loop_start()
-        if subscribe and not subscribed.wait(SUBACK_TIMEOUT_S):
-            raise TimeoutError(f"no SUBACK for {list(subscribe)} within {SUBACK_TIMEOUT_S}s")
         return client
 
     yield make
     for client in clients:
         client.disconnect()
         client.loop_stop()
-
-
-def forget_session(config: MqttConfig, client_id: str) -> None:
-    """Drop a persistent session from the broker (connect with a clean start, disconnect),
-    so test bridges leave nothing queued behind them."""
-    client = new_client(client_id, config=config, clean_start=True, session_expiry_s=0)
-    try:
-        connect(client, config=config, attempts=3)
-        client.disconnect()
-    except Exception:  # the broker may be gone at teardown; nothing to forget then
-        pass

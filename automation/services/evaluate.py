@@ -101,7 +101,7 @@ def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, dat
     rows = DeviceInstanceEndpoint.objects.filter(
         pk__in={e.device_instance_endpoint_id for e in events}, last_value_at__isnull=False
     ).values_list("pk", "last_value_at")
-    return dict(rows)
+    return {pk: at for pk, at in rows if at is not None}
 
 
 def _decide(

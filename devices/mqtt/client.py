@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +38,12 @@ PUBLISHER_START_TIMEOUT_S = 5.0
 PUBLISHER_MAX_BACKOFF_S = 10
 PUBLISHER_KEEPALIVE_S = 30
 PUBLISH_TIMEOUT_S = 5.0
+SUBACK_TIMEOUT_S = 5.0
 # CONNACK refusals worth retrying: the broker is overloaded or restarting, not misconfigured.
 # 0x88 server unavailable, 0x89 server busy, 0x97 quota exceeded, 0x9F connection rate exceeded.
 TRANSIENT_CONNACK_CODES = frozenset({0x88, 0x89, 0x97, 0x9F})
+
+MessageHandler = Callable[[paho.Client, Any, paho.MQTTMessage], None]
 
 
 class MqttError(Exception):
@@ -227,6 +231,62 @@ def connect(
             ) from error
         time.sleep(delay)
         delay = min(delay * 2, max_backoff_s)
+
+
+def start_client(
+    client_id: str,
+    *,
+    config: MqttConfig | None = None,
+    subscribe: Sequence[str] = (),
+    qos: int = 1,
+    on_message: MessageHandler | None = None,
+    clean_start: bool = True,
+    session_expiry_s: int = 0,
+    manual_ack: bool = False,
+    max_inflight: int | None = None,
+    suback_timeout_s: float = SUBACK_TIMEOUT_S,
+) -> paho.Client:
+    """A connected client with its network loop running (``loop_start``); with ``subscribe``
+    it returns only after the SUBACK, so a message published next is not missed. Tests and
+    the benchmark use it for device-side and bare clients; the caller disconnects it."""
+    client = new_client(
+        client_id,
+        config=config,
+        clean_start=clean_start,
+        session_expiry_s=session_expiry_s,
+        manual_ack=manual_ack,
+    )
+    if max_inflight is not None:  # paho takes it only before connecting
+        client.max_inflight_messages_set(max_inflight)
+    subscribed = threading.Event()
+    if on_message is not None:
+        client.on_message = on_message
+    if subscribe:
+
+        def on_connect(c: paho.Client, *_: Any) -> None:
+            c.subscribe([(topic, qos) for topic in subscribe])
+
+        client.on_connect = on_connect
+        client.on_subscribe = lambda *_: subscribed.set()
+    connect(client, config=config, attempts=3, max_backoff_s=1.0)
+    client.loop_start()
+    if subscribe and not subscribed.wait(suback_timeout_s):
+        client.disconnect()
+        client.loop_stop()
+        raise TimeoutError(f"no SUBACK for {list(subscribe)} within {suback_timeout_s}s")
+    return client
+
+
+def forget_session(config: MqttConfig, client_id: str) -> None:
+    """Drop a persistent session from the broker (connect with a clean start, disconnect):
+    an offline session left in a shared group keeps receiving its share of the group's
+    messages, so short-lived bridges (tests, the benchmark) leave nothing behind."""
+    client = new_client(client_id, config=config, clean_start=True, session_expiry_s=0)
+    try:
+        connect(client, config=config, attempts=3)
+        client.disconnect()
+    except Exception:  # the broker may be gone at teardown; nothing to forget then
+        pass
 
 
 class Publisher:

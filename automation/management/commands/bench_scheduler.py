@@ -1,74 +1,15 @@
-"""Scheduler claim throughput on PostgreSQL with 1, 2 and 4 workers (threads, one connection
-each), next to a bare ``FOR UPDATE SKIP LOCKED`` loop on an identical table in the same run,
-so each figure is read as a ratio to what the database can do.
-
-Paths, each in the same shape for service and bare:
-* claim: claim batches until nothing is due (claimed rows/s);
-* claim + finish per row: each claimed row finished in its own transaction (the service
-  writes Completed WHERE version = token plus its audit row);
-* execute (service only, vs the bare per-row finish): the full per-row path with a no-op
-  handler (read, revalidate, run, complete, audit), what a worker really sustains.
-
-The bench's rows are due in the year 2000 and every service call gets that injected ``now``,
-so rows of a real deployment in the same database are never claimed.
-"""
+"""Scheduler claim throughput on PostgreSQL with 1, 2 and 4 workers next to a bare SKIP
+LOCKED loop, every path (see ``automation.bench.scheduler``); ``manage.py bench`` runs the
+claim and execute paths of it alongside the other figures."""
 
 from __future__ import annotations
 
-import sys
-import threading
-import time
-import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, connections
 
-from automation.models import (
-    AutomationScheduler,
-    AutomationSchedulerTransition,
-    AutomationType,
-    TriggerType,
-)
-from automation.scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
-from automation.scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
-from automation.scheduler.selectors import DUE_WHERE_SQL, TABLE, scheduler_due_explain
-from automation.scheduler.services import (
-    ClaimStrategy,
-    scheduler_claim_due,
-    scheduler_complete,
-    scheduler_execute,
-)
-from config.tables import format_table
-
-BENCH_NOW = datetime(2000, 1, 1, tzinfo=UTC)
-BARE = "bench_bare_scheduler"
-AUDIT = AutomationSchedulerTransition._meta.db_table
-# The bare claim: the same due predicate and index, no version check, nothing else.
-BARE_CLAIM = (
-    f"UPDATE {BARE} SET status = 'processing', processing_lease_expires_on = %(lease)s, "
-    f"version = version + 1 WHERE id IN (SELECT id FROM {BARE} WHERE "
-    f"{DUE_WHERE_SQL} ORDER BY scheduled_on LIMIT %(limit)s FOR UPDATE SKIP LOCKED) "
-    "RETURNING id, version"
-)
-BARE_FINISH = (
-    f"UPDATE {BARE} SET status = 'completed', version = version + 1, "
-    "processing_lease_expires_on = NULL, completed_on = %s, dispatch_result_json = %s "
-    "WHERE id = %s AND version = %s"
-)
-Worker = Callable[[], int]
-
-
-class NullHandler:
-    """Revalidates nothing and queues nothing: measures the scheduler, not a handler."""
-
-    def revalidate(self, job: SchedulerJob) -> None:
-        return None
-
-    def run(self, job: SchedulerJob) -> HandlerResult:
-        return HandlerResult(coordinates={"bench": True})
+from automation.bench import BenchError
+from automation.bench.scheduler import BENCH_NOW, SchedulerBench
 
 
 class Command(BaseCommand):
@@ -83,168 +24,18 @@ class Command(BaseCommand):
         parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        if connection.vendor != "postgresql":
-            raise CommandError("bench_scheduler measures SKIP LOCKED: set DATABASE_URL=postgres://")
-        if AutomationScheduler.objects.filter(scheduled_on__lte=BENCH_NOW).exists():
-            raise CommandError("rows due before 2000-01-01 exist; the bench would claim them")
-        self.tag = uuid.uuid4()
-        self.batch = opts["batch"]
         counts = [int(w) for w in opts["workers"].split(",") if w.strip()]
-        table: list[tuple[object, ...]] = []
         try:
-            self._bare_create()
-            self._explain(opts["rows"])
-            with scheduler_handler_override(AutomationType.REPORT_SUBSCRIPTION, NullHandler()):
-                for workers in counts:
-                    table += self._round(workers, opts["rows"], opts["finish_rows"])
-        finally:
-            self._cleanup()
-            with connection.cursor() as cursor:
-                cursor.execute(f"DROP TABLE IF EXISTS {BARE}")
+            with SchedulerBench(batch=opts["batch"]) as bench:
+                self.stdout.write("EXPLAIN of the claim's due select (SKIP LOCKED):")
+                self.stdout.write(bench.explain(opts["rows"]))
+                result = bench.run(
+                    workers=counts, rows=opts["rows"], finish_rows=opts["finish_rows"], full=True
+                )
+        except BenchError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(
-            f"\ndatabase: postgresql, claim batch {self.batch}, lease via injected now "
+            f"\ndatabase: postgresql, claim batch {opts['batch']}, lease via injected now "
             f"({BENCH_NOW.date()}), workers are threads with one connection each"
         )
-        headers = ["workers", "path", "rows", "seconds", "rows/s", "vs bare"]
-        self.stdout.write(format_table(headers, table))
-
-    def _round(self, workers: int, rows: int, finish_rows: int) -> list[tuple[object, ...]]:
-        """Each service path next to its bare counterpart, on freshly seeded rows."""
-        out: list[tuple[object, ...]] = []
-        bare_claim = self._measure("bare claim", workers, rows, self._bare_worker(False), True)
-        out.append((workers, "bare SKIP LOCKED claim", rows, *bare_claim, "1.00×"))
-        # Rowwise is the SQLite path, measured here to show why PostgreSQL does not use it
-        # (~20× slower); it runs on the smaller row count to keep the bench short.
-        for label, strategy, n in (
-            ("scheduler_claim_due (skip_locked)", ClaimStrategy.SKIP_LOCKED, rows),
-            ("scheduler_claim_due (rowwise CAS)", ClaimStrategy.ROWWISE, finish_rows),
-        ):
-            seconds, rate = self._measure(label, workers, n, self._claim_worker(strategy, None))
-            out.append((workers, label, n, seconds, rate, f"{rate / bare_claim[1]:.2f}×"))
-        bare_fin = self._measure(
-            "bare claim+finish", workers, finish_rows, self._bare_worker(True), True
-        )
-        out.append((workers, "bare claim + finish per row", finish_rows, *bare_fin, "1.00×"))
-        for label, finish in (
-            ("claim + scheduler_complete per row", self._complete),
-            ("claim + scheduler_execute per row", self._execute),
-        ):
-            seconds, rate = self._measure(
-                label, workers, finish_rows, self._claim_worker(ClaimStrategy.SKIP_LOCKED, finish)
-            )
-            out.append((workers, label, finish_rows, seconds, rate, f"{rate / bare_fin[1]:.2f}×"))
-        return out
-
-    def _measure(
-        self, label: str, workers: int, rows: int, worker: Worker, bare: bool = False
-    ) -> tuple[float, float]:
-        self._seed(rows, bare)
-        done = [0] * workers
-
-        def run(i: int) -> None:
-            try:
-                done[i] = worker()
-            finally:
-                connections.close_all()
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        seconds = time.perf_counter() - started
-        self._cleanup()
-        if sum(done) != rows:
-            raise CommandError(f"{label}: claimed {sum(done)} of {rows} rows")
-        sys.stderr.write(f"{workers} worker(s) {label}: {rows / seconds:,.0f} rows/s\n")
-        return seconds, rows / seconds
-
-    def _claim_worker(
-        self, strategy: ClaimStrategy, finish: Callable[[int, int], None] | None
-    ) -> Worker:
-        def work() -> int:
-            total = 0
-            while rows := scheduler_claim_due(now=BENCH_NOW, limit=self.batch, strategy=strategy):
-                if finish is not None:
-                    for row in rows:
-                        finish(row.scheduler_id, row.token)
-                total += len(rows)
-            return total
-
-        return work
-
-    def _complete(self, pk: int, token: int) -> None:
-        scheduler_complete(scheduler_id=pk, token=token, coordinates={"bench": True}, now=BENCH_NOW)
-
-    def _execute(self, pk: int, token: int) -> None:
-        scheduler_execute(scheduler_id=pk, token=token, now=BENCH_NOW)
-
-    def _bare_worker(self, finish: bool) -> Worker:
-        lease = BENCH_NOW + timedelta(minutes=5)
-
-        def work() -> int:
-            total = 0
-            with connection.cursor() as cursor:
-                while True:
-                    cursor.execute(
-                        BARE_CLAIM, {"now": BENCH_NOW, "limit": self.batch, "lease": lease}
-                    )
-                    rows = cursor.fetchall()
-                    if not rows:
-                        return total
-                    if finish:
-                        for pk, version in rows:
-                            cursor.execute(BARE_FINISH, [BENCH_NOW, '{"bench": true}', pk, version])
-                    total += len(rows)
-
-        return work
-
-    def _seed(self, rows: int, bare: bool) -> None:
-        digest = scheduler_input_hash("bench")
-        objs = [
-            AutomationScheduler(
-                automation_type=AutomationType.REPORT_SUBSCRIPTION,
-                trigger_type=TriggerType.MANUAL_RUN,
-                scheduler_key=scheduler_key(
-                    report_manual_key(subscription_guid=self.tag, manual_run_guid=uuid.uuid4())
-                ),
-                scheduled_on=BENCH_NOW - timedelta(days=1, seconds=i),
-                input_hash=digest,
-                created_on=BENCH_NOW,
-                updated_on=BENCH_NOW,
-            )
-            for i in range(rows)
-        ]
-        AutomationScheduler.objects.bulk_create(objs, batch_size=2000)
-        if bare:  # the same rows, moved to the identical bare table
-            with connection.cursor() as cursor:
-                cursor.execute(f"INSERT INTO {BARE} SELECT * FROM {TABLE} WHERE {self._mine()}")
-                cursor.execute(f"DELETE FROM {TABLE} WHERE {self._mine()}")
-        with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {BARE if bare else TABLE}")
-
-    def _mine(self) -> str:
-        return f"scheduler_key LIKE 'report-subscription:{self.tag}:%%'"
-
-    def _bare_create(self) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP TABLE IF EXISTS {BARE}")
-            cursor.execute(f"CREATE TABLE {BARE} (LIKE {TABLE} INCLUDING ALL)")
-
-    def _explain(self, rows: int) -> None:
-        self._seed(rows, False)
-        self.stdout.write("EXPLAIN of the claim's due select (SKIP LOCKED):")
-        self.stdout.write(scheduler_due_explain(now=BENCH_NOW, limit=self.batch))
-        self._cleanup()
-
-    def _cleanup(self) -> None:
-        prefix = f"report-subscription:{self.tag}:"
-        mine = AutomationScheduler.objects.filter(scheduler_key__startswith=prefix)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"DELETE FROM {AUDIT} WHERE scheduler_id IN "
-                f"(SELECT id FROM {TABLE} WHERE {self._mine()})"
-            )
-            cursor.execute(f"TRUNCATE {BARE}")
-        mine.delete()
+        self.stdout.write(result.table())

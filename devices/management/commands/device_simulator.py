@@ -106,7 +106,7 @@ class Command(BaseCommand):
             "--values",
             type=_json_object,
             default=None,
-            help='initial endpoint values of every device as JSON, e.g. \'{"io1": false}\'',
+            help="initial endpoint values of every device as JSON, e.g. '{\"io1\": false}'",
         )
         parser.add_argument(
             "--counters",

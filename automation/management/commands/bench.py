@@ -1,0 +1,106 @@
+"""`make bench`: ingest, command-path latency and scheduler throughput on this machine in one
+run, each next to its bare counterpart (paho alone, plain SQL), then again at ``--scale``×
+the devices and rows to show how cost grows. The measuring lives in ``automation.bench``;
+this command only reads options and prints. Run it against a development database: it
+starts a worker and beat of its own, and deletes every row it creates."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from automation.bench import BenchError
+from automation.bench.runner import PHASES, BenchPlan, BenchSizes, bench_run
+
+# Sizes per preset; an option given on the command line wins over its preset.
+PRESETS: dict[str, dict[str, Any]] = {
+    "full": {
+        "devices": 200,
+        "messages": 2000,
+        "farms": 20,
+        "commands": 100,
+        "rate": 5.0,
+        "rows": 10_000,
+        "finish_rows": 1000,
+        "scale": 10,
+    },
+    "quick": {
+        "devices": 4,
+        "messages": 40,
+        "farms": 2,
+        "commands": 4,
+        "rate": 20.0,
+        "rows": 100,
+        "finish_rows": 20,
+        "scale": 2,
+    },
+}
+
+
+class Command(BaseCommand):
+    help = "Ingest, command latency and scheduler figures side by side with bare baselines."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        full = PRESETS["full"]
+        add = parser.add_argument
+        add("--devices", type=int, help=f"ingest: sensors ({full['devices']})")
+        add("--messages", type=int, help=f"ingest: telemetry messages ({full['messages']})")
+        add("--farms", type=int, help=f"command path: sensor+relay farms ({full['farms']})")
+        add("--commands", type=int, help=f"command path: readings offered ({full['commands']})")
+        add("--rate", type=float, help=f"command path: readings per second ({full['rate']:g})")
+        add("--rows", type=int, help=f"scheduler: due rows per claim run ({full['rows']})")
+        add(
+            "--finish-rows",
+            type=int,
+            help=f"scheduler: rows per execute run ({full['finish_rows']})",
+        )
+        add("--workers", default="1,2,4", help="scheduler: comma-separated worker counts")
+        add("--batch", type=int, default=500, help="ingest: messages per service batch")
+        add("--claim-batch", type=int, default=50, help="scheduler: rows claimed per statement")
+        add("--scale", type=int, help=f"growth factor, 1 skips growth ({full['scale']})")
+        add(
+            "--only",
+            default=",".join(PHASES),
+            help="comma-separated subset of: ingest,command,scheduler",
+        )
+        add("--quick", action="store_true", help="tiny sizes (a smoke run, not figures)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        preset = PRESETS["quick" if opts["quick"] else "full"]
+        size = {name: preset[name] if opts[name] is None else opts[name] for name in preset}
+        phases = frozenset(p.strip() for p in opts["only"].split(",") if p.strip())
+        if not phases or phases - set(PHASES):
+            raise CommandError(f"--only takes a subset of {','.join(PHASES)}")
+        if size["scale"] < 1 or size["rate"] <= 0 or min(size["devices"], size["farms"]) < 1:
+            raise CommandError("--scale, --devices and --farms must be >= 1, --rate > 0")
+        plan = BenchPlan(
+            base=BenchSizes(
+                devices=size["devices"],
+                messages=size["messages"],
+                farms=size["farms"],
+                readings=size["commands"],
+                rate=size["rate"],
+                rows=size["rows"],
+                finish_rows=size["finish_rows"],
+            ),
+            scale=size["scale"],
+            phases=phases,
+            workers=tuple(int(w) for w in opts["workers"].split(",") if w.strip()),
+            batch=opts["batch"],
+            claim_batch=opts["claim_batch"],
+        )
+        # A stopped bench still deletes its rows: SIGTERM unwinds like Ctrl-C does.
+        previous = signal.signal(signal.SIGTERM, _terminate)
+        try:
+            bench_run(plan, self.stdout.write)
+        except BenchError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
