@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from kombu import Queue
+from kombu import pools as kombu_pools
 
 from config.beat import beat_schedule
 from config.celery import app as celery_app
@@ -114,7 +115,7 @@ def private_task_queues(run: str) -> Iterator[None]:
         return
     if redis:
         celery_app.conf.broker_transport_options = {**options, "global_keyprefix": f"{run}:"}
-        _broker_pools_forget()
+        broker_pools_forget()
     private = [
         Queue(
             f"{run}-{queue.alias or queue.name}",
@@ -134,7 +135,7 @@ def private_task_queues(run: str) -> Iterator[None]:
             _task_queues_set(queues)
         if redis:
             celery_app.conf.broker_transport_options = options
-            _broker_pools_forget()
+            broker_pools_forget()
             _redis_keys_delete(celery_app.conf.broker_url, f"{run}:")
 
 
@@ -145,13 +146,12 @@ def _already_private(options: dict[str, Any], queues: list[Any]) -> bool:
     )
 
 
-def _broker_pools_forget() -> None:
-    """Pooled connections keep the transport options they were opened with (kombu keys its
-    pools by them): close the app's cached pools, so the next send opens a connection in the
-    current key space instead of publishing where no worker of this run listens."""
-    for pool in (celery_app._pool, celery_app.amqp._producer_pool):
-        if pool is not None:
-            pool.force_close_all()
+def broker_pools_forget() -> None:
+    """Pooled connections keep the URL and transport options they were opened with: close
+    every pool and empty kombu's registry of them (closing only the app's pool would leave a
+    closed pool registered, and the next send would fail with "Acquire on closed pool"), so
+    the next send opens a connection with the current settings."""
+    kombu_pools.reset()
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
 

@@ -24,6 +24,7 @@ from django.db import connection
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
+from config.runtime import broker_pools_forget
 from config.tables import format_table
 from devices.models import BridgeHeartbeat
 from devices.mqtt.client import connect, new_client
@@ -191,19 +192,12 @@ def celery_broker(url: str) -> Iterator[None]:
     workers read), so tasks and events the test's own writes enqueue reach them."""
     conf = celery_app.conf
     saved = conf.broker_url, conf.broker_transport_options
-
-    def reset() -> None:
-        if celery_app._pool is not None:
-            celery_app._pool.force_close_all()
-        celery_app._pool = None
-        celery_app.amqp._producer_pool = None
-
-    reset()
+    broker_pools_forget()
     conf.broker_url, conf.broker_transport_options = url, {}
     try:
         yield
     finally:
-        reset()
+        broker_pools_forget()
         conf.broker_url, conf.broker_transport_options = saved
 
 
