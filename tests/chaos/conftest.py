@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 
 from config.celery import app as celery_app
@@ -30,10 +31,11 @@ from devices.models import BridgeHeartbeat
 from devices.mqtt.client import connect, new_client
 from devices.mqtt.contract import telemetry_payload, telemetry_topic
 from devices.mqtt.simulator import FaultMode
+from events.models import EventDeadLetter
 from notifications.models import ExternalContact
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
-from tests.chaos.harness import Servers, Stack, wait_until
+from tests.chaos.harness import Proc, Servers, Stack, wait_until
 from tests.factories import FarmKit, make_farm
 
 KITS = 16  # farms: one sensor and one relay (io1, fan, mode) each
@@ -209,56 +211,89 @@ class Chaos:
     sensors: Sensors
     hook: Hook
     counters_path: Path
-
-    def wait_ready(self) -> None:
-        def bridge_up() -> bool:
-            return BridgeHeartbeat.objects.filter(client_id="chaos-bridge", connected=True).exists()
-
-        wait_until(bridge_up, START_TIMEOUT_S, "the bridge's heartbeat")
-        for proc in self.stack.procs.values():
-            if proc.name.startswith("worker-") and proc.alive:
-                wait_until(lambda p=proc: b" ready." in p.log.read_bytes(), START_TIMEOUT_S,
-                           f"{proc.name} ready")  # fmt: skip
-        wait_until(lambda: b"devices on" in self.stack.procs["simulator"].log.read_bytes(),
-                   START_TIMEOUT_S, "the simulator")  # fmt: skip
+    dead_letters_before: int
 
 
 def _binaries_missing() -> list[str]:
     return [b for b in ("redis-server", "mosquitto") if shutil.which(b) is None]
 
 
+def _log_has(proc: Proc, marker: bytes, times: int = 1) -> bool:
+    return proc.log.exists() and proc.log.read_bytes().count(marker) >= times
+
+
+def _stack_wait_ready(stack: Stack) -> None:
+    def bridge_up() -> bool:
+        return BridgeHeartbeat.objects.filter(client_id="chaos-bridge", connected=True).exists()
+
+    wait_until(bridge_up, START_TIMEOUT_S, "the bridge's heartbeat")
+    for proc in stack.procs.values():
+        if proc.name.startswith("worker-"):
+            wait_until(lambda p=proc: _log_has(p, b" ready."), START_TIMEOUT_S, f"{proc.name}")
+
+
+@pytest.fixture(scope="module")
+def chaos_stack(
+    django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """Servers, bridge, workers and beat, started once for every scenario of the module
+    (each scenario brings its own farms and simulator); the database is flushed after."""
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            pytest.skip("chaos runs the real processes against PostgreSQL (see .ci/run)")
+        missing = _binaries_missing()
+        if missing:
+            pytest.skip(f"chaos starts private servers and needs: {', '.join(missing)}")
+        workdir = tmp_path_factory.mktemp("chaos")
+        servers = Servers(workdir)
+        servers.start()
+        try:
+            with celery_broker(servers.broker_url):
+                stack = Stack(servers, connection.settings_dict["NAME"], workdir)
+                stack.build()
+                stack.run_once("sync_beat_schedule")
+                try:
+                    stack.start(*(n for n in stack.procs if n != "beat-2"))
+                    _stack_wait_ready(stack)
+                    yield stack
+                finally:
+                    stack.stop_all()
+        finally:
+            servers.stop()
+            call_command("flush", interactive=False, verbosity=0)
+
+
 @pytest.fixture
-def chaos(transactional_db: None, hook: Hook, tmp_path: Path) -> Iterator[Chaos]:
-    if connection.vendor != "postgresql":
-        pytest.skip("chaos runs the real processes against PostgreSQL (see .ci/run)")
-    missing = _binaries_missing()
-    if missing:
-        pytest.skip(f"chaos starts private servers and needs: {', '.join(missing)}")
-    servers = Servers(tmp_path)
-    servers.start()
-    counters = tmp_path / "simulator-counters.json"
-    try:
-        with celery_broker(servers.broker_url):
-            fleet = fleet_create(hook, f"{time.monotonic_ns() % 10**6}")
-            stack = Stack(
-                servers,
-                connection.settings_dict["NAME"],
-                tmp_path,
-                simulator_args=_simulator_args(fleet, counters),
+def chaos(
+    chaos_stack: Stack, django_db_blocker: Any, hook: Hook, tmp_path: Path
+) -> Iterator[Chaos]:
+    """A fresh fleet and its simulator process on the running stack; afterwards the stack
+    is put back as it was (the second beat stopped, anything a scenario left down started)."""
+    stack = chaos_stack
+    with django_db_blocker.unblock():
+        fleet = fleet_create(hook, f"{time.monotonic_ns() % 10**6}")
+        counters = tmp_path / "simulator-counters.json"
+        simulator = stack.simulator_define(_simulator_args(fleet, counters), tmp_path)
+        simulator.start()
+        sensors = Sensors(stack.servers.mqtt_port)
+        try:
+            wait_until(lambda: _log_has(simulator, b"devices on"), START_TIMEOUT_S, "simulator")
+            yield Chaos(
+                stack.servers,
+                stack,
+                fleet,
+                sensors,
+                hook,
+                counters,
+                EventDeadLetter.objects.count(),
             )
-            stack.build()
-            stack.run_once("sync_beat_schedule")
-            sensors = Sensors(servers.mqtt_port)
-            chaos = Chaos(servers, stack, fleet, sensors, hook, counters)
-            try:
-                stack.start(*(n for n in stack.procs if n != "beat-2"))
-                chaos.wait_ready()
-                yield chaos
-            finally:
-                sensors.close()
-                stack.stop_all()
-    finally:
-        servers.stop()
+        finally:
+            sensors.close()
+            simulator.stop()
+            stack.procs["beat-2"].stop()
+            for proc in stack.procs.values():
+                if proc.name not in ("simulator", "beat-2") and not proc.alive:
+                    proc.start()
 
 
 def _simulator_args(fleet: Fleet, counters: Path) -> list[str]:

@@ -31,7 +31,7 @@ FAST_TIMERS: dict[str, str] = {
     "ACK_TIMEOUT_S": "1.5",
     "RETRY_BACKOFF_S": "0.5,1,2",
     "RETRY_JITTER_RATIO": "0.1",
-    "APPLIED_WINDOW_S": "8",
+    "APPLIED_WINDOW_S": "6",
     "DISPATCH_LEASE_S": "5",
     "DISPATCH_SWEEP_AFTER_S": "2",
     "EVENT_SWEEP_AFTER_S": "3",
@@ -100,6 +100,7 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
     starts: int = 0
     kills: int = 0
+    down_on_purpose: bool = False  # stopped or killed by the test, not crashed
 
     def start(self) -> None:
         if self.alive:
@@ -116,6 +117,7 @@ class Proc:
                 start_new_session=True,  # its own process group: killpg takes the pool too
             )
         self.starts += 1
+        self.down_on_purpose = False
 
     @property
     def alive(self) -> bool:
@@ -125,12 +127,14 @@ class Proc:
         """SIGKILL the whole process group: no shutdown handler runs, nothing is acked."""
         if self.popen is None:
             return
+        self.down_on_purpose = True
         _signal_group(self.popen, signal.SIGKILL)
         self.popen.wait()
         self.kills += 1
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGTERM (a warm shutdown), then SIGKILL if it outlives the grace period."""
+        self.down_on_purpose = True
         if self.popen is None or self.popen.poll() is not None:
             if self.popen is not None:
                 _signal_group(self.popen, signal.SIGKILL)  # orphaned pool children, if any
@@ -236,7 +240,6 @@ class Stack:
     servers: Servers
     database_name: str
     workdir: Path
-    simulator_args: Sequence[str]
     procs: dict[str, Proc] = field(default_factory=dict)
 
     def env(self, name: str) -> dict[str, str]:
@@ -258,10 +261,15 @@ class Stack:
         )
         return base
 
-    def define(self, name: str, argv: Sequence[str]) -> Proc:
-        proc = Proc(name, argv, self.env(name), self.workdir / f"{name}.log")
+    def define(self, name: str, argv: Sequence[str], logdir: Path | None = None) -> Proc:
+        proc = Proc(name, argv, self.env(name), (logdir or self.workdir) / f"{name}.log")
         self.procs[name] = proc
         return proc
+
+    def simulator_define(self, args: Sequence[str], logdir: Path) -> Proc:
+        """Each scenario's devices: a simulator process of its own, logging beside it."""
+        py = str(BIN / "python")
+        return self.define("simulator", [py, "manage.py", "device_simulator", *args], logdir)
 
     def build(self) -> None:
         py, celery = str(BIN / "python"), str(BIN / "celery")
@@ -288,7 +296,6 @@ class Stack:
                     "--max-interval", "1",
                 ],
             )  # fmt: skip
-        self.define("simulator", [py, "manage.py", "device_simulator", *self.simulator_args])
 
     def run_once(self, *args: str) -> None:
         """A one-off management command in the stack's environment (migrate-like setup)."""
@@ -317,13 +324,12 @@ class Stack:
             self.procs["simulator"].stop()
 
     def dead(self) -> list[str]:
-        """Processes that should run but exited on their own (a crash, not a staged kill)."""
+        """Processes that exited on their own (a crash, not a staged kill or stop)."""
         return [
             f"{p.name} (exit {p.popen.returncode})"
             for p in self.procs.values()
-            if p.popen is not None and p.popen.returncode not in (None, -9)
-            and p.popen.poll() is not None and p.starts > 0 and p.name != "simulator"
-        ]  # fmt: skip
+            if p.popen is not None and p.popen.poll() is not None and not p.down_on_purpose
+        ]
 
     def tails(self) -> str:
         return "\n".join(
