@@ -53,6 +53,14 @@ app.conf.update(
 app.autodiscover_tasks()
 
 # Structured logs (config/logging.py): our handler, not Celery's, and the task bound per run.
+
+
+@app.task(name="config.worker_wake", ignore_result=True)
+def worker_wake() -> None:
+    """Does nothing: its message wakes an in-process worker blocked in a polling drain (the
+    in-memory broker) so that it notices it should stop (``config.runtime``)."""
+
+
 setup_logging.connect(celery_setup_logging, weak=False)
 task_prerun.connect(task_context_bind, weak=False)
 task_postrun.connect(task_context_unbind, weak=False)

@@ -59,14 +59,19 @@ def _drain(worker: Any) -> None:
 
 def _wake_for_shutdown(worker: Any) -> None:
     """``start_worker`` stops its worker by setting ``should_terminate``, which the event loop
-    reads only between polls, and on AMQP an idle poll lasts up to 10 s: set it here and wake
-    the loop, so stopping takes milliseconds (every end-to-end test stops a worker)."""
+    reads only between polls, and on AMQP an idle poll lasts up to 10 s (2 s on the in-memory
+    broker): set it here and wake the loop, so stopping takes milliseconds (every end-to-end
+    test stops a worker)."""
     from celery.worker import state
 
     state.should_terminate = 0
     hub = getattr(worker, "hub", None)
     if hub is not None:
         hub.call_soon(lambda: None)  # thread-safe: wakes the poll from this thread
+    else:
+        # No event loop (the in-memory broker): the worker drains with a fixed 2 s timeout
+        # between checks; any message ends the drain at once.
+        celery_app.send_task("config.worker_wake")
 
 
 @contextmanager
