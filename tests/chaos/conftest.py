@@ -35,8 +35,9 @@ from events.models import EventDeadLetter
 from notifications.models import ExternalContact
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
-from tests.chaos.harness import Proc, Servers, Stack, wait_until
+from tests.chaos.harness import Proc, Servers, Stack
 from tests.factories import FarmKit, make_farm
+from tests.waiting import wait_for
 
 KITS = 16  # farms: one sensor and one relay (io1, fan, mode) each
 # Every simulator fault at once, dealt to the relays in turn.
@@ -226,10 +227,10 @@ def _stack_wait_ready(stack: Stack) -> None:
     def bridge_up() -> bool:
         return BridgeHeartbeat.objects.filter(client_id="chaos-bridge", connected=True).exists()
 
-    wait_until(bridge_up, START_TIMEOUT_S, "the bridge's heartbeat")
+    wait_for(bridge_up, "the bridge's heartbeat", START_TIMEOUT_S)
     for proc in stack.procs.values():
         if proc.name.startswith("worker-"):
-            wait_until(lambda p=proc: _log_has(p, b" ready."), START_TIMEOUT_S, f"{proc.name}")
+            wait_for(lambda p=proc: _log_has(p, b" ready."), proc.name, START_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
@@ -277,7 +278,7 @@ def chaos(
         simulator.start()
         sensors = Sensors(stack.servers.mqtt_port)
         try:
-            wait_until(lambda: _log_has(simulator, b"devices on"), START_TIMEOUT_S, "simulator")
+            wait_for(lambda: _log_has(simulator, b"devices on"), "simulator", START_TIMEOUT_S)
             yield Chaos(
                 stack.servers,
                 stack,

@@ -15,10 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.mqtt_fixtures import free_port
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -66,27 +69,10 @@ WORKERS: dict[str, tuple[str, int]] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 def port_open(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.2)
         return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 @dataclass
@@ -207,8 +193,8 @@ class Servers:
         self.wait_up()
 
     def wait_up(self) -> None:
-        wait_until(lambda: port_open(self.redis_port), PORT_WAIT_S, "private redis-server")
-        wait_until(lambda: port_open(self.mqtt_port), PORT_WAIT_S, "private mosquitto")
+        wait_for(lambda: port_open(self.redis_port), "private redis-server", PORT_WAIT_S)
+        wait_for(lambda: port_open(self.mqtt_port), "private mosquitto", PORT_WAIT_S)
 
     def mosquitto_restart(self, down_s: float) -> None:
         """A broker restart: clean shutdown (persistence saved), a pause, start again."""
@@ -216,7 +202,7 @@ class Servers:
         self.mosquitto.stop()
         time.sleep(down_s)
         self.mosquitto.start()
-        wait_until(lambda: port_open(self.mqtt_port), PORT_WAIT_S, "mosquitto back up")
+        wait_for(lambda: port_open(self.mqtt_port), "mosquitto back up", PORT_WAIT_S)
 
     def redis_flushall(self) -> None:
         import redis

@@ -12,7 +12,6 @@ import contextlib
 import io
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -31,19 +30,9 @@ from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
 from devices.mqtt.client import Publisher
 from devices.mqtt.embedded_broker import EmbeddedBroker
 from tests.mqtt_fixtures import MqttClientFactory, forget_session, free_port
+from tests.waiting import WAIT_S, wait_for
 
-WAIT_S = 30.0  # a loaded 2-core machine can stall the broker for seconds
 SESSION_EXPIRY_S = 60
-
-
-def wait_until(predicate: Callable[[], Any], what: str, timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 class Recorder:
@@ -125,13 +114,13 @@ def test_telemetry_is_handed_off_in_batches_each_message_once(
 
     publish_all(device, sent)
 
-    wait_until(lambda: len(recorder.args(prefix)) >= 200, "200 hand-offs")
+    wait_for(lambda: len(recorder.args(prefix)) >= 200, "200 hand-offs")
     args = recorder.args(prefix, TELEMETRY_TASK)
     assert sorted(arg[1].encode() for arg in args) == sorted(p for _, p in sent)
     assert {(arg[0], arg[3]) for arg in args} == {(f"{prefix}-{n}", False) for n in range(10)}
     batches = recorder.batches_with(prefix)
     assert len(batches) <= 50 and max(len(b) for b in batches) > 1  # batched, not 1 per task
-    wait_until(lambda: bridge.stats.acked >= 200, "200 acknowledgements")
+    wait_for(lambda: bridge.stats.acked >= 200, "200 acknowledgements")
     assert bridge.stats.received["telemetry"] >= 200
 
 
@@ -152,7 +141,7 @@ def test_responses_and_state_reports_go_to_the_reconcile_task_with_their_kind(
         ],
     )
 
-    args = wait_until(
+    args = wait_for(
         lambda: (a := recorder.args(prefix, DEVICE_MESSAGES_TASK)) and len(a) >= 3 and a,
         "three device messages",
     )
@@ -207,7 +196,7 @@ def test_a_failing_hand_off_is_retried_and_acknowledged_only_after_it_succeeded(
     published = drain_celery_queue(queue, prefix, expected=20)
     assert sorted(arg[1].encode() for arg in published) == sorted(p for _, p in sent)
     assert acked_during_failures == [0, 0]
-    wait_until(lambda: bridge.stats.acked >= 20, "acknowledgements after the hand-off")
+    wait_for(lambda: bridge.stats.acked >= 20, "acknowledgements after the hand-off")
     assert bridge.stats.handoff_failures == 2
     assert bridge.stats.handed_off >= 20
 
@@ -219,16 +208,16 @@ def test_telemetry_seen_within_the_ttl_is_dropped_after_it_was_handed_off(
     bridge = make_bridge(handoff=recorder, dedupe_ttl_s=60)
     original = telemetry(f"{prefix}-1", 1)
     publish_all(device, [original])
-    wait_until(lambda: recorder.args(prefix), "the first copy")
+    wait_for(lambda: recorder.args(prefix), "the first copy")
 
     publish_all(device, [original, telemetry(f"{prefix}-1", 2)])  # a redelivery, then news
 
-    wait_until(lambda: len(recorder.args(prefix)) >= 2, "the new reading")
-    wait_until(lambda: bridge.stats.duplicates_dropped >= 1, "the duplicate dropped")
+    wait_for(lambda: len(recorder.args(prefix)) >= 2, "the new reading")
+    wait_for(lambda: bridge.stats.duplicates_dropped >= 1, "the duplicate dropped")
     assert sorted(a[1].encode() for a in recorder.args(prefix)) == sorted(
         [original[1], telemetry(f"{prefix}-1", 2)[1]]
     )
-    wait_until(lambda: bridge.stats.acked >= 3, "the duplicate acknowledged too")
+    wait_for(lambda: bridge.stats.acked >= 3, "the duplicate acknowledged too")
 
 
 def test_a_cache_failure_never_loses_telemetry(
@@ -250,7 +239,7 @@ def test_a_cache_failure_never_loses_telemetry(
 
     publish_all(device, [telemetry(f"{prefix}-1", n) for n in range(5)])
 
-    wait_until(lambda: len(recorder.args(prefix)) >= 5, "five hand-offs despite the cache")
+    wait_for(lambda: len(recorder.args(prefix)) >= 5, "five hand-offs despite the cache")
 
 
 def test_a_message_without_a_serial_is_acknowledged_counted_and_not_handed_off(
@@ -261,10 +250,10 @@ def test_a_message_without_a_serial_is_acknowledged_counted_and_not_handed_off(
 
     publish_all(device, [("devices//telemetry", b'{"values":{}}'), telemetry(f"{prefix}-1", 1)])
 
-    wait_until(lambda: recorder.args(prefix), "the good message after the bad one")
-    wait_until(lambda: bridge.stats.unknown_topic >= 1, "the unknown topic counted")
+    wait_for(lambda: recorder.args(prefix), "the good message after the bad one")
+    wait_for(lambda: bridge.stats.unknown_topic >= 1, "the unknown topic counted")
     assert all(arg[0] for _, batch in recorder.batches for arg in batch)
-    wait_until(lambda: bridge.stats.acked >= 2, "both acknowledged")
+    wait_for(lambda: bridge.stats.acked >= 2, "both acknowledged")
 
 
 def test_stop_hands_off_and_acknowledges_what_is_waiting_for_the_timer(
@@ -273,7 +262,7 @@ def test_stop_hands_off_and_acknowledges_what_is_waiting_for_the_timer(
     recorder = Recorder()
     bridge = make_bridge(handoff=recorder, flush_ms=60_000, batch_size=1000, inflight_window=1000)
     publish_all(device, [telemetry(f"{prefix}-1", n) for n in range(5)])
-    wait_until(lambda: bridge.stats.received["telemetry"] >= 5, "five received")
+    wait_for(lambda: bridge.stats.received["telemetry"] >= 5, "five received")
     assert recorder.args(prefix) == []
 
     bridge.stop()
@@ -307,7 +296,7 @@ def test_messages_published_while_the_bridge_is_stopped_reach_the_next_bridge(
 
     make_bridge(client_id, handoff=recorder)
 
-    wait_until(lambda: len(recorder.args(prefix)) >= 50, "the 50 queued messages")
+    wait_for(lambda: len(recorder.args(prefix)) >= 50, "the 50 queued messages")
     assert sorted(a[1] for a in recorder.args(prefix)) == sorted(
         telemetry(f"{prefix}-1", n)[1].decode() for n in range(50)
     )
@@ -327,15 +316,15 @@ def test_messages_whose_hand_off_never_succeeded_are_redelivered_to_the_next_bri
 
     failing = make_bridge(client_id, handoff=celery_down, flush_ms=5)
     publish_all(device, [telemetry(f"{prefix}-1", n) for n in range(5)])
-    wait_until(lambda: failing.stats.handoff_failures >= 1, "a failed hand-off")
-    wait_until(lambda: failing.stats.received["telemetry"] >= 5, "five received")
+    wait_for(lambda: failing.stats.handoff_failures >= 1, "a failed hand-off")
+    wait_for(lambda: failing.stats.received["telemetry"] >= 5, "five received")
     failing.stop()
     assert failing.stats.acked == 0
     recorder = Recorder()
 
     make_bridge(client_id, handoff=recorder)
 
-    wait_until(lambda: len(recorder.args(prefix)) >= 5, "the five redelivered messages")
+    wait_for(lambda: len(recorder.args(prefix)) >= 5, "the five redelivered messages")
 
 
 def test_the_bridge_reconnects_after_the_broker_restarts_and_logs_each_attempt(
@@ -361,7 +350,7 @@ def test_the_bridge_reconnects_after_the_broker_restarts_and_logs_each_attempt(
         assert bridge.wait_connected(WAIT_S)
         with caplog.at_level(logging.WARNING, logger="devices.mqtt.bridge"):
             broker.stop()
-            wait_until(
+            wait_for(
                 lambda: any("connect attempt" in r.getMessage() for r in caplog.records),
                 "a logged reconnect attempt",
             )
@@ -374,7 +363,7 @@ def test_the_bridge_reconnects_after_the_broker_restarts_and_logs_each_attempt(
         finally:
             publisher.close()
 
-        wait_until(lambda: recorder.args(prefix), "a message after the restart")
+        wait_for(lambda: recorder.args(prefix), "a message after the restart")
         assert bridge.stats.reconnects >= 1
         assert any("lost its MQTT connection" in r.getMessage() for r in caplog.records)
     finally:

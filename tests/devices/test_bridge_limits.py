@@ -16,7 +16,8 @@ from devices.models import DeviceMessageRejection
 from devices.mqtt.bridge import TELEMETRY_TASK, MqttBridge
 from devices.services import DroppedMessages
 from tests.devices import test_bridge as _bridge_tests
-from tests.devices.test_bridge import Recorder, publish_all, telemetry, wait_until
+from tests.devices.test_bridge import Recorder, publish_all, telemetry
+from tests.waiting import wait_for
 
 # The bridge fixtures, shared with test_bridge.py.
 make_bridge = _bridge_tests.make_bridge
@@ -55,18 +56,18 @@ def test_a_flooding_device_is_limited_recorded_and_others_are_not(
         handed = len(recorder.args(flooder))
         return handed + bridge.stats.rate_limited >= 500 and len(recorder.args(quiet)) >= 40
 
-    wait_until(settled, "every flood message handed off or dropped")
+    wait_for(settled, "every flood message handed off or dropped")
     elapsed = time.monotonic() - started
     handed = len(recorder.args(flooder, TELEMETRY_TASK))
     assert BURST <= handed <= BURST + RATE * elapsed + 5, (handed, elapsed)
     assert len(recorder.args(quiet)) == 40  # its own bucket: never limited
     dropped = 500 - handed
-    wait_until(lambda: _recorded(flooder, "rate_limited") == dropped, "drops recorded")
+    wait_for(lambda: _recorded(flooder, "rate_limited") == dropped, "drops recorded")
     rows = DeviceMessageRejection.objects.filter(serial_number=flooder)
     assert rows.count() <= elapsed / 0.2 + 5  # summaries, not a row per dropped message
     assert not DeviceMessageRejection.objects.filter(serial_number=quiet).exists()
     assert bridge.stats.rate_limited >= dropped
-    wait_until(lambda: bridge.stats.acked >= 540, "every message acknowledged")
+    wait_for(lambda: bridge.stats.acked >= 540, "every message acknowledged")
 
 
 def test_an_oversized_payload_is_recorded_and_not_handed_off(
@@ -80,8 +81,8 @@ def test_an_oversized_payload_is_recorded_and_not_handed_off(
 
     publish_all(device, [(topic, big), telemetry(serial, 1)])
 
-    wait_until(lambda: recorder.args(serial), "the small message handed off")
-    wait_until(lambda: _recorded(serial, "payload_too_large") == 1, "the big one recorded")
+    wait_for(lambda: recorder.args(serial), "the small message handed off")
+    wait_for(lambda: _recorded(serial, "payload_too_large") == 1, "the big one recorded")
     assert len(recorder.args(serial)) == 1
     row = DeviceMessageRejection.objects.get(serial_number=serial)
     assert len(row.raw_payload) <= 1024 and "bytes >" in row.detail
@@ -109,8 +110,8 @@ def test_a_database_error_while_recording_never_stops_the_bridge(
     serial = f"{prefix}-db"
     publish_all(device, [telemetry(serial, n) for n in range(5)])
 
-    wait_until(lambda: len(calls) >= 2, "a second recording attempt")
+    wait_for(lambda: len(calls) >= 2, "a second recording attempt")
     assert bridge.stats.drop_record_failures == 1
     assert sum(d.count for d in calls[-1] if d.serial == serial) == 5 - len(recorder.args(serial))
     publish_all(device, [telemetry(f"{prefix}-after", 1)])
-    wait_until(lambda: recorder.args(f"{prefix}-after"), "the bridge still hands off")
+    wait_for(lambda: recorder.args(f"{prefix}-after"), "the bridge still hands off")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +23,7 @@ from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import forget_session
+from tests.waiting import wait_for
 
 FINAL_TIMEOUT_S = 30.0
 
@@ -49,18 +50,6 @@ class Pipeline:
         return self.sim.applies[(self.kit.actuator.serial_number, command_id or "")]
 
 
-def wait_for(
-    predicate: Callable[[], Any], timeout_s: float = FINAL_TIMEOUT_S, what: str = "condition"
-) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-
-
 def wait_final(
     intents: QuerySet[AutomationCommandIntent], count: int = 1, timeout_s: float = FINAL_TIMEOUT_S
 ) -> list[AutomationCommandIntent]:
@@ -72,7 +61,7 @@ def wait_final(
             return rows
         return None
 
-    return wait_for(done, timeout_s, f"{count} final intent(s)")
+    return wait_for(done, f"{count} final intent(s)", timeout_s)
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from config.env import MqttConfig
 from config.runtime import in_process_beat, in_process_worker
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
-from tests.e2e.conftest import wait_for
 from tests.factories import FarmKit, make_farm
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -96,7 +96,7 @@ def test_worker_restarted_mid_run_loses_and_duplicates_nothing(
             statuses = list(intents.values_list("status", flat=True))
             return len(statuses) >= expected and set(statuses) <= COMMAND_TERMINAL
 
-        wait_for(quiet, QUIESCE_TIMEOUT_S, f"{expected} final commands")
+        wait_for(quiet, f"{expected} final commands", QUIESCE_TIMEOUT_S)
         elapsed = time.monotonic() - started
 
     rows = list(intents)

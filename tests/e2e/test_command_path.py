@@ -9,7 +9,8 @@ import pytest
 
 from automation.models import AutomationCommandIntent
 from devices.mqtt.simulator import FaultMode
-from tests.e2e.conftest import Pipeline, wait_final, wait_for
+from tests.e2e.conftest import Pipeline, wait_final
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -22,7 +22,8 @@ from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.simulator import FaultMode
 from devices.services import InboundTelemetry, telemetry_ingest
-from tests.e2e.conftest import Pipeline, wait_final, wait_for
+from tests.e2e.conftest import Pipeline, wait_final
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,19 +19,9 @@ from events.services import device_status_change, event_publish
 from events.services.publish import EVENTS_QUEUE, transport_current
 from tests.events.conftest import PingPayload, dead_letter_lines, effects
 from tests.factories import DeviceFactory
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TIMEOUT_S = 30.0
-
-
-def wait_for(predicate: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {TIMEOUT_S:.0f}s waiting for {what}")
 
 
 @pytest.fixture

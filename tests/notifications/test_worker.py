@@ -5,8 +5,7 @@ leave one email, one webhook call and one inbox row per recipient and channel.""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 from django.core import mail
@@ -17,19 +16,9 @@ from notifications.models import InboxItem, Notification
 from notifications.services import notification_schedule
 from notifications.states import NOTIFICATION_TERMINAL
 from notifications.tasks import DELIVER_TASK
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TIMEOUT_S = 30.0
-
-
-def wait_for(predicate: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {TIMEOUT_S:.0f}s waiting for {what}")
 
 
 @pytest.fixture
