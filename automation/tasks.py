@@ -11,7 +11,6 @@ from typing import Any
 
 from celery import shared_task
 from django.conf import settings
-from django.db import OperationalError
 from django.utils import timezone
 
 from automation import coordination
@@ -25,15 +24,10 @@ from automation.services.reconcile import (
     command_intents_overdue,
     device_messages_record,
 )
+from config.celery import DB_RETRY
 from devices.mqtt.client import get_publisher
 
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
-
-DB_RETRY: dict[str, Any] = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "max_retries": 5,
-}
 
 
 def _chunks(ids: list[int], size: int) -> list[list[int]]:

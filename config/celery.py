@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
 from celery.signals import setup_logging, task_postrun, task_prerun
+from django.db import OperationalError
 from kombu import Queue
 
 from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+# Task options for work that only reads and writes the database: a lost or restarted
+# connection (failover, pg_terminate_backend) is retried with backoff, not dropped.
+DB_RETRY: dict[str, Any] = {
+    "autoretry_for": (OperationalError,),
+    "retry_backoff": True,
+    "max_retries": 5,
+}
 
 STAGE_QUEUES = ("ingest", "evaluate", "dispatch", "reconcile", "scheduler", "notify", "events")
 

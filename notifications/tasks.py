@@ -6,21 +6,14 @@ redelivered deliver task finds its row no longer queued and does nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import shared_task
-from django.db import OperationalError
 from django.utils import timezone
 
+from config.celery import DB_RETRY
 from notifications.services.deliver import notification_deliver
 from notifications.services.sweep import notifications_sweep
 
 DELIVER_TASK = "notifications.deliver"
-DB_RETRY: dict[str, Any] = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "max_retries": 5,
-}
 
 
 @shared_task(name=DELIVER_TASK, soft_time_limit=90, time_limit=110, **DB_RETRY)

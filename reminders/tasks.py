@@ -4,12 +4,11 @@ the low-frequency reconciliation and the report periods (config.beat)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from celery import shared_task
-from django.db import OperationalError
 from django.utils import timezone
 
+from config.celery import DB_RETRY
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
     endpoint_metric_evaluate,
@@ -19,12 +18,6 @@ from reminders.services.reconcile import reminder_reconcile
 from reminders.services.reports.subscriptions import report_subscriptions_ensure_due
 
 logger = logging.getLogger(__name__)
-
-DB_RETRY: dict[str, Any] = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "max_retries": 5,
-}
 
 
 @shared_task(name="reminders.reconcile", **DB_RETRY)

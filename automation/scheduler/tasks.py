@@ -7,10 +7,7 @@ cleanup returns it to Pending: the database, not the broker, holds the work.
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import shared_task
-from django.db import OperationalError
 from django.utils import timezone
 
 from automation.scheduler.services import (
@@ -19,13 +16,9 @@ from automation.scheduler.services import (
     scheduler_execute,
     scheduler_release_stale,
 )
+from config.celery import DB_RETRY
 
 EXECUTE_TASK = "automation.scheduler_execute"
-DB_RETRY: dict[str, Any] = {
-    "autoretry_for": (OperationalError,),
-    "retry_backoff": True,
-    "max_retries": 5,
-}
 
 
 def _enqueue(row: ClaimedRow) -> None:
