@@ -166,6 +166,7 @@ def _cancel(row: Any, actor: str, reason: str) -> bool:
 class AutomationSchedulerAdmin(ReadOnlyAdmin):
     # Scoped through the row's farm: rows without a farm are visible to superusers only.
     org_path = "farm__organization_id"
+    list_select_related = ("farm",)  # a nullable FK: the admin would not join it
     list_display = (
         "id",
         "scheduler_key",

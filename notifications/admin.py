@@ -51,6 +51,7 @@ def _cancel(row: Any, actor: str, reason: str) -> bool:
 @admin.register(Notification)
 class NotificationAdmin(ReadOnlyAdmin):
     org_path = "farm__organization_id"
+    list_select_related = ("farm",)  # a nullable FK: the admin would not join it
     list_display = (
         "id",
         "source_key",

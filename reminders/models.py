@@ -75,12 +75,6 @@ class RecipientsPolicy(models.TextChoices):
     EVERYONE = "everyone"
 
 
-class Channel(models.TextChoices):
-    EMAIL = "email"
-    WEBHOOK = "webhook"
-    INBOX = "inbox"
-
-
 class LocalTimeRule(models.TextChoices):
     """How a local send time became an instant (recorded on every date-based occurrence)."""
 

@@ -15,8 +15,8 @@ from automation.scheduler.keys import FiringPolicy
 from automation.serializers import SchedulerSerializer
 from devices.models import Organization
 from devices.selectors import OrgScope, farms_visible, scope_filter
+from notifications.states import Channel
 from reminders.models import (
-    Channel,
     ReminderSetting,
     ReminderTrigger,
     ReportSubscription,

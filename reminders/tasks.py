@@ -12,7 +12,7 @@ from config.celery import DB_RETRY
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
     endpoint_metric_evaluate,
-    endpoint_metric_sources_of_endpoints,
+    endpoint_metrics_touched,
 )
 from reminders.services.reconcile import reminder_reconcile
 from reminders.services.reports.subscriptions import report_subscriptions_ensure_due
@@ -45,12 +45,7 @@ def report_subscriptions_ensure_task() -> int:
 @shared_task(name="reminders.endpoint_metrics_touched", **DB_RETRY)
 def endpoint_metrics_touched_task(endpoint_ids: list[int]) -> int:
     """New telemetry arrived for these endpoints: evaluate the metric sources over them."""
-    now = timezone.now()
-    changed = 0
-    for source_id in endpoint_metric_sources_of_endpoints(endpoint_ids):
-        result = endpoint_metric_evaluate(source_id=source_id, now=now)
-        changed += 0 if result is None else len(result.repaired)
-    return changed
+    return endpoint_metrics_touched(endpoint_ids=endpoint_ids, now=timezone.now())
 
 
 @shared_task(name="reminders.endpoint_metric_evaluate", **DB_RETRY)

@@ -49,7 +49,6 @@ SLOWEST_RATE_PER_S = 100.0  # a path slower than this is treated as stuck
 class IngestResult:
     """Seconds per path for ``messages`` messages of ``len(SENSOR_KEYS)`` values each."""
 
-    devices: int
     messages: int
     seconds: dict[str, float]
 
@@ -99,7 +98,7 @@ def ingest_bench(
         seconds[BARE_PAHO] = ingest_bare_subscriber_seconds(fleet, messages, mqtt[0])
     seconds[BARE_INSERT] = ingest_bare_insert_seconds(messages, batch)
     fleet_readings_delete(fleet)  # the next phase runs on tables without them
-    return IngestResult(devices=len(fleet.sensors), messages=count, seconds=seconds)
+    return IngestResult(messages=count, seconds=seconds)
 
 
 def telemetry_messages(fleet: BenchFleet, count: int) -> list[InboundTelemetry]:

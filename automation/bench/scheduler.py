@@ -29,7 +29,7 @@ from types import TracebackType
 from django.db import connection, connections
 
 from automation.bench import BenchError
-from automation.bench.report import Figure
+from automation.bench.report import Figure, ratio
 from automation.models import (
     AutomationScheduler,
     AutomationSchedulerTransition,
@@ -170,7 +170,7 @@ class SchedulerBench:
             claims.append((ROWWISE_PATH, ClaimStrategy.ROWWISE, finish_rows))
         for label, strategy, n in claims:
             seconds, rate = self._measure(label, workers, n, self._claim_worker(strategy, None))
-            out.append((workers, label, n, seconds, rate, f"{rate / bare_claim[1]:.2f}×"))
+            out.append((workers, label, n, seconds, rate, ratio(rate, bare_claim[1])))
         bare_fin = self._measure(
             BARE_FINISH_PATH, workers, finish_rows, self._bare_worker(True), True
         )
@@ -182,7 +182,7 @@ class SchedulerBench:
             seconds, rate = self._measure(
                 label, workers, finish_rows, self._claim_worker(ClaimStrategy.SKIP_LOCKED, finish)
             )
-            out.append((workers, label, finish_rows, seconds, rate, f"{rate / bare_fin[1]:.2f}×"))
+            out.append((workers, label, finish_rows, seconds, rate, ratio(rate, bare_fin[1])))
         return out
 
     def _measure(

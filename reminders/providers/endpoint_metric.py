@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef
@@ -33,6 +32,7 @@ from reminders.providers.base import (
     reminder_providers_register,
 )
 from reminders.selectors import endpoint_metric_read, occurrence_completed_exists
+from reminders.services.dst import local_today
 from reminders.services.thresholds import (
     ThresholdDecision,
     threshold_base,
@@ -152,7 +152,7 @@ def _candidates(
         key=key,
         trigger_type=TriggerType.THRESHOLD_CONDITION,
         scheduled_on=decision.scheduled_on,
-        scheduled_local_date=decision.scheduled_on.astimezone(ZoneInfo(source.time_zone)).date(),
+        scheduled_local_date=local_today(decision.scheduled_on, source.time_zone),
         time_zone_id=source.time_zone,
         input={
             "setting": setting.guid,

@@ -17,7 +17,8 @@ from django.template.loader import get_template
 
 from automation.scheduler.registry import PermanentFailure
 from automation.states import SchedulerReason
-from reminders.models import Channel, RecipientsPolicy
+from notifications.states import Channel
+from reminders.models import RecipientsPolicy
 
 TEMPLATE_PARTS = ("subject.txt", "body.txt")
 

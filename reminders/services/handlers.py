@@ -30,13 +30,14 @@ def endpoint_metric_evaluate(*, source_id: int, now: datetime) -> SyncResult | N
     return reminder_source_sync(source_type=SourceType.ENDPOINT_METRIC, source_guid=guid, now=now)
 
 
-def endpoint_metric_sources_of_endpoints(endpoint_ids: list[int]) -> list[int]:
-    """The active metric sources over any of these endpoints (one query per batch)."""
-    rows = EndpointMetricSource.objects.filter(endpoint_id__in=endpoint_ids, active=True)
-    return list(rows.order_by("pk").values_list("pk", flat=True))
-
-
-def endpoint_metric_sources_of_endpoint(endpoint_id: int) -> list[int]:
-    """The active metric sources over one endpoint (what ingest would evaluate)."""
-    rows = EndpointMetricSource.objects.filter(endpoint_id=endpoint_id, active=True)
-    return list(rows.order_by("pk").values_list("pk", flat=True))
+def endpoint_metrics_touched(*, endpoint_ids: list[int], now: datetime) -> int:
+    """New telemetry arrived for these endpoints: evaluate every active metric source over
+    them (one query finds them; each is then synced by guid). Rows changed."""
+    guids = EndpointMetricSource.objects.filter(endpoint_id__in=endpoint_ids, active=True)
+    changed = 0
+    for guid in guids.order_by("pk").values_list("guid", flat=True):
+        result = reminder_source_sync(
+            source_type=SourceType.ENDPOINT_METRIC, source_guid=guid, now=now
+        )
+        changed += len(result.repaired)
+    return changed

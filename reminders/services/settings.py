@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from automation.scheduler.keys import FiringPolicy
 from events.services import event_publish
+from notifications.states import Channel
 from reminders.event_types import REMINDER_SETTING_CHANGED, ReminderSettingChangedPayload
 from reminders.models import (
-    Channel,
     DocumentType,
     RecipientsPolicy,
     ReminderSetting,

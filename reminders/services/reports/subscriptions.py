@@ -29,8 +29,8 @@ from automation.scheduler.services import (
     scheduler_ensure,
 )
 from automation.states import SCHEDULER_OPEN, SchedulerReason
+from notifications.states import Channel
 from reminders.models import (
-    Channel,
     RecipientsPolicy,
     Recurrence,
     ReportManualRun,
