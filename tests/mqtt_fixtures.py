@@ -16,7 +16,6 @@ from django.test import override_settings
 
 from config.env import MqttConfig
 from devices.mqtt.client import close_publisher, start_client
-from devices.mqtt.client import forget_session as forget_session  # tests import it from here
 from devices.mqtt.embedded_broker import LOOPBACK, EmbeddedBroker
 
 

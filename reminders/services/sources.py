@@ -4,8 +4,9 @@ never through a direct call, so the same handler serves every producer."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
@@ -65,22 +66,10 @@ def document_create(
 
 def document_update(*, document_id: int, now: datetime | None = None, **changes: Any) -> Document:
     """Change fields of a document; publishes only when something changed."""
-    unknown = set(changes) - DOCUMENT_FIELDS
-    if unknown:
-        raise SourceInvalid(f"not editable on a document: {', '.join(sorted(unknown))}")
-    now = now or timezone.now()
-    with transaction.atomic():
-        doc = Document.objects.select_for_update().get(pk=document_id)
-        changed = [name for name, value in changes.items() if getattr(doc, name) != value]
-        if not changed:
-            return doc
-        for name in changed:
-            setattr(doc, name, changes[name])
-        _document_validate(doc)
-        doc.updated_at, doc.revision = now, doc.revision + 1
-        doc.save(update_fields=[*changed, "updated_at", "revision"])
-        _document_publish(doc, "updated" if doc.active else "deleted", now)
-    return doc
+    return _source_update(
+        Document, document_id, DOCUMENT_FIELDS, "a document", _document_validate,
+        _document_publish, now, changes,
+    )  # fmt: skip
 
 
 def document_deactivate(*, document_id: int, now: datetime | None = None) -> Document:
@@ -143,21 +132,44 @@ def endpoint_metric_source_create(
 def endpoint_metric_source_update(
     *, source_id: int, now: datetime | None = None, **changes: Any
 ) -> EndpointMetricSource:
-    unknown = set(changes) - METRIC_FIELDS
+    return _source_update(
+        EndpointMetricSource, source_id, METRIC_FIELDS, "a metric source", _metric_validate,
+        _metric_publish, now, changes,
+    )  # fmt: skip
+
+
+_Source = TypeVar("_Source", Document, EndpointMetricSource)
+
+
+def _source_update(
+    model: type[_Source],
+    pk: int,
+    editable: frozenset[str],
+    label: str,
+    validate: Callable[[_Source], None],
+    publish: Callable[[_Source, Change, datetime], None],
+    now: datetime | None,
+    changes: dict[str, Any],
+) -> _Source:
+    """Lock the source, apply the changed fields, validate, bump its revision and publish
+    (``deleted`` once inactive); nothing is written or published when nothing changed."""
+    unknown = set(changes) - editable
     if unknown:
-        raise SourceInvalid(f"not editable on a metric source: {', '.join(sorted(unknown))}")
+        raise SourceInvalid(f"not editable on {label}: {', '.join(sorted(unknown))}")
     now = now or timezone.now()
     with transaction.atomic():
-        source = EndpointMetricSource.objects.select_for_update().get(pk=source_id)
-        changed = [name for name, value in changes.items() if getattr(source, name) != value]
+        source = model.objects.select_for_update().get(pk=pk)
+        changed: list[str] = [
+            name for name, value in changes.items() if getattr(source, name) != value
+        ]
         if not changed:
             return source
         for name in changed:
             setattr(source, name, changes[name])
-        _metric_validate(source)
+        validate(source)
         source.updated_at, source.revision = now, source.revision + 1
         source.save(update_fields=[*changed, "updated_at", "revision"])
-        _metric_publish(source, "updated" if source.active else "deleted", now)
+        publish(source, "updated" if source.active else "deleted", now)
     return source
 
 

@@ -187,8 +187,10 @@ def occurrence_link(
 ) -> None:
     """Record (or refresh) which setting and source wanted the row, and how its instant was
     derived; nothing is written when the row was found exactly as wanted."""
-    exists = ReminderOccurrence.objects.filter(scheduler_key=candidate.key_text).exists()
-    if exists and result.outcome in _LINK_CURRENT:
+    if (
+        result.outcome in _LINK_CURRENT
+        and ReminderOccurrence.objects.filter(scheduler_key=candidate.key_text).exists()
+    ):
         return
     values = {
         "scheduler_id": result.scheduler_id,

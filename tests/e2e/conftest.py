@@ -20,9 +20,9 @@ from config.celery import app as celery_app
 from config.env import MqttConfig
 from config.runtime import in_process_beat, in_process_worker
 from devices.mqtt.bridge import MqttBridge
+from devices.mqtt.client import forget_session
 from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 from tests.factories import FarmKit, make_farm
-from tests.mqtt_fixtures import forget_session
 from tests.waiting import wait_for
 
 FINAL_TIMEOUT_S = 30.0
