@@ -321,10 +321,11 @@ def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
 DROP_SAMPLE_CHARS = 1024
 
 
-@dataclass(frozen=True)
+@dataclass
 class DroppedMessages:
     """Messages of one device the bridge dropped for one reason within one flush interval:
-    recorded as one rejection, so a flood costs one row per device, not one per message."""
+    recorded as one rejection, so a flood costs one row per device, not one per message.
+    The bridge counts into it (``count``, ``last_received_at``) until the flush."""
 
     serial: str
     kind: str  # DeviceMessageKind value

@@ -150,17 +150,6 @@ class _Bucket:
     at: float
 
 
-@dataclass(slots=True)
-class _Drops:
-    """Dropped messages of one (device, kind, reason) since the last record flush."""
-
-    count: int
-    first_at: datetime
-    last_at: datetime
-    sample: str
-    detail: str
-
-
 @dataclass
 class _Group:
     task_name: str
@@ -205,7 +194,7 @@ class MqttBridge:
         )
         self._burst = float(max(1, device_burst or settings.BRIDGE_DEVICE_BURST))
         self._buckets: dict[str, _Bucket] = {}
-        self._drops: dict[tuple[str, str, Reason], _Drops] = {}
+        self._drops: dict[tuple[str, str, Reason], DroppedMessages] = {}
         self._drop_flush_s = settings.BRIDGE_DROP_FLUSH_S if drop_flush_s is None else drop_flush_s
         self._drop_recorder = drop_recorder or database_drop_recorder
         self._next_drop_flush = 0.0
@@ -552,13 +541,15 @@ class MqttBridge:
         drops = self._drops.get(key)
         if drops is not None:
             drops.count += 1
-            drops.last_at = received_at
+            drops.last_received_at = received_at
             return
         if len(self._drops) >= MAX_DROP_SUMMARIES:
             logger.warning("bridge: too many devices dropping messages; %s not recorded", serial)
             return
         sample = _decode(payload[:DROP_SAMPLE_BYTES])[0]
-        self._drops[key] = _Drops(1, received_at, received_at, sample, detail)
+        self._drops[key] = DroppedMessages(
+            serial, kind.value, reason, 1, received_at, received_at, sample, detail
+        )
 
     def _maintain_limits(self) -> None:
         """Every ``drop_flush_s``: record the drop summaries and forget full buckets (a
@@ -582,19 +573,7 @@ class MqttBridge:
         summaries are kept for the next attempt (bounded by ``MAX_DROP_SUMMARIES``)."""
         if not self._drops:
             return
-        drops = [
-            DroppedMessages(
-                serial=serial,
-                kind=kind,
-                reason=reason,
-                count=d.count,
-                first_received_at=d.first_at,
-                last_received_at=d.last_at,
-                sample=d.sample,
-                detail=d.detail,
-            )
-            for (serial, kind, reason), d in self._drops.items()
-        ]
+        drops = list(self._drops.values())
         try:
             self._drop_recorder(drops)
         except Exception as exc:  # the loop must outlive the database
