@@ -59,3 +59,10 @@ def new_device_command_id() -> str:
 def receipt_dedupe_key(*, serial: str, kind: str, payload: str, attempt: int) -> str:
     """A redelivered device message is one receipt; the same words on a later attempt are new."""
     return _sha256(serial, kind, payload, attempt)
+
+
+def target_value_key(value: Any) -> str:
+    """One key per target value (1 and 1.0 alike, True apart from 1): the cool-down's key."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return _sha256("target-value", canonical_json(value))

@@ -101,6 +101,14 @@ class AutomationRuleExecution(models.Model):
     rule = models.ForeignKey(AutomationRule, on_delete=models.CASCADE, related_name="executions")
     outcome = models.CharField(max_length=32, choices=ExecutionOutcome.choices)
     failure_reason = models.CharField(max_length=64, blank=True, default="")
+    # For ``suppressed``: the failed or uncertain command whose cool-down held this decision.
+    suppressed_by = models.ForeignKey(
+        "AutomationCommandIntent",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     created_at = models.DateTimeField()
 
     class Meta:
@@ -158,6 +166,11 @@ class AutomationCommandIntent(models.Model):
         related_name="inflight_intent",
     )
     dispatched_at = models.DateTimeField(null=True, blank=True)
+    # Set once, at the first publish: telemetry proves this command only when received after
+    # it and different from the value the endpoint reported then (``prior_value``).
+    first_dispatched_at = models.DateTimeField(null=True, blank=True)
+    prior_value = models.JSONField(null=True, blank=True)
+    prior_value_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
@@ -180,6 +193,38 @@ class AutomationCommandIntent(models.Model):
                 name="one_original_intent_per_execution",
             )
         ]
+
+
+class CommandCooldown(models.Model):
+    """A target (endpoint, value) whose last command failed on the device or stayed
+    uncertain: decisions asking for it again are suppressed until ``until``, so a device that
+    cannot obey gets no command storm. One row per pair; ``failures`` counts the consecutive
+    failures that set the length. An applied command for the pair deletes the row; a change of
+    the reported value, an edit of the rule or the target endpoint, or a support retry lifts
+    it (see ``automation.services.cooldown``)."""
+
+    target_device_endpoint = models.ForeignKey(
+        DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="+"
+    )
+    value_key = models.CharField(max_length=64)  # canonical fingerprint of target_value
+    target_value = models.JSONField()
+    failures = models.PositiveIntegerField(default=1)
+    until = models.DateTimeField()
+    command = models.ForeignKey(
+        "AutomationCommandIntent", on_delete=models.CASCADE, related_name="+"
+    )
+    reason_code = models.CharField(max_length=64)
+    # What the endpoint reported when the chain last failed: a different report lifts it.
+    reported_value = models.JSONField(null=True, blank=True)
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["target_device_endpoint", "value_key"], name="one_cooldown_per_target"
+            )
+        ]
+        indexes = [models.Index(fields=["until"])]
 
 
 class CommandTransition(models.Model):

@@ -64,6 +64,8 @@ class ExecutionOutcome(TextChoices):
     ALREADY_IN_STATE = "already_in_state"
     ALREADY_PENDING = "already_pending"
     BLOCKED = "blocked"
+    # The same (endpoint, value) failed on the device moments ago: cooling down, nothing sent.
+    SUPPRESSED = "suppressed"
 
 
 class ReasonCode(TextChoices):
@@ -104,6 +106,8 @@ class ReasonCode(TextChoices):
     DISPATCHED = "dispatched"
     RETRY_DUE = "retry_due"
     MANUAL = "manual"
+    # A decision for an (endpoint, value) whose last command failed or stayed uncertain.
+    COOLDOWN = "cooldown"
 
 
 # --- Automation scheduler (seed 000, SPEC §4) ------------------------------------------------

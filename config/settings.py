@@ -101,6 +101,9 @@ BEAT_SWEEP_INTERVAL_S = env_float("BEAT_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
 # Ack deadlines and 5 s backoffs need a finer sweep than the event backstop.
 COMMAND_SWEEP_INTERVAL_S = env_float("COMMAND_SWEEP_INTERVAL_S", 1.0, minimum=0.05)
 DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
+# After a command for (endpoint, value) fails on the device or stays uncertain, further
+# decisions for the same pair are suppressed this long, growing per consecutive failure.
+COMMAND_COOLDOWN_S = env_float_list("COMMAND_COOLDOWN_S", (60.0, 300.0, 1800.0))
 
 # --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)

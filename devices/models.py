@@ -96,6 +96,9 @@ class DeviceInstanceEndpoint(models.Model):
     rpc_param_key_override = models.CharField(max_length=64, blank=True, default="")
     last_value = models.JSONField(null=True, blank=True)
     last_value_at = models.DateTimeField(null=True, blank=True)
+    # Configuration edits only (admin, API): readings update ``last_value`` with SQL, never
+    # through save(). An edit lifts the command cool-downs of this endpoint.
+    updated_at = models.DateTimeField(auto_now=True, null=True)
 
     class Meta:
         constraints = [

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -27,6 +27,7 @@ from devices.models import (
     Telemetry,
 )
 from devices.models import DeviceMessageRejectionReason as Reason
+from devices.reported import endpoint_reported_values_update
 from devices.values import value_has_type
 
 logger = logging.getLogger(__name__)
@@ -282,38 +283,12 @@ def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
 
 
 def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
-    """Keep each endpoint's newest reported value (by message time): one guarded UPDATE per
-    batch, so an older message arriving late never overwrites a newer value."""
-    newest: dict[int, dict[str, Any]] = {}
-    for event in events:
-        seen = newest.get(event["device_instance_endpoint"])
-        if seen is None or event["event_timestamp"] >= seen["event_timestamp"]:
-            newest[event["device_instance_endpoint"]] = event
-    if not newest:
-        return
-    ids = sorted(newest)
-    values = [json.dumps(newest[pk]["normalized_value"]) for pk in ids]
-    stamps = [newest[pk]["event_timestamp"] for pk in ids]
-    table = DeviceInstanceEndpoint._meta.db_table
-    guard = (
-        f"{table}.id = v.id AND ({table}.last_value_at IS NULL OR {table}.last_value_at <= v.ts)"
+    endpoint_reported_values_update(
+        readings=(
+            (e["device_instance_endpoint"], e["normalized_value"], e["event_timestamp"])
+            for e in events
+        )
     )
-    if connection.vendor == "postgresql":
-        sql = (
-            f"UPDATE {table} SET last_value = v.val::jsonb, last_value_at = v.ts "
-            "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[]) AS v(id, val, ts) "
-            f"WHERE {guard}"
-        )
-        params: list[Any] = [ids, values, stamps]
-    else:
-        adapt = connection.ops.adapt_datetimefield_value
-        sql = (
-            f"WITH v(id, val, ts) AS (VALUES {','.join(['(%s, %s, %s)'] * len(ids))}) "
-            f"UPDATE {table} SET last_value = v.val, last_value_at = v.ts FROM v WHERE {guard}"
-        )
-        params = [x for row in zip(ids, values, map(adapt, stamps), strict=True) for x in row]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
 
 
 # --- messages the bridge dropped ------------------------------------------------------------

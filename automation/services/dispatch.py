@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -77,19 +78,22 @@ def _claim(intent: AutomationCommandIntent, now: datetime) -> DispatchOutcome | 
     return None
 
 
-def _gate(intent: AutomationCommandIntent, now: datetime) -> ReasonCode | None:
-    """Every safety gate of SPEC §3.5, on fresh rows."""
+def _gate(
+    intent: AutomationCommandIntent, now: datetime
+) -> tuple[ReasonCode | None, DeviceInstanceEndpoint]:
+    """Every safety gate of SPEC §3.5, on fresh rows; also the target as read now."""
     rule = AutomationRule.objects.get(pk=intent.rule_id)
     target = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").get(
         pk=intent.target_device_endpoint_id
     )
-    return command_gate_failure(
+    failure = command_gate_failure(
         rule,
         target,
         value=intent.target_value,
         now=now,
         freshness_s=settings.DEVICE_FRESHNESS_S,
     )
+    return failure, target
 
 
 def _precheck(
@@ -131,17 +135,22 @@ def command_intent_dispatch(
         intent.pk,
         settings.DISPATCH_LEASE_S + settings.ACK_TIMEOUT_S + settings.APPLIED_WINDOW_S,
     )
-    gate = _gate(intent, now)
+    gate, target = _gate(intent, now)
     if gate == ReasonCode.TARGET_OFFLINE:  # briefly offline is transient (SPEC §3.4)
         intent_retry_or_expire(intent, gate, now=now, detail="device not seen recently")
         return DispatchOutcome.RETRY_SCHEDULED
     if gate is not None:
         intent_transition(intent, CommandStatus.FAILED, gate, now=now, detail="safety gate")
         return DispatchOutcome.GATE_FAILED
-    return _publish(intent, publish, now)
+    return _publish(intent, publish, now, target)
 
 
-def _publish(intent: AutomationCommandIntent, publish: PublishFn, now: datetime) -> DispatchOutcome:
+def _publish(
+    intent: AutomationCommandIntent,
+    publish: PublishFn,
+    now: datetime,
+    target: DeviceInstanceEndpoint,
+) -> DispatchOutcome:
     command_id = intent.device_command_id or ""
     deadline = now + timedelta(seconds=settings.ACK_TIMEOUT_S)
     request = RpcRequest(
@@ -158,6 +167,13 @@ def _publish(intent: AutomationCommandIntent, publish: PublishFn, now: datetime)
         expired_before = intent.attempt_count >= intent.max_attempts
         intent_retry_or_expire(intent, ReasonCode.PUBLISH_ERROR, now=now, detail=str(exc))
         return DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
+    first: dict[str, Any] = {}
+    if intent.first_dispatched_at is None:  # what telemetry must differ from to prove it
+        first = {
+            "first_dispatched_at": now,
+            "prior_value": target.last_value,
+            "prior_value_at": target.last_value_at,
+        }
     marked = intent_transition(
         intent,
         CommandStatus.DISPATCHED,
@@ -169,6 +185,7 @@ def _publish(intent: AutomationCommandIntent, publish: PublishFn, now: datetime)
         lease_expires_at=None,
         next_attempt_at=None,
         mqtt_request_id=str(message_id),
+        **first,
     )
     if marked:
         # A fast device may have answered before this commit: its receipts are already

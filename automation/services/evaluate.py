@@ -14,28 +14,33 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Q
+from django.db import transaction
 from django.utils import timezone
 
 from automation.gates import command_gate_failure
-from automation.keys import desired_state_fingerprint, intent_idempotency_key
+from automation.keys import desired_state_fingerprint, intent_idempotency_key, target_value_key
 from automation.models import (
     AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRule,
     AutomationRuleExecution,
+    CommandCooldown,
 )
 from automation.operators import operator_matches, values_equal
-from automation.services.commands import intent_transition
+from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
+from automation.services.targets import (
+    TargetState,
+    commands_supersede_unsent,
+    target_state_track,
+    target_states_load,
+    targets_lock,
+)
 from automation.states import (
-    COMMAND_LIVE,
     CommandStatus,
     EventStatus,
     ExecutionOutcome,
@@ -45,9 +50,6 @@ from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
 
-# First key of the advisory locks that serialise evaluation per target endpoint.
-TARGET_LOCK_NAMESPACE = 0x46410001
-
 
 @dataclass(frozen=True)
 class _Decision:
@@ -55,6 +57,7 @@ class _Decision:
     rule: AutomationRule
     outcome: ExecutionOutcome
     reason: str = ""
+    suppressed_by: int | None = None  # the failed command whose cool-down holds this one
 
 
 @dataclass
@@ -67,35 +70,6 @@ class EvaluateResult:
     endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
 
 
-def _live_targets(rules: Sequence[AutomationRule]) -> dict[int, Any]:
-    """The target value of the newest live command on each target endpoint: the one the
-    device ends with, since commands on one endpoint go out in creation order (one query)."""
-    rows = (
-        AutomationCommandIntent.objects.filter(
-            target_device_endpoint_id__in={r.target_endpoint_id for r in rules},
-            status__in=COMMAND_LIVE,
-        )
-        .order_by("pk")
-        .values_list("target_device_endpoint_id", "target_value")
-    )
-    return dict(rows)
-
-
-def _targets_lock(endpoint_ids: Iterable[int]) -> None:
-    """Serialise evaluation per target endpoint until commit (PostgreSQL advisory locks, in
-    id order so two workers never deadlock), so deciding from the newest live command and
-    superseding older ones cannot interleave. SQLite serialises every writer already."""
-    ids = sorted(set(endpoint_ids))
-    if not ids or connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_advisory_xact_lock(%s, (x %% 2147483647)::int)) "
-            "FROM (SELECT x FROM unnest(%s::bigint[]) AS x ORDER BY x) AS ordered",
-            [TARGET_LOCK_NAMESPACE, ids],
-        )
-
-
 def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, datetime]:
     """Time of the newest ingested reading of each trigger endpoint."""
     rows = DeviceInstanceEndpoint.objects.filter(
@@ -105,22 +79,38 @@ def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, dat
 
 
 def _decide(
-    event: AutomationEndpointEvent, rule: AutomationRule, live: dict[int, Any]
+    event: AutomationEndpointEvent,
+    rule: AutomationRule,
+    targets: dict[int, TargetState],
+    cooldowns: dict[CooldownKey, CommandCooldown],
+    now: datetime,
 ) -> _Decision | None:
-    """None when the rule's condition does not hold; otherwise what to do about it."""
+    """None when the rule's condition does not hold; otherwise what to do about it.
+
+    Compared with the newest live command, then, when no command is on its way to the
+    device, with the value the device last reported (telemetry or a state report): commands
+    never sent are replaced by this decision (latest wins), so they do not count. A command
+    already sent may still fail, so its value is asked for again rather than assumed."""
     if not operator_matches(
         rule.operator, event.normalized_value, rule.threshold_value, rule.threshold_value_high
     ):
         return None
-    target = rule.target_endpoint
-    blocked = command_gate_failure(rule, target)
+    endpoint, value = rule.target_endpoint, rule.target_value
+    blocked = command_gate_failure(rule, endpoint)
     if blocked is not None:
         return _Decision(event, rule, ExecutionOutcome.BLOCKED, blocked)
-    if target.pk in live:
-        if values_equal(live[target.pk], rule.target_value):
-            return _Decision(event, rule, ExecutionOutcome.ALREADY_PENDING)
-    elif values_equal(target.last_value, rule.target_value):
+    target = targets[endpoint.pk]
+    has_live, live_value = target.newest_live_value()
+    if has_live and values_equal(live_value, value):
+        return _Decision(event, rule, ExecutionOutcome.ALREADY_PENDING)
+    if not target.has_sent and values_equal(endpoint.last_value, value):
+        # Only commands never sent are live (or none): the device holds what it reported.
         return _Decision(event, rule, ExecutionOutcome.ALREADY_IN_STATE)
+    cooling = cooldowns.get((endpoint.pk, target_value_key(value)))
+    if cooldown_holds(cooling, rule=rule, endpoint=endpoint, now=now) and cooling is not None:
+        return _Decision(
+            event, rule, ExecutionOutcome.SUPPRESSED, ReasonCode.COOLDOWN, cooling.command_id
+        )
     return _Decision(event, rule, ExecutionOutcome.INTENT_CREATED)
 
 
@@ -149,10 +139,11 @@ def endpoint_events_evaluate(
     for rule in rules:
         rules_by_trigger[rule.trigger_endpoint_id].append(rule)
     with transaction.atomic():
-        _targets_lock(r.target_endpoint_id for r in rules)
-        decisions, finished = _decide_all(events, rules_by_trigger, _live_targets(rules))
+        targets_lock(r.target_endpoint_id for r in rules)
+        targets = target_states_load(r.target_endpoint_id for r in rules)
+        decisions, finished = _decide_all(events, rules_by_trigger, targets)
         result.executions = len(decisions)
-        result.pending_intent_ids = _persist(decisions)
+        result.pending_intent_ids = _persist(decisions, targets)
         for (status, reason), ended_ids in finished.items():
             _events_finish(ended_ids, status, reason)
         if on_intents is not None and result.pending_intent_ids:
@@ -173,12 +164,14 @@ EventEnd = tuple[EventStatus, ReasonCode]
 def _decide_all(
     events: Sequence[AutomationEndpointEvent],
     rules_by_trigger: dict[int, list[AutomationRule]],
-    live: dict[int, Any],
+    targets: dict[int, TargetState],
 ) -> tuple[list[_Decision], dict[EventEnd, list[int]]]:
     """Decisions for the batch, and how each event ends. Only the newest reading of a trigger
     endpoint acts: an older one evaluated late (a redelivery, a sweep after an outage) would
     otherwise send a command the newer reading has already overruled."""
     newest = _newest_readings(events)
+    cooldowns = command_cooldowns_for(targets)
+    now = timezone.now()
     decisions: list[_Decision] = []
     finished: dict[EventEnd, list[int]] = defaultdict(list)
     for event in sorted(events, key=lambda e: (e.event_timestamp, e.pk)):
@@ -190,12 +183,19 @@ def _decide_all(
             matched = [
                 d
                 for rule in rules_by_trigger.get(event.device_instance_endpoint_id, [])
-                if rule.farm_id == event.farm_id and (d := _decide(event, rule, live)) is not None
+                if rule.farm_id == event.farm_id
+                and (d := _decide(event, rule, targets, cooldowns, now)) is not None
             ]
         except Exception:  # one bad rule or value must not stall the batch
             logger.exception("evaluation failed", extra={"eventId": event.pk})
             finished[EventStatus.FAILED, ReasonCode.EVALUATION_ERROR].append(event.pk)
             continue
+        for decision in matched:
+            target_state_track(
+                targets[decision.rule.target_endpoint_id],
+                decision.outcome,
+                decision.rule.target_value,
+            )
         decisions.extend(matched)
         if matched:
             finished[EventStatus.PROCESSED, ReasonCode.RULE_MATCHED].append(event.pk)
@@ -211,8 +211,9 @@ def _events_finish(ids: list[int], status: EventStatus, reason: ReasonCode) -> N
     ).update(processing_status=status, status_reason=reason, processed_at=timezone.now())
 
 
-def _persist(decisions: Sequence[_Decision]) -> list[int]:
-    """Insert executions and intents set-based; returns ids of intents awaiting dispatch."""
+def _persist(decisions: Sequence[_Decision], targets: dict[int, TargetState]) -> list[int]:
+    """Insert executions and intents set-based, replace the unsent commands the decisions
+    overruled; returns ids of intents awaiting dispatch."""
     if not decisions:
         return []
     now = timezone.now()
@@ -223,6 +224,7 @@ def _persist(decisions: Sequence[_Decision]) -> list[int]:
                 rule=d.rule,
                 outcome=d.outcome,
                 failure_reason=d.reason,
+                suppressed_by_id=d.suppressed_by,
                 created_at=now,
             )
             for d in decisions
@@ -233,8 +235,12 @@ def _persist(decisions: Sequence[_Decision]) -> list[int]:
     # Insert in reading order, so on each endpoint the newest reading's command has the
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: (d.event.event_timestamp, d.event.pk))
-    if not wanted:
-        return []
+    created = _intents_insert(wanted, now) if wanted else []
+    return commands_supersede_unsent(targets, created, now)
+
+
+def _intents_insert(wanted: Sequence[_Decision], now: datetime) -> list[tuple[int, int]]:
+    """(id, target endpoint) of the pending intents for these decisions, oldest first."""
     execution_ids = dict(
         (
             ((event_id, rule_id), pk)
@@ -251,39 +257,14 @@ def _persist(decisions: Sequence[_Decision]) -> list[int]:
         if (d.event.pk, d.rule.pk) in execution_ids
     ]
     AutomationCommandIntent.objects.bulk_create(intents, ignore_conflicts=True)
-    created = list(
+    return list(
         AutomationCommandIntent.objects.filter(
             idempotency_key__in=[i.idempotency_key for i in intents],
             status=CommandStatus.PENDING_DISPATCH,
-        ).values_list("pk", "target_device_endpoint_id")
-    )
-    _supersede_unsent(created, now)
-    return [pk for pk, _ in created]
-
-
-def _supersede_unsent(created: list[tuple[int, int]], now: datetime) -> None:
-    """Commands on the same endpoint that were never sent are replaced by the newest one:
-    the device gets the latest decision, not a queue of outdated ones. A command already
-    claimed or sent keeps its course (it cannot be recalled); the new one waits behind it."""
-    newest: dict[int, int] = {}
-    for pk, endpoint_id in created:
-        newest[endpoint_id] = max(pk, newest.get(endpoint_id, 0))
-    if not newest:
-        return
-    older = Q()
-    for endpoint_id, pk in newest.items():
-        older |= Q(target_device_endpoint_id=endpoint_id, pk__lt=pk)
-    stale = AutomationCommandIntent.objects.filter(
-        older, status=CommandStatus.PENDING_DISPATCH, attempt_count=0
-    )
-    for intent in stale:
-        intent_transition(
-            intent,
-            CommandStatus.EXPIRED,
-            ReasonCode.SUPERSEDED,
-            now=now,
-            detail=f"replaced by command {newest[intent.target_device_endpoint_id]}",
         )
+        .order_by("pk")
+        .values_list("pk", "target_device_endpoint_id")
+    )
 
 
 def _intent(decision: _Decision, execution_id: int, now: datetime) -> AutomationCommandIntent:

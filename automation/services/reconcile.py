@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,9 +32,14 @@ from automation.models import (
 )
 from automation.operators import values_equal
 from automation.services.commands import intent_retry_or_expire, intent_transition, receipt_mark
+from automation.services.cooldown import (
+    COOLDOWN_STATUSES,
+    command_cooldown_clear,
+    command_cooldown_record,
+)
 from automation.states import COMMAND_AWAITING_DEVICE, CommandStatus, ReasonCode
 from config.sql import insert_ignore_returning
-from devices.models import DeviceMessageKind, DeviceMessageRejection
+from devices.models import DeviceInstanceEndpoint, DeviceMessageKind, DeviceMessageRejection
 from devices.mqtt.contract import (
     ContractError,
     ResultCode,
@@ -43,6 +48,8 @@ from devices.mqtt.contract import (
     parse_rpc_response,
     parse_state_report,
 )
+from devices.reported import Reading, endpoint_reported_values_update, report_value
+from devices.values import value_has_type
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +75,10 @@ class Evidence:
     target_value: Any
     responses: Sequence[tuple[int, str, str, datetime]] = ()  # (attempt, status, code, at)
     states: Sequence[dict[str, Any]] = ()  # reportedState of each state report
-    telemetry_matched: bool = False
+    # The reading that proves the command (received after the request was published, equal
+    # to the target, unlike the value reported before it), described for the audit row.
+    telemetry_reading: str = ""
+    endpoint_key: str = ""  # the endpoint's own name, which a state report may use too
 
 
 @dataclass(frozen=True)
@@ -77,34 +87,63 @@ class Decision:
     reason: ReasonCode
     fields: dict[str, Any] = field(default_factory=dict)
     retry: bool = False  # a transient failure: retry or expire by the budget
+    detail: str = ""
 
 
 def decide(e: Evidence, now: datetime, applied_window_s: float) -> Decision | None:
     """The next transition the evidence justifies, or None. Called repeatedly until None,
-    so dispatched + ack + matching state walks dispatched → acknowledged → applied."""
+    so dispatched + ack + matching state walks dispatched → acknowledged → applied.
+
+    Precedence of evidence, strongest first (README "How the execution core stays correct"):
+
+    1. A refusal of the current attempt (``rejected`` with a non-transient code) → ``failed``
+       with that code. The device said no; no report or reading afterwards overrules it.
+    2. A state report for this commandId: the value matches → ``applied``; it contradicts →
+       ``uncertain``/``state_mismatch`` (the device did something, not this).
+    3. Telemetry of the target received after the request was published, equal to the
+       target and different from what the endpoint reported before → ``applied``. It is not
+       tied to the commandId, so a contradicting state report outranks it.
+    4. An ack → ``acknowledged``, also a late one after a timeout (the device has it).
+    5. ``busy`` for the current attempt → ``retrying``.
+    6. No ack by the deadline → ``retrying``/``ack_timeout``.
+    7. Acknowledged, no proof within the applied window → ``uncertain``.
+    """
     if e.status not in COMMAND_AWAITING_DEVICE:
         return None
-    reported = [s[e.param_key] for s in e.states if e.param_key in s]
+    refusal = _refusal(e)
+    if refusal is not None:
+        return Decision(CommandStatus.FAILED, refusal, detail="refused by the device")
+    reported = [
+        value
+        for found, value in (
+            report_value(s, param_key=e.param_key, endpoint_key=e.endpoint_key) for s in e.states
+        )
+        if found
+    ]
     if any(values_equal(v, e.target_value) for v in reported):
         return _if_acked_first(e, Decision(CommandStatus.APPLIED, ReasonCode.STATE_REPORTED))
-    if e.telemetry_matched:
-        return _if_acked_first(e, Decision(CommandStatus.APPLIED, ReasonCode.TELEMETRY_MATCHED))
-    codes = {code for _, _, code, _ in e.responses}
     if reported:  # every report contradicts the desired state
-        to = CommandStatus.FAILED if ResultCode.HARDWARE_FAULT in codes else CommandStatus.UNCERTAIN
-        return Decision(to, ReasonCode.STATE_MISMATCH)
+        return Decision(
+            CommandStatus.UNCERTAIN, ReasonCode.STATE_MISMATCH, detail=f"reported {reported[-1]!r}"
+        )
+    if e.telemetry_reading:
+        applied = Decision(
+            CommandStatus.APPLIED, ReasonCode.TELEMETRY_MATCHED, detail=e.telemetry_reading
+        )
+        return _if_acked_first(e, applied)
     ack = _accepted(e)
     if ack is not None and e.status != CommandStatus.ACKNOWLEDGED:
         return Decision(
             CommandStatus.ACKNOWLEDGED, ReasonCode.ACKNOWLEDGED, {"acknowledged_at": ack}
         )
     current = [r for r in e.responses if r[0] == e.attempt]
-    if ack is None and current and e.status == CommandStatus.DISPATCHED:
-        code = current[-1][2]
-        if code == ResultCode.BUSY:
-            return Decision(CommandStatus.RETRYING, ReasonCode.DEVICE_BUSY, retry=True)
-        if code in _FAILING_CODES:
-            return Decision(CommandStatus.FAILED, _FAILING_CODES[ResultCode(code)])
+    if (
+        ack is None
+        and current
+        and e.status == CommandStatus.DISPATCHED
+        and current[-1][2] == ResultCode.BUSY
+    ):
+        return Decision(CommandStatus.RETRYING, ReasonCode.DEVICE_BUSY, retry=True)
     if e.status == CommandStatus.DISPATCHED and e.deadline_at and now >= e.deadline_at:
         return Decision(CommandStatus.RETRYING, ReasonCode.ACK_TIMEOUT, retry=True)
     if (
@@ -113,6 +152,14 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Decision | No
         and now >= e.acknowledged_at + timedelta(seconds=applied_window_s)
     ):
         return Decision(CommandStatus.UNCERTAIN, ReasonCode.NO_APPLIED_EVIDENCE)
+    return None
+
+
+def _refusal(e: Evidence) -> ReasonCode | None:
+    """The reason of a non-transient refusal of the current attempt, if the device sent one."""
+    for attempt, status, code, _ in reversed(e.responses):
+        if attempt == e.attempt and status == "rejected" and code in _FAILING_CODES:
+            return _FAILING_CODES[ResultCode(code)]
     return None
 
 
@@ -149,19 +196,6 @@ def _evidence(intent: AutomationCommandIntent) -> Evidence:
         for kind, payload, _, _ in receipts
         if kind == ReceiptType.STATE_REPORT
     ]
-    matched = False
-    if intent.dispatched_at is not None:
-        first_dispatch = (
-            intent.transitions.filter(to_status=CommandStatus.DISPATCHED)
-            .order_by("at")
-            .values_list("at", flat=True)
-            .first()
-        ) or intent.dispatched_at
-        values = AutomationEndpointEvent.objects.filter(
-            device_instance_endpoint_id=intent.target_device_endpoint_id,
-            created_at__gte=first_dispatch,
-        ).values_list("normalized_value", flat=True)
-        matched = any(values_equal(v, intent.target_value) for v in values)
     return Evidence(
         status=intent.status,
         attempt=intent.attempt_count,
@@ -171,43 +205,92 @@ def _evidence(intent: AutomationCommandIntent) -> Evidence:
         target_value=intent.target_value,
         responses=responses,
         states=states,
-        telemetry_matched=matched,
+        telemetry_reading=_telemetry_proof(intent),
+        endpoint_key=intent.target_device_endpoint.profile_endpoint.key,
     )
 
 
+def _telemetry_proof(intent: AutomationCommandIntent) -> str:
+    """The first reading of the target received after the request was first published that
+    equals the target, described; "" when none. A reading of the value the endpoint already
+    reported before the command proves nothing about this command, so then none counts."""
+    published = intent.first_dispatched_at or intent.dispatched_at
+    if published is None:
+        return ""
+    if intent.prior_value_at is not None and values_equal(intent.prior_value, intent.target_value):
+        return ""
+    readings = (
+        AutomationEndpointEvent.objects.filter(
+            device_instance_endpoint_id=intent.target_device_endpoint_id,
+            created_at__gte=published,
+            source_telemetry__received_at__gte=published,
+        )
+        .order_by("pk")
+        .values_list("pk", "normalized_value", "source_telemetry__received_at")
+    )
+    for pk, value, received_at in readings:
+        if values_equal(value, intent.target_value):
+            return f"reading {pk} ({value!r}) received {received_at.isoformat()}"
+    return ""
+
+
 def command_intent_reconcile(*, intent_id: int, now: datetime | None = None) -> str:
-    """Apply every transition the evidence justifies; returns the status reached."""
+    """Apply every transition the evidence justifies; returns the status reached. An end on
+    the device's word starts the pair's cool-down; an applied command lifts it."""
     now = now or timezone.now()
     with transaction.atomic():
-        intent = AutomationCommandIntent.objects.select_for_update().filter(pk=intent_id).first()
+        intent = (
+            AutomationCommandIntent.objects.select_for_update(of=("self",))
+            .select_related("target_device_endpoint__profile_endpoint")
+            .filter(pk=intent_id)
+            .first()
+        )
         if intent is None:
             return ""
+        started = intent.status
+        evidence = _evidence(intent)
         for _ in range(4):
-            decision = decide(_evidence(intent), now, settings.APPLIED_WINDOW_S)
-            if decision is None:
+            evidence = replace(
+                evidence,
+                status=intent.status,
+                attempt=intent.attempt_count,
+                deadline_at=intent.deadline_at,
+                acknowledged_at=intent.acknowledged_at,
+            )
+            decision = decide(evidence, now, settings.APPLIED_WINDOW_S)
+            if decision is None or not _apply(intent, decision, now):
                 break
-            if decision.reason == ReasonCode.ACK_TIMEOUT:
-                receipt_mark(
-                    intent,
-                    ReceiptType.TIMEOUT_MARK,
-                    {
-                        "attempt": intent.attempt_count,
-                        "deadlineAt": intent.deadline_at.isoformat()
-                        if intent.deadline_at
-                        else None,
-                    },
-                    now,
-                )
-            if decision.retry:
-                moved = intent_retry_or_expire(intent, decision.reason, now=now)
-            else:
-                fields: dict[str, Any] = dict(decision.fields)
-                if decision.to == CommandStatus.APPLIED:
-                    fields["applied_at"] = now
-                moved = intent_transition(intent, decision.to, decision.reason, now=now, **fields)
-            if not moved:
-                break
+        if intent.status != started:
+            _cooldown_follow(intent, now)
         return intent.status
+
+
+def _apply(intent: AutomationCommandIntent, decision: Decision, now: datetime) -> bool:
+    if decision.reason == ReasonCode.ACK_TIMEOUT:
+        deadline = intent.deadline_at.isoformat() if intent.deadline_at else None
+        receipt_mark(
+            intent,
+            ReceiptType.TIMEOUT_MARK,
+            {"attempt": intent.attempt_count, "deadlineAt": deadline},
+            now,
+        )
+    if decision.retry:
+        return intent_retry_or_expire(intent, decision.reason, now=now)
+    fields: dict[str, Any] = dict(decision.fields)
+    if decision.to == CommandStatus.APPLIED:
+        fields["applied_at"] = now
+    return intent_transition(
+        intent, decision.to, decision.reason, now=now, detail=decision.detail, **fields
+    )
+
+
+def _cooldown_follow(intent: AutomationCommandIntent, now: datetime) -> None:
+    if intent.status in COOLDOWN_STATUSES:
+        command_cooldown_record(intent, now=now)
+    elif intent.status == CommandStatus.APPLIED:
+        command_cooldown_clear(
+            endpoint_id=intent.target_device_endpoint_id, value=intent.target_value
+        )
 
 
 def command_intents_overdue(*, now: datetime, limit: int) -> list[int]:
@@ -346,10 +429,47 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
             continue
         rows.append(_receipt_row(message, body, intent))
     with transaction.atomic():
-        inserted = insert_ignore_returning(DeviceCommandReceipt, rows, ("intent", "mismatch"))
+        inserted = insert_ignore_returning(
+            DeviceCommandReceipt, rows, ("intent", "mismatch", "dedupe_key")
+        )
         if rejections:
             DeviceMessageRejection.objects.bulk_create(rejections)
-    return sorted({intent_id for intent_id, mismatch in inserted if not mismatch})
+        fresh = {key for _, mismatch, key in inserted if not mismatch}
+        _reported_state_record([r for r in rows if r["dedupe_key"] in fresh], intents)
+    return sorted({intent_id for intent_id, mismatch, _ in inserted if not mismatch})
+
+
+def _reported_state_record(
+    rows: Sequence[dict[str, Any]], intents: dict[str, AutomationCommandIntent]
+) -> None:
+    """A state report says what the device holds now: its values become the endpoints'
+    reported values (newest by ``appliedAt``), as telemetry's do, so the next decision knows
+    the command's effect before the device's next telemetry arrives."""
+    reports = [
+        (intents[r["correlation_key"]].target_device_id, r["payload"])
+        for r in rows
+        if r["receipt_type"] == ReceiptType.STATE_REPORT
+    ]
+    if not reports:
+        return
+    endpoints: dict[int, list[DeviceInstanceEndpoint]] = {}
+    for endpoint in DeviceInstanceEndpoint.objects.filter(
+        device_id__in={device_id for device_id, _ in reports}
+    ).select_related("profile_endpoint"):
+        endpoints.setdefault(endpoint.device_id, []).append(endpoint)
+    readings: list[Reading] = []
+    for device_id, payload in reports:
+        applied_at = parse_datetime(str(payload.get("appliedAt", "")))
+        state = payload.get("reportedState") or {}
+        if applied_at is None:
+            continue
+        for endpoint in endpoints.get(device_id, []):
+            found, value = report_value(
+                state, param_key=endpoint.rpc_param_key, endpoint_key=endpoint.profile_endpoint.key
+            )
+            if found and value_has_type(endpoint.profile_endpoint.data_type, value):
+                readings.append((endpoint.pk, value, applied_at))
+    endpoint_reported_values_update(readings=readings)
 
 
 def _receipt_row(

@@ -53,7 +53,7 @@ def test_matching_state_without_ack_is_evidence_enough() -> None:
 
 
 def test_telemetry_equal_to_target_after_dispatch_is_evidence() -> None:
-    assert to(evidence(status="acknowledged", acknowledged_at=NOW, telemetry_matched=True)) == (
+    assert to(evidence(status="acknowledged", acknowledged_at=NOW, telemetry_reading="r7")) == (
         "applied",
         "telemetry_matched",
     )
@@ -73,8 +73,9 @@ def test_contradicting_state_after_ok_is_uncertain() -> None:
 
 
 def test_contradicting_state_with_hardware_fault_is_failed() -> None:
+    # The refusal outranks the report: failed, with the device's own code as the reason.
     fault = (1, "rejected", "hardware_fault", NOW)
-    assert to(evidence(responses=[fault], states=[{"io1": False}])) == ("failed", "state_mismatch")
+    assert to(evidence(responses=[fault], states=[{"io1": False}])) == ("failed", "hardware_fault")
 
 
 def test_busy_is_retried() -> None:
@@ -108,3 +109,56 @@ def test_late_ack_while_retrying_is_still_acknowledged() -> None:
 def test_nothing_moves_outside_the_awaiting_states(status: str) -> None:
     e = evidence(status=status, responses=[ACK], states=[{"io1": True}])
     assert to(e, NOW + timedelta(hours=1)) is None
+
+
+# --- precedence: each pair of evidence that can conflict (see decide's docstring) ----------
+
+REFUSED = (1, "rejected", "invalid_param", NOW)
+
+
+@pytest.mark.parametrize("status", ["dispatched", "acknowledged", "retrying"])
+def test_a_refusal_outranks_a_matching_telemetry_reading(status: str) -> None:
+    e = evidence(status=status, acknowledged_at=NOW, responses=[REFUSED], telemetry_reading="r")
+    assert to(e) == ("failed", "invalid_param")
+
+
+def test_a_refusal_outranks_a_matching_state_report() -> None:
+    assert to(evidence(responses=[REFUSED], states=[{"io1": True}])) == ("failed", "invalid_param")
+
+
+def test_a_refusal_after_an_ack_of_the_same_attempt_is_final() -> None:
+    e = evidence(status="acknowledged", acknowledged_at=NOW, responses=[ACK, REFUSED])
+    assert to(e) == ("failed", "invalid_param")
+
+
+def test_a_refusal_of_an_earlier_attempt_does_not_fail_the_current_one() -> None:
+    e = evidence(attempt=2, responses=[REFUSED], telemetry_reading="r")
+    assert to(e) == ("applied", "telemetry_matched")
+
+
+def test_a_contradicting_state_report_outranks_a_matching_telemetry_reading() -> None:
+    e = evidence(responses=[ACK], states=[{"io1": False}], telemetry_reading="r")
+    assert to(e) == ("uncertain", "state_mismatch")
+
+
+def test_a_late_ack_after_a_timeout_is_acknowledged_then_applied_by_a_report() -> None:
+    e = evidence(status="retrying", responses=[ACK], states=[{"io1": True}])
+    assert to(e) == ("acknowledged", "acknowledged")
+    assert to(replace(e, status="acknowledged", acknowledged_at=NOW)) == (
+        "applied",
+        "state_reported",
+    )
+
+
+def test_a_late_ack_after_a_timeout_does_not_outrank_a_refusal() -> None:
+    assert to(evidence(status="retrying", responses=[ACK, REFUSED])) == ("failed", "invalid_param")
+
+
+def test_telemetry_decision_records_the_reading_used() -> None:
+    decision = decide(evidence(telemetry_reading="reading 7 (True)"), NOW, WINDOW_S)
+    assert decision is not None and decision.detail == "reading 7 (True)"
+
+
+def test_a_state_report_keyed_by_the_endpoints_own_name_counts() -> None:
+    e = evidence(param_key="value", endpoint_key="relay", states=[{"relay": True}])
+    assert to(e) == ("applied", "state_reported")

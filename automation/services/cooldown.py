@@ -1,0 +1,118 @@
+"""Cool-downs: a device that cannot obey a command gets no storm of the same command.
+
+After a command for (endpoint, value) ends ``failed`` or ``uncertain`` on the device's word
+(a refusal, a contradicting state report, an ack with no proof), decisions asking for the
+same pair are ``suppressed``/``cooldown`` for ``COMMAND_COOLDOWN_S[n-1]`` after the n-th
+consecutive failure. What lifts it: an applied command for the pair (the row is deleted), a
+support retry (deleted too), a change of the value the endpoint reports, an edit of the rule
+or of the target endpoint (both compared by time, so no hook is needed in the editors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+
+from automation.keys import target_value_key
+from automation.models import AutomationCommandIntent, AutomationRule, CommandCooldown
+from automation.operators import values_equal
+from automation.states import CommandStatus
+from devices.models import DeviceInstanceEndpoint
+
+# Ends on the device's word that start or extend a cool-down.
+COOLDOWN_STATUSES = frozenset({CommandStatus.FAILED, CommandStatus.UNCERTAIN})
+
+CooldownKey = tuple[int, str]  # (target endpoint id, target value key)
+
+
+def cooldown_length_s(failures: int) -> float:
+    ladder = settings.COMMAND_COOLDOWN_S
+    return ladder[min(max(failures, 1), len(ladder)) - 1]
+
+
+def cooldown_lifted(
+    row: CommandCooldown,
+    *,
+    endpoint: DeviceInstanceEndpoint,
+    rule_updated_at: datetime | None = None,
+) -> bool:
+    """True when something changed since the last failure that may let the device obey."""
+    if not values_equal(endpoint.last_value, row.reported_value):
+        return True  # the device reports another state now
+    if endpoint.updated_at is not None and endpoint.updated_at > row.updated_at:
+        return True
+    return rule_updated_at is not None and rule_updated_at > row.updated_at
+
+
+def cooldown_holds(
+    row: CommandCooldown | None,
+    *,
+    rule: AutomationRule,
+    endpoint: DeviceInstanceEndpoint,
+    now: datetime,
+) -> bool:
+    if row is None or row.until <= now:
+        return False
+    return not cooldown_lifted(row, endpoint=endpoint, rule_updated_at=rule.updated_at)
+
+
+def command_cooldowns_for(endpoint_ids: Iterable[int]) -> dict[CooldownKey, CommandCooldown]:
+    """The cool-downs on these target endpoints, in one query."""
+    rows = CommandCooldown.objects.filter(target_device_endpoint_id__in=set(endpoint_ids))
+    return {(r.target_device_endpoint_id, r.value_key): r for r in rows}
+
+
+def command_cooldown_record(intent: AutomationCommandIntent, *, now: datetime) -> CommandCooldown:
+    """Start or extend the pair's cool-down; call it in the transaction that ended ``intent``.
+    One live command per endpoint means failures of one pair never race each other."""
+    key = target_value_key(intent.target_value)
+    endpoint = DeviceInstanceEndpoint.objects.get(pk=intent.target_device_endpoint_id)
+    row = (
+        CommandCooldown.objects.select_for_update()
+        .filter(target_device_endpoint_id=endpoint.pk, value_key=key)
+        .first()
+    )
+    rule_updated_at = (
+        AutomationRule.objects.filter(pk=intent.rule_id)
+        .values_list("updated_at", flat=True)
+        .first()
+    )
+    chained = row is not None and not cooldown_lifted(
+        row, endpoint=endpoint, rule_updated_at=rule_updated_at
+    )
+    failures = row.failures + 1 if row is not None and chained else 1
+    fields: dict[str, Any] = {
+        "target_value": intent.target_value,
+        "failures": failures,
+        "until": now + timedelta(seconds=cooldown_length_s(failures)),
+        "command": intent,
+        "reason_code": intent.status_reason,
+        "reported_value": endpoint.last_value,
+        "updated_at": now,
+    }
+    if row is None:
+        return CommandCooldown.objects.create(
+            target_device_endpoint_id=endpoint.pk, value_key=key, **fields
+        )
+    for name, value in fields.items():
+        setattr(row, name, value)
+    row.save(update_fields=list(fields))
+    return row
+
+
+def command_cooldown_clear(*, endpoint_id: int, value: Any) -> int:
+    """The pair was applied, or support asked to try again: no cool-down any more."""
+    deleted, _ = CommandCooldown.objects.filter(
+        target_device_endpoint_id=endpoint_id, value_key=target_value_key(value)
+    ).delete()
+    return deleted
+
+
+def command_cooldowns_cooling(*, now: datetime) -> QuerySet[CommandCooldown]:
+    """Rows still cooling down by time; lifting by a new report or an edit is checked at
+    decision time, so this is an upper bound (what /metrics and diagnostics show)."""
+    return CommandCooldown.objects.filter(until__gt=now)

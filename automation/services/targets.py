@@ -1,0 +1,130 @@
+"""Latest decision wins, per target endpoint: what the device will end with, and which
+unsent commands a newer decision replaces.
+
+Evaluation holds an advisory lock per target endpoint (PostgreSQL; SQLite serialises every
+writer) while it reads the live commands, decides and supersedes, so two workers never
+decide from the same picture. A command already claimed or sent keeps its course (it cannot
+be recalled); a new one waits behind it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from automation.models import AutomationCommandIntent
+from automation.operators import values_equal
+from automation.services.commands import intent_transition
+from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
+
+# First key of the advisory locks that serialise evaluation per target endpoint.
+TARGET_LOCK_NAMESPACE = 0x46410001
+
+
+@dataclass
+class TargetState:
+    """What one target endpoint will end with, as far as its live commands tell: kept up to
+    date while a batch is decided, so two rules on one target in one batch agree."""
+
+    live: list[tuple[int, Any]] = field(default_factory=list)  # (id, value), oldest first
+    unsent: list[int] = field(default_factory=list)  # live commands never sent: replaceable
+    has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
+    replaced: list[int] = field(default_factory=list)  # unsent commands a decision replaced
+    creates: bool = False  # the last decision creates a command
+
+    def newest_live_value(self) -> tuple[bool, Any]:
+        return (True, self.live[-1][1]) if self.live else (False, None)
+
+
+def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
+    """Live commands of every target endpoint, oldest first (one query): commands on one
+    endpoint go out in creation order, so the newest live one is what the device ends with."""
+    targets: dict[int, TargetState] = {pk: TargetState() for pk in endpoint_ids}
+    rows = (
+        AutomationCommandIntent.objects.filter(
+            target_device_endpoint_id__in=set(targets), status__in=COMMAND_LIVE
+        )
+        .order_by("pk")
+        .values_list("pk", "target_device_endpoint_id", "target_value", "status", "attempt_count")
+    )
+    for pk, endpoint_id, value, status, attempts in rows:
+        target = targets[endpoint_id]
+        target.live.append((pk, value))
+        if status == CommandStatus.PENDING_DISPATCH and attempts == 0:
+            target.unsent.append(pk)
+        else:
+            target.has_sent = True
+    return targets
+
+
+def targets_lock(endpoint_ids: Iterable[int]) -> None:
+    """Serialise evaluation per target endpoint until commit (PostgreSQL advisory locks, in
+    id order so two workers never deadlock), so deciding from the newest live command and
+    superseding older ones cannot interleave. SQLite serialises every writer already."""
+    ids = sorted(set(endpoint_ids))
+    if not ids or connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_advisory_xact_lock(%s, (x %% 2147483647)::int)) "
+            "FROM (SELECT x FROM unnest(%s::bigint[]) AS x ORDER BY x) AS ordered",
+            [TARGET_LOCK_NAMESPACE, ids],
+        )
+
+
+def target_state_track(target: TargetState, outcome: ExecutionOutcome, value: Any) -> None:
+    """Update the target's picture with a decision, before the next one is made. Any decision
+    that does not leave the newest live command in place replaces the unsent ones."""
+    if outcome == ExecutionOutcome.BLOCKED:
+        return
+    has_live, live_value = target.newest_live_value()
+    if has_live and values_equal(live_value, value):
+        return
+    replaced = set(target.unsent)
+    target.replaced.extend(pk for pk in target.unsent if pk)
+    target.live = [(pk, v) for pk, v in target.live if pk not in replaced]
+    target.unsent = []
+    target.creates = outcome == ExecutionOutcome.INTENT_CREATED
+    if target.creates:  # its id is known after the insert: 0 stands for it until then
+        target.live.append((0, value))
+        target.unsent.append(0)
+
+
+def commands_supersede_unsent(
+    targets: dict[int, TargetState], created: list[tuple[int, int]], now: datetime
+) -> list[int]:
+    """Expire the unsent commands the newest decision on each endpoint overruled: the device
+    gets the latest decision, not a queue of outdated ones. A command already claimed or sent
+    keeps its course (it cannot be recalled); a new one waits behind it. Returns the intents
+    left to dispatch."""
+    created_on: dict[int, list[int]] = defaultdict(list)
+    for pk, endpoint_id in created:
+        created_on[endpoint_id].append(pk)
+    keep: list[int] = []
+    replaced_by: dict[int, str] = {}
+    for endpoint_id, target in targets.items():
+        mine = created_on.get(endpoint_id, [])
+        kept = mine[-1] if mine and target.creates else None
+        reason = f"replaced by command {kept}" if kept else "the newest decision needs no command"
+        for pk in [*target.replaced, *mine]:
+            if pk != kept:
+                replaced_by[pk] = reason
+        if kept is not None:
+            keep.append(kept)
+    stale = AutomationCommandIntent.objects.filter(
+        pk__in=list(replaced_by), status=CommandStatus.PENDING_DISPATCH, attempt_count=0
+    )
+    for intent in stale:
+        intent_transition(
+            intent,
+            CommandStatus.EXPIRED,
+            ReasonCode.SUPERSEDED,
+            now=now,
+            detail=replaced_by[intent.pk],
+        )
+    return sorted(keep)
