@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -18,6 +20,7 @@ from automation.models import (
     AutomationRuleExecution,
     AutomationScheduler,
     AutomationSchedulerTransition,
+    CommandCooldown,
 )
 from automation.services.support import (
     CommandRetryRefused,
@@ -89,13 +92,66 @@ class EndpointEventAdmin(ReadOnlyAdmin):
 @admin.register(AutomationRuleExecution)
 class RuleExecutionAdmin(ReadOnlyAdmin):
     org_path = "rule__farm__organization_id"
-    list_display = ("id", "rule", "event_id", "outcome", "failure_reason", "created_at")
-    list_filter = ("outcome",)
+    list_display = (
+        "id",
+        "rule",
+        "event_id",
+        "outcome",
+        "failure_reason",
+        "suppressed_by_id",
+        "created_at",
+    )
+    list_filter = ("outcome", "failure_reason")
     readonly_fields = ("timeline",)
 
     @admin.display(description="timeline")
     def timeline(self, obj: AutomationRuleExecution) -> SafeString:
         return _timeline_html(execution_timeline(execution=obj))
+
+
+class CoolingFilter(admin.SimpleListFilter):
+    title = "cooling down"
+    parameter_name = "cooling"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "still cooling down"), ("no", "ended")]
+
+    def queryset(self, request: Any, queryset: QuerySet[CommandCooldown]) -> Any:
+        now = timezone.now()
+        if self.value() == "yes":
+            return queryset.filter(until__gt=now)
+        if self.value() == "no":
+            return queryset.filter(until__lte=now)
+        return queryset
+
+
+@admin.register(CommandCooldown)
+class CommandCooldownAdmin(ReadOnlyAdmin):
+    """Targets whose last command failed or stayed uncertain: rule decisions asking for the
+    same value are suppressed until ``until`` (a support retry of the command lifts it)."""
+
+    org_path = "target_device_endpoint__device__farm__organization_id"
+    list_display = (
+        "id",
+        "target",
+        "target_value",
+        "failures",
+        "until",
+        "reason_code",
+        "command_id",
+        "updated_at",
+    )
+    list_filter = (CoolingFilter, "reason_code")
+    list_select_related = (
+        "target_device_endpoint__device",
+        "target_device_endpoint__profile_endpoint",
+    )
+    search_fields = ("target_device_endpoint__device__serial_number",)
+
+    @admin.display(description="target")
+    def target(self, obj: CommandCooldown) -> str:
+        endpoint = obj.target_device_endpoint
+        return f"{endpoint.device.serial_number} {endpoint.profile_endpoint.key}"
 
 
 def _mark_failed(row: Any, actor: str, reason: str) -> bool:

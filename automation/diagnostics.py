@@ -17,10 +17,12 @@ from django.db.models import Count, Max, QuerySet
 from automation.models import (
     AutomationCommandIntent,
     AutomationRuleExecution,
+    CommandCooldown,
     DeviceCommandReceipt,
     ReceiptType,
 )
-from automation.states import CommandStatus
+from automation.services.cooldown import command_cooldowns_cooling
+from automation.states import CommandStatus, ExecutionOutcome
 from devices.selectors import OrgScope, scope_filter
 
 # Order of stages at the same instant: cause before effect.
@@ -286,3 +288,50 @@ def devices_top_timeouts(
         )
         for g in grouped
     ]
+
+
+@dataclass(frozen=True)
+class TargetCooling:
+    """A target (endpoint, value) held by a cool-down, and how many decisions it held."""
+
+    cooldown: CommandCooldown
+    serial_number: str
+    endpoint_key: str
+    suppressed: int
+
+
+def targets_cooling_down(
+    *, now: datetime, since: datetime, scope: OrgScope = None, limit: int = 100
+) -> list[TargetCooling]:
+    """Pairs still cooling down (by time), the latest failure first, with the decisions each
+    suppressed since ``since``: a device that cannot obey shows here, not as a storm."""
+    rows = scope_filter(
+        command_cooldowns_cooling(now=now),
+        scope,
+        "target_device_endpoint__device__farm__organization_id",
+    ).select_related("target_device_endpoint__device", "target_device_endpoint__profile_endpoint")
+    cooling = list(rows.order_by("-updated_at", "-pk")[:limit])
+    counts = dict(
+        AutomationRuleExecution.objects.filter(
+            suppressed_by_id__in=[c.command_id for c in cooling], created_at__gte=since
+        )
+        .values_list("suppressed_by_id")
+        .annotate(n=Count("id"))
+    )
+    return [
+        TargetCooling(
+            cooldown=c,
+            serial_number=c.target_device_endpoint.device.serial_number,
+            endpoint_key=c.target_device_endpoint.profile_endpoint.key,
+            suppressed=counts.get(c.command_id, 0),
+        )
+        for c in cooling
+    ]
+
+
+def decisions_suppressed(*, since: datetime, scope: OrgScope = None) -> int:
+    """Rule decisions a cool-down held since ``since``."""
+    rows = executions_visible(scope=scope).filter(
+        outcome=ExecutionOutcome.SUPPRESSED, created_at__gte=since
+    )
+    return rows.count()

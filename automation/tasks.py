@@ -25,6 +25,7 @@ from automation.services.reconcile import (
     device_messages_record,
 )
 from config.celery import DB_RETRY
+from config.metrics import metrics_decisions_counted
 from devices.mqtt.client import get_publisher
 
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
@@ -46,6 +47,7 @@ def _dispatch_nudge(intent_ids: list[int]) -> None:
 @shared_task(name="automation.endpoint_events_evaluate", **DB_RETRY)
 def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
     result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
+    metrics_decisions_counted(outcomes=result.outcomes)
     if result.endpoint_ids:
         nudge(RECONCILE_TASK, command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids))
         # Threshold reminders over these endpoints re-evaluate (by name: no import of reminders).

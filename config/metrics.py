@@ -50,6 +50,12 @@ COMMAND_TRANSITIONS = Counter(
     "uncertain) by reason; rates of timeouts, retries and uncertain derive from it.",
     ["to_status", "reason"],
 )
+RULE_DECISIONS = Counter(
+    "farm_rule_decisions_total",
+    "Rule executions by outcome (intent_created, already_in_state, already_pending, blocked, "
+    "suppressed): suppressed counts decisions a cool-down held after the device failed.",
+    ["outcome"],
+)
 ACK_LATENCY = Histogram(
     "farm_command_ack_latency_seconds",
     "From the attempt's dispatch to the device's ack.",
@@ -73,6 +79,11 @@ def metrics_task_finished(*, task_name: str, state: str, retval: Any) -> None:
     stage = _STAGE_OF_TASK.get(task_name)
     if stage is not None and state == "SUCCESS" and isinstance(retval, int):
         TASK_RESULTS.labels(stage=stage).inc(retval)
+
+
+def metrics_decisions_counted(*, outcomes: dict[str, int]) -> None:
+    for outcome, n in outcomes.items():
+        RULE_DECISIONS.labels(outcome=outcome).inc(n)
 
 
 def metrics_transition_recorded(*, transition: Any) -> None:
@@ -126,6 +137,14 @@ class DatabaseCollector(Collector):
         for status, n in counts.items():
             backlog.add_metric(["command", status], n)
         yield backlog
+        from automation.services.cooldown import command_cooldowns_cooling
+
+        cooling = GaugeMetricFamily(
+            "farm_command_cooldowns",
+            "Target (endpoint, value) pairs cooling down after a failed or uncertain command.",
+        )
+        cooling.add_metric([], command_cooldowns_cooling(now=now).count())
+        yield cooling
         scheduler = GaugeMetricFamily(
             "farm_scheduler_rows", "Due-work rows by state.", labels=["state"]
         )

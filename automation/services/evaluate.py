@@ -68,6 +68,7 @@ class EvaluateResult:
     executions: int = 0
     pending_intent_ids: list[int] = field(default_factory=list)
     endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
+    outcomes: dict[str, int] = field(default_factory=dict)  # decisions by outcome
 
 
 def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, datetime]:
@@ -143,6 +144,8 @@ def endpoint_events_evaluate(
         targets = target_states_load(r.target_endpoint_id for r in rules)
         decisions, finished = _decide_all(events, rules_by_trigger, targets)
         result.executions = len(decisions)
+        for d in decisions:
+            result.outcomes[d.outcome] = result.outcomes.get(d.outcome, 0) + 1
         result.pending_intent_ids = _persist(decisions, targets)
         for (status, reason), ended_ids in finished.items():
             _events_finish(ended_ids, status, reason)

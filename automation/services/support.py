@@ -22,6 +22,7 @@ from automation.keys import intent_retry_idempotency_key
 from automation.models import AutomationCommandIntent, AutomationScheduler, CommandTransition
 from automation.scheduler.services import scheduler_cancel, scheduler_hold_release, scheduler_move
 from automation.services.commands import DISPATCH_TASK, intent_transition, nudge
+from automation.services.cooldown import command_cooldown_clear
 from automation.states import (
     COMMAND_TERMINAL,
     CommandStatus,
@@ -189,6 +190,10 @@ def _retry_insert(
             detail=f"retry of intent {retried.pk} as intent {new.pk} {detail}"[:500],
             attempt=original.attempt_count,
             at=now,
+        )
+        # Support asked to try again: the pair's cool-down no longer holds rule decisions.
+        command_cooldown_clear(
+            endpoint_id=original.target_device_endpoint_id, value=original.target_value
         )
         new_id = new.pk
         transaction.on_commit(lambda: nudge(DISPATCH_TASK, [new_id]))

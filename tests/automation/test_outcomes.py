@@ -301,3 +301,58 @@ def test_a_cooldown_holds_only_its_value() -> None:
     assert _refuse(_dispatch(pk)) == "failed/invalid_param"
     assert _reading(kit, 31) == []  # fan=80 cools down ...
     assert len(_reading(kit, 12)) == 1  # ... fan=20 is another pair
+
+
+def test_a_support_retry_lifts_the_cooldown() -> None:
+    from automation.services.support import command_intent_retry
+
+    kit = make_farm()
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    failed = _failed_once(kit)
+    assert _reading(kit, 31) == []
+    retry = command_intent_retry(intent_id=failed.pk, actor="sam", reason="firmware updated")
+    assert retry.created and not CommandCooldown.objects.exists()
+    assert _refuse(_dispatch(retry.intent.pk)) == "failed/invalid_param"
+    assert CommandCooldown.objects.get().failures == 1  # a new chain after the retry
+
+
+def test_cooldowns_are_visible_in_metrics_diagnostics_and_the_admin(client, monkeypatch) -> None:
+    from io import StringIO
+
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from automation.tasks import endpoint_events_evaluate_task
+
+    kit = make_farm(prefix="cool")
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    failed = _failed_once(kit)
+    endpoint_events_evaluate_task(_telemetry(kit.sensor.serial_number, temp=35))
+    assert _outcomes()[-1] == "suppressed/cooldown"
+
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(client.get("/metrics").content.decode())
+        for s in family.samples
+    }
+    assert samples[("farm_command_cooldowns", ())] == 1
+    assert samples[("farm_rule_decisions_total", (("outcome", "suppressed"),))] >= 1
+
+    out = StringIO()
+    call_command("diagnostics", stdout=out)
+    text = out.getvalue()
+    assert "Cool-downs: 1 target(s) cooling down, 1 decision(s) suppressed" in text
+    assert "cool-relay" in text and "invalid_param" in text and str(failed.pk) in text
+
+    User.objects.create_superuser("support", "s@example.com", "pw")
+    client.login(username="support", password="pw")
+    page = client.get("/admin/automation/commandcooldown/?cooling=yes")
+    assert page.status_code == 200 and "cool-relay" in page.content.decode()
+    assert (
+        "cool-relay"
+        not in client.get("/admin/automation/commandcooldown/?cooling=no").content.decode()
+    )
+    listed = client.get("/admin/automation/automationruleexecution/?outcome=suppressed")
+    assert listed.status_code == 200 and "cooldown" in listed.content.decode()

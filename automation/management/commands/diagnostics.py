@@ -9,7 +9,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from automation.diagnostics import commands_retrying, commands_uncertain, devices_top_timeouts
+from automation.diagnostics import (
+    commands_retrying,
+    commands_uncertain,
+    decisions_suppressed,
+    devices_top_timeouts,
+    targets_cooling_down,
+)
 from config.tables import format_table
 
 
@@ -78,6 +84,34 @@ class Command(BaseCommand):
                         _t(d.last_at),
                     )
                     for d in top
+                ],
+            )
+        )
+        self._cooling(since, limit)
+
+    def _cooling(self, since: datetime, limit: int) -> None:
+        now = timezone.now()
+        cooling = targets_cooling_down(now=now, since=since, limit=limit)
+        suppressed = decisions_suppressed(since=since)
+        self.stdout.write(
+            f"\nCool-downs: {len(cooling)} target(s) cooling down, "
+            f"{suppressed} decision(s) suppressed since {_t(since)}"
+        )
+        self.stdout.write(
+            format_table(
+                ("device", "endpoint", "value", "failures", "until", "reason", "command", "held"),
+                [
+                    (
+                        c.serial_number,
+                        c.endpoint_key,
+                        repr(c.cooldown.target_value),
+                        c.cooldown.failures,
+                        _t(c.cooldown.until),
+                        c.cooldown.reason_code,
+                        c.cooldown.command_id,
+                        c.suppressed,
+                    )
+                    for c in cooling
                 ],
             )
         )
