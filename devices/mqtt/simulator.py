@@ -67,6 +67,7 @@ class FaultMode(StrEnum):
     WRONG_VALUE = "wrong_value"  # applies and reports a value other than the requested one
     REJECT = "reject"  # answers "rejected" with reject_code, changes nothing
     OFFLINE = "offline"  # goes silent for offline_s: requests ignored, no telemetry
+    NO_STATE = "no_state"  # applies and acks, but has no state topic: telemetry is the proof
 
 
 # Faults on the reply path also hit replays of an applied command; the others only decide
@@ -89,6 +90,13 @@ class SimulatedDevice:
     delay_s: float = 1.0
     offline_s: float = 10.0
     fault_times: int | None = None
+    # RPC parameter name -> the name the device reports in telemetry, for firmware whose
+    # command parameters are named apart from its endpoints (``rpc_param_key`` on the backend).
+    param_keys: dict[str, str] = field(default_factory=dict)
+    state_by_value_key: bool = False  # state reports name values as telemetry does
+
+    def value_key(self, param: str) -> str:
+        return self.param_keys.get(param, param)
 
     def __post_init__(self) -> None:
         rpc_request_topic(self.serial)  # raises ValueError for a serial unusable in topics
@@ -374,6 +382,10 @@ class DeviceSimulator:
             device.delay_s, device.offline_s = checked.delay_s, checked.offline_s
             device.fault_times = checked.fault_times
 
+    def set_state_by_value_key(self, serial: str, enabled: bool) -> None:
+        with self._lock:
+            self._devices[serial].state_by_value_key = enabled
+
     def set_offline(self, serial: str, seconds: float) -> None:
         """Take one device off the air for ``seconds`` from now (0 brings it back)."""
         with self._lock:
@@ -478,14 +490,10 @@ class DeviceSimulator:
 
         replies = runtime.completed.get(command_id)
         if replies is not None:  # a repeat: replay, never re-apply
-            return self._reply_path(
-                device,
-                fault,
-                [
-                    _Outgoing(serial, TopicKind.RPC_RESPONSE, replies.ack, command_id),
-                    _Outgoing(serial, TopicKind.STATE, replies.state, command_id),
-                ],
-            )
+            replay = [_Outgoing(serial, TopicKind.RPC_RESPONSE, replies.ack, command_id)]
+            if replies.state:  # b"" for a device with no state topic
+                replay.append(_Outgoing(serial, TopicKind.STATE, replies.state, command_id))
+            return self._reply_path(device, fault, replay)
         return self._first_time(device, runtime, request, fault)
 
     def _first_time(
@@ -506,25 +514,27 @@ class DeviceSimulator:
         if fault is FaultMode.NEVER_APPLY:
             return 0.0, [_Outgoing(serial, TopicKind.RPC_RESPONSE, ack, command_id)]
 
-        applied = dict(request.params)
+        applied = dict(request.params)  # reported back under the parameter names
         if fault is FaultMode.WRONG_VALUE:
             applied = {key: _wrong(value) for key, value in applied.items()}
-        device.values.update(applied)
+        device.values.update({device.value_key(key): value for key, value in applied.items()})
         self._applies[serial, command_id] += 1
         now = self._now()
+        if device.state_by_value_key:
+            applied = {device.value_key(key): value for key, value in applied.items()}
         state = StateReport(command_id, applied, now).to_json()
+        if fault is FaultMode.NO_STATE:
+            state = b""
         runtime.completed[command_id] = _Replies(ack, state)
         if len(runtime.completed) > REMEMBERED_COMMANDS_PER_DEVICE:
             runtime.completed.popitem(last=False)
-        return self._reply_path(
-            device,
-            fault,
-            [
-                _Outgoing(serial, TopicKind.RPC_RESPONSE, ack, command_id),
-                _Outgoing(serial, TopicKind.STATE, state, command_id),
-                _Outgoing(serial, TopicKind.TELEMETRY, telemetry_payload(now, dict(device.values))),
-            ],
+        replies = [_Outgoing(serial, TopicKind.RPC_RESPONSE, ack, command_id)]
+        if state:
+            replies.append(_Outgoing(serial, TopicKind.STATE, state, command_id))
+        replies.append(
+            _Outgoing(serial, TopicKind.TELEMETRY, telemetry_payload(now, dict(device.values)))
         )
+        return self._reply_path(device, fault, replies)
 
     @staticmethod
     def _reply_path(
@@ -547,11 +557,11 @@ class DeviceSimulator:
     def _refusal(device: SimulatedDevice, params: dict[str, Any]) -> tuple[ResultCode, str] | None:
         if not params:
             return ResultCode.INVALID_PARAM, "params is empty"
-        unknown = sorted(key for key in params if key not in device.values)
+        unknown = sorted(key for key in params if device.value_key(key) not in device.values)
         if unknown:
             return ResultCode.NOT_SUPPORTED, f"unknown endpoint(s): {', '.join(unknown)}"
         for key, value in params.items():
-            if not _same_type(device.values[key], value):
+            if not _same_type(device.values[device.value_key(key)], value):
                 return ResultCode.INVALID_PARAM, f"{key}: {value!r} has the wrong type"
         return None
 
