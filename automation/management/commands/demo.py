@@ -16,8 +16,18 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
 from automation.demo import DEMO_FAULTS, seed_demo_farm
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
-from automation.states import COMMAND_LIVE, COMMAND_TERMINAL, CommandStatus, EventStatus
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationEndpointEvent,
+    AutomationRuleExecution,
+)
+from automation.states import (
+    COMMAND_LIVE,
+    COMMAND_TERMINAL,
+    CommandStatus,
+    EventStatus,
+    ExecutionOutcome,
+)
 from config.runtime import in_process_beat, in_process_worker
 from config.tables import format_table
 from devices.mqtt.bridge import MqttBridge
@@ -113,8 +123,16 @@ class Command(BaseCommand):
             sys.stderr.write("\n")
         intents = list(AutomationCommandIntent.objects.filter(created_at__gte=since))
         by_state = Counter((i.status, i.status_reason) for i in intents)
-        relay_fault = {r: f.get("fault", "none") for _, r, f in pairs}
-        faults = Counter((relay_fault[i.target_serial_number], i.status) for i in intents)
+        relay_fault = {r: _fault_name(f) for _, r, f in pairs}
+        faults: dict[str, Counter[str]] = {name: Counter() for name in relay_fault.values()}
+        for i in intents:
+            faults[relay_fault[i.target_serial_number]][i.status] += 1
+        held = Counter(
+            relay_fault[serial]
+            for serial in AutomationRuleExecution.objects.filter(
+                created_at__gte=since, outcome=ExecutionOutcome.SUPPRESSED
+            ).values_list("rule__target_endpoint__device__serial_number", flat=True)
+        )
         self.stdout.write("\nCommands by final state")
         self.stdout.write(
             format_table(
@@ -122,11 +140,21 @@ class Command(BaseCommand):
                 [(s, r, n) for (s, r), n in sorted(by_state.items())],
             )
         )
-        self.stdout.write("\nCommands by device fault mode")
+        self.stdout.write(
+            "\nCommands by device fault mode (suppressed: decisions a cool-down held)"
+        )
         self.stdout.write(
             format_table(
-                ["fault mode", "state", "commands"],
-                [(f, s, n) for (f, s), n in sorted(faults.items())],
+                ["fault mode", "commands", "by final state", "suppressed"],
+                [
+                    (
+                        name,
+                        sum(states.values()),
+                        ", ".join(f"{s} {n}" for s, n in sorted(states.items())),
+                        held[name],
+                    )
+                    for name, states in sorted(faults.items())
+                ],
             )
         )
         self.stdout.write("\nLatency from first publish")
@@ -171,6 +199,16 @@ class Command(BaseCommand):
             f", Celery broker: {settings.CELERY_BROKER_URL.split('://')[0]}"
         )
         return all(ok for _, ok in checks)
+
+
+def _fault_name(options: dict[str, Any]) -> str:
+    """``reject:invalid_param``, ``drop_ack×1``: the fault as the relay was configured."""
+    name = str(options.get("fault", "none"))
+    if options.get("reject_code"):
+        name += f":{options['reject_code']}"
+    if options.get("fault_times"):
+        name += f"×{options['fault_times']}"
+    return name
 
 
 def _latency(name: str, pairs: list[tuple[datetime | None, AutomationCommandIntent]]) -> tuple:
