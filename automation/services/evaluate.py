@@ -6,8 +6,12 @@ evaluating one event yield exactly one execution with one intent.
 
 Latest decision wins: only the newest reading of a trigger endpoint acts (an older one that
 arrives late is discarded as ``newer_reading``), evaluation is serialised per target
-endpoint, and a new command supersedes the endpoint's commands that were never sent. So
+endpoint, and a new decision supersedes the endpoint's commands that were never sent. So
 the device ends in the state the newest reading asks for, whatever the delivery order.
+
+No storms: a target already holding the value (by its last report) or already asked for it
+gets no command, and a pair whose last command failed on the device is cooling down
+(``automation.services.cooldown``): the decision is recorded ``suppressed``.
 """
 
 from __future__ import annotations
