@@ -3,7 +3,8 @@
 Guarantees: every client speaks the configured protocol (v5 on Mosquitto, 3.1.1 on the
 embedded amqtt broker), sets TCP_NODELAY (SPEC §11: request/response ~44 ms -> ~0.6 ms),
 and reconnects with capped exponential backoff. ``Publisher.publish`` returns only after the
-broker's PUBACK, so a caller that got a message id knows the broker holds the message.
+broker's PUBACK, so a caller that got a message id knows the broker holds the message; its
+errors say whether the broker was reachable at all (``BrokerUnreachable``) or stayed silent.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ CONNACK_TIMEOUT_S = 10.0
 FIRST_BACKOFF_S = 0.5
 RECONNECT_MIN_DELAY_S = 1
 PUBLISHER_START_TIMEOUT_S = 5.0
-PUBLISHER_MAX_BACKOFF_S = 10
+# paho doubles its reconnect delay up to this cap while the broker stays away (and resets it
+# after a CONNACK): a small cap means the publisher is back within ~2 s of the broker.
+PUBLISHER_MAX_BACKOFF_S = 2
 PUBLISHER_KEEPALIVE_S = 30
 PUBLISH_TIMEOUT_S = 5.0
+PUBACK_POLL_S = 0.05  # how soon a publish waiting for its PUBACK notices a lost connection
 SUBACK_TIMEOUT_S = 5.0
 # CONNACK refusals worth retrying: the broker is overloaded or restarting, not misconfigured.
 # 0x88 server unavailable, 0x89 server busy, 0x97 quota exceeded, 0x9F connection rate exceeded.
@@ -58,6 +62,17 @@ class PublishError(MqttError):
     """A publish was not confirmed by a PUBACK. "Not confirmed" is not "not sent": paho
     keeps an unacknowledged QoS 1 message and resends it after a reconnect, so a retry by
     the caller may deliver twice (consumers are idempotent by commandId, SPEC §3.7)."""
+
+
+class BrokerUnreachable(PublishError):
+    """No connection to the broker: the message was not handed over, or the connection was
+    lost before its PUBACK (paho then resends it after reconnecting). Retrying once the
+    publisher is connected again is the remedy; the broker's health, not the message's."""
+
+
+class PubackTimeout(PublishError):
+    """Connected, but the broker did not acknowledge within the timeout: it may hold (and
+    deliver) the message, or be stalled."""
 
 
 class _ConnectRefused(Exception):
@@ -359,20 +374,29 @@ class Publisher:
         timeout_s: float = PUBLISH_TIMEOUT_S,
     ) -> int:
         """Publish and return the message id once the broker acknowledged it (PUBACK for
-        QoS 1); raise ``PublishError`` if not connected, refused locally, or not
-        acknowledged within ``timeout_s``."""
+        QoS 1). Raises ``BrokerUnreachable`` when not connected or the connection drops
+        before the PUBACK, ``PubackTimeout`` when a connected broker stays silent for
+        ``timeout_s``, ``PublishError`` when paho refuses the message locally."""
         client = self._client
         if client is None or not client.is_connected():
-            raise PublishError(f"MQTT publisher not connected; {topic} not sent")
+            raise BrokerUnreachable(f"MQTT publisher not connected; {topic} not sent")
         info = client.publish(topic, payload, qos=qos)
+        if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
+            raise BrokerUnreachable(f"MQTT publisher not connected; {topic} queued in paho")
         if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             raise PublishError(f"publish to {topic} failed: {paho.error_string(info.rc)}")
+        deadline = time.monotonic() + timeout_s
         try:
-            info.wait_for_publish(timeout_s)
+            while not info.is_published() and (left := deadline - time.monotonic()) > 0:
+                if not client.is_connected():
+                    raise BrokerUnreachable(
+                        f"connection lost before the PUBACK for {topic} (mid {info.mid})"
+                    )
+                info.wait_for_publish(min(left, PUBACK_POLL_S))
         except (RuntimeError, ValueError) as exc:
             raise PublishError(f"publish to {topic} failed: {exc}") from exc
         if not info.is_published():
-            raise PublishError(f"no PUBACK for {topic} (mid {info.mid}) within {timeout_s}s")
+            raise PubackTimeout(f"no PUBACK for {topic} (mid {info.mid}) within {timeout_s}s")
         return info.mid
 
     def close(self) -> None:
