@@ -104,6 +104,8 @@ class ReasonCode(TextChoices):
     DISPATCHED = "dispatched"
     RETRY_DUE = "retry_due"
     MANUAL = "manual"
+    # The broker stayed unreachable until the command was older than COMMAND_MAX_AGE_S.
+    BROKER_UNREACHABLE = "broker_unreachable"
 
 
 # --- Automation scheduler (seed 000, SPEC §4) ------------------------------------------------

@@ -66,7 +66,12 @@ def endpoint_events_sweep_task() -> int:
 def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
     publisher = get_publisher()
     outcomes = [
-        command_intent_dispatch(intent_id=pk, publish=publisher.publish, trust_cache=trust_cache)
+        command_intent_dispatch(
+            intent_id=pk,
+            publish=publisher.publish,
+            trust_cache=trust_cache,
+            connected=publisher.is_connected,
+        )
         for pk in intent_ids
     ]
     return sum(1 for o in outcomes if o == "dispatched")

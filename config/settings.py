@@ -101,6 +101,10 @@ BEAT_SWEEP_INTERVAL_S = env_float("BEAT_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
 # Ack deadlines and 5 s backoffs need a finer sweep than the event backstop.
 COMMAND_SWEEP_INTERVAL_S = env_float("COMMAND_SWEEP_INTERVAL_S", 1.0, minimum=0.05)
 DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
+# A publish that found the broker unreachable spends no attempt; the command retries after at
+# most this wait until the broker is back, or expires (broker_unreachable) past its lifetime.
+PUBLISH_RETRY_MAX_WAIT_S = env_float("PUBLISH_RETRY_MAX_WAIT_S", 2.0, minimum=0.05)
+COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
 
 # --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)
