@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
+from django.test.utils import setup_databases, teardown_databases
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
@@ -233,6 +234,22 @@ def _stack_wait_ready(stack: Stack) -> None:
             wait_for(lambda p=proc: _log_has(p, b" ready."), proc.name, START_TIMEOUT_S)
 
 
+@contextmanager
+def _test_database() -> Iterator[None]:
+    """The test database, also when only chaos tests were selected: pytest-django creates it
+    only for tests marked django_db, and the stack must never run on (and flush) the
+    configured database."""
+    test_name = connection.settings_dict.get("TEST", {}).get("NAME")
+    if connection.settings_dict["NAME"] == test_name:
+        yield
+        return
+    config = setup_databases(verbosity=0, interactive=False, aliases={DEFAULT_DB_ALIAS})
+    try:
+        yield
+    finally:
+        teardown_databases(config, verbosity=0)
+
+
 @pytest.fixture(scope="module")
 def chaos_stack(
     django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
@@ -245,23 +262,24 @@ def chaos_stack(
         missing = _binaries_missing()
         if missing:
             pytest.skip(f"chaos starts private servers and needs: {', '.join(missing)}")
-        workdir = tmp_path_factory.mktemp("chaos")
-        servers = Servers(workdir)
-        servers.start()
-        try:
-            with celery_broker(servers.broker_url):
-                stack = Stack(servers, connection.settings_dict["NAME"], workdir)
-                stack.build()
-                stack.run_once("sync_beat_schedule")
-                try:
-                    stack.start(*(n for n in stack.procs if n != "beat-2"))
-                    _stack_wait_ready(stack)
-                    yield stack
-                finally:
-                    stack.stop_all()
-        finally:
-            servers.stop()
-            call_command("flush", interactive=False, verbosity=0)
+        with _test_database():
+            workdir = tmp_path_factory.mktemp("chaos")
+            servers = Servers(workdir)
+            servers.start()
+            try:
+                with celery_broker(servers.broker_url):
+                    stack = Stack(servers, connection.settings_dict["NAME"], workdir)
+                    stack.build()
+                    stack.run_once("sync_beat_schedule")
+                    try:
+                        stack.start(*(n for n in stack.procs if n != "beat-2"))
+                        _stack_wait_ready(stack)
+                        yield stack
+                    finally:
+                        stack.stop_all()
+            finally:
+                servers.stop()
+                call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture
