@@ -37,6 +37,7 @@ from notifications.models import ExternalContact
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
 from tests.chaos.harness import Proc, Servers, Stack
+from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
 from tests.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 
@@ -76,6 +77,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if SUMMARY:
         terminalreporter.write_sep("=", "chaos scenarios")
         terminalreporter.write_line(format_table(SUMMARY_HEADERS, SUMMARY))
+    if LOADS:
+        terminalreporter.write_sep("=", "commands per relay per wave, by fault mode")
+        terminalreporter.write_line(format_table(STORM_HEADERS, storm_rows()))
 
 
 @dataclass
@@ -124,6 +128,11 @@ class Sensors:
         self._client.loop_start()
         self.published = 0
         self._clock = datetime.now(UTC)
+
+    @property
+    def clock(self) -> datetime:
+        """The timestamp of the latest reading; the next one is later."""
+        return self._clock
 
     def reading(self, serial: str, temp: float) -> None:
         self._clock += timedelta(milliseconds=1)

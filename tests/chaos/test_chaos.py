@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -23,7 +24,8 @@ from events.models import EventDeadLetter
 from notifications.models import Notification
 from notifications.states import NotificationStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
-from tests.chaos.harness import counters_read
+from tests.chaos.harness import SimulatorCounters, counters_read
+from tests.chaos.storms import wave_loads_record, wave_of
 
 # No django_db mark: the stack's processes share the committed rows of every scenario, so the
 # fixtures unblock the database themselves and flush it once the module is done.
@@ -132,7 +134,9 @@ def test_nothing_lost_nothing_twice(chaos: Chaos, scenario: str) -> None:
     stop = threading.Event()
     fault = threading.Thread(target=SCENARIOS[scenario], args=(chaos, stop), daemon=True)
     fault.start()
+    wave_starts: list[datetime] = []
     for wave in range(WAVES):
+        wave_starts.append(chaos.sensors.clock)
         temp = 35.0 if wave % 2 == 0 else 15.0
         for kit in chaos.fleet.kits:
             chaos.sensors.reading(kit.sensor.serial_number, temp)
@@ -141,7 +145,7 @@ def test_nothing_lost_nothing_twice(chaos: Chaos, scenario: str) -> None:
     fault.join(30)
     _settle(chaos)
     chaos.stack.procs["simulator"].stop()  # it writes its counters as it stops
-    outcome = _outcome(chaos)
+    outcome = _outcome(chaos, scenario, wave_starts)
     SUMMARY.append(
         (
             scenario,
@@ -208,12 +212,17 @@ def _settle(chaos: Chaos) -> None:
     print(chaos.stack.tails())
 
 
-def _outcome(chaos: Chaos) -> Outcome:
+def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcome:
     scope = _scope(chaos)
     left = {k: v for k, v in _unsettled(chaos).items() if v}
     problems = [f"left unsettled: {what} = {n}" for what, n in left.items()]
-    intents = list(AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"]))
+    intents = list(
+        AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"]).select_related(
+            "rule_execution__event"
+        )
+    )
     counters = counters_read(chaos.counters_path)
+    _wave_loads_record(chaos, scenario, intents, counters, wave_starts)
     applies = counters.applies
     serial_of = {k.actuator.pk: k.actuator.serial_number for k in chaos.fleet.kits}
     twice = [key for key, n in applies.items() if n > 1]
@@ -268,6 +277,34 @@ def _outcome(chaos: Chaos) -> Outcome:
         lost=sum(left.values()) + len(unseen),
         duplicated=len(twice) + len(reposted),
         problems=problems,
+    )
+
+
+def _wave_loads_record(
+    chaos: Chaos,
+    scenario: str,
+    intents: list[AutomationCommandIntent],
+    counters: SimulatorCounters,
+    wave_starts: list[datetime],
+) -> None:
+    """Each command counted against its relay and the wave of the reading that decided it."""
+    kits = chaos.fleet.kits
+    serial_of = {k.actuator.pk: k.actuator.serial_number for k in kits}
+    faults = dict(zip(chaos.fleet.relays, FAULTS * len(kits), strict=False))
+    wave_loads_record(
+        scenario,
+        faults,
+        WAVES,
+        (
+            (
+                serial_of[i.target_device_id],
+                wave_of(i.rule_execution.event.event_timestamp, wave_starts),
+                counters.requests.get(
+                    (serial_of[i.target_device_id], i.device_command_id or ""), 0
+                ),
+            )
+            for i in intents
+        ),
     )
 
 
