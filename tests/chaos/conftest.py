@@ -124,10 +124,17 @@ class Sensors:
         configured: MqttConfig = settings.MQTT
         self._config = replace(configured, host="127.0.0.1", port=port, embedded=False)
         self._client = new_client(f"chaos-sensors-{time.monotonic_ns()}", config=self._config)
-        connect(self._client, config=self._config, attempts=20)
+        connect(self._client, config=self._config, attempts=20, max_backoff_s=1.0)
         self._client.loop_start()
         self.published = 0
         self._clock = datetime.now(UTC)
+        self._gate = threading.Lock()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No reading goes out meanwhile; one already on its way is confirmed first."""
+        with self._gate:
+            yield
 
     @property
     def clock(self) -> datetime:
@@ -135,6 +142,10 @@ class Sensors:
         return self._clock
 
     def reading(self, serial: str, temp: float) -> None:
+        with self._gate:
+            self._reading(serial, temp)
+
+    def _reading(self, serial: str, temp: float) -> None:
         self._clock += timedelta(milliseconds=1)
         payload = telemetry_payload(self._clock, {"temp": temp})
         deadline = time.monotonic() + 60

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -26,6 +27,7 @@ from notifications.states import NotificationStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
 from tests.chaos.harness import SimulatorCounters, counters_read
 from tests.chaos.storms import wave_loads_record, wave_of
+from tests.waiting import wait_for
 
 # No django_db mark: the stack's processes share the committed rows of every scenario, so the
 # fixtures unblock the database themselves and flush it once the module is done.
@@ -33,6 +35,10 @@ pytestmark = [pytest.mark.chaos, pytest.mark.postgres]
 
 WAVES = 5  # hot, cool, hot, cool, hot: each wave is one reading per farm
 WAVE_GAP_S = 1.5
+# Longer than the whole retry ladder of the chaos timers (tests/chaos/harness.py FAST_TIMERS:
+# three 1.5 s ack timeouts and 0.5 s + 1 s backoffs, ~6 s with the sweep's 1 s ticks).
+BROKER_OUTAGE_S = 9.0
+BRIDGE_BACK = b"reconnected after"  # the bridge's log line once it is connected again
 SETTLE_TIMEOUT_S = 120.0
 # A killed database connection is staged under these processes. The notify worker is left
 # out: a connection lost between a webhook POST and its commit re-sends the same
@@ -69,6 +75,20 @@ def _restart_mqtt(chaos: Chaos, stop: threading.Event) -> None:
     bridge.stop()
     time.sleep(2.0)
     bridge.start()
+
+
+def _broker_outage(chaos: Chaos, stop: threading.Event) -> None:
+    """Mosquitto stopped while the second wave's commands go out, for longer than the retry
+    ladder, then the waves go on. The sensors hold their readings until the bridge is back:
+    Mosquitto does not restore shared subscriptions from its persistence file, so a reading
+    sent before the bridge has subscribed again would be lost (not what this scenario tests)."""
+    if stop.wait(2.0):
+        return
+    bridge = chaos.stack.procs["bridge"]
+    back = bridge.log.read_bytes().count(BRIDGE_BACK) + 1
+    with chaos.sensors.held():
+        chaos.servers.mosquitto_restart(down_s=BROKER_OUTAGE_S)
+        wait_for(lambda: bridge.log.read_bytes().count(BRIDGE_BACK) >= back, "the bridge", 30)
 
 
 def _flushall(chaos: Chaos, stop: threading.Event) -> None:
@@ -122,6 +142,7 @@ SCENARIOS: dict[str, Fault] = {
     "all fault modes": _no_fault,
     "SIGKILL dispatch/reconcile": _kill_workers,
     "Mosquitto + bridge restart": _restart_mqtt,
+    "Mosquitto down past the retry ladder": _broker_outage,
     "Redis FLUSHALL": _flushall,
     "two beats": _two_beats,
     "pg_terminate_backend": _terminate_connections,
@@ -223,6 +244,8 @@ def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcom
     )
     counters = counters_read(chaos.counters_path)
     _wave_loads_record(chaos, scenario, intents, counters, wave_starts)
+    if SCENARIOS[scenario] is _broker_outage:
+        problems += _outage_problems(chaos)
     applies = counters.applies
     serial_of = {k.actuator.pk: k.actuator.serial_number for k in chaos.fleet.kits}
     twice = [key for key, n in applies.items() if n > 1]
@@ -306,6 +329,34 @@ def _wave_loads_record(
             for i in intents
         ),
     )
+
+
+def _outage_problems(chaos: Chaos) -> list[str]:
+    """After a broker outage longer than the retry ladder: a command ended expired or failed
+    only if superseded, or (broker_unreachable) once older than COMMAND_MAX_AGE_S; every
+    command for a relay that can still obey was applied; and the outage did meet commands."""
+    lifetime_s = settings.COMMAND_MAX_AGE_S
+    faults = dict(zip(chaos.fleet.relays, FAULTS * len(chaos.fleet.kits), strict=False))
+    intents = AutomationCommandIntent.objects.filter(
+        target_device_id__in=_scope(chaos)["relays"]
+    ).exclude(status_reason=ReasonCode.SUPERSEDED)
+    problems = []
+    for intent in intents:
+        age_s = ((intent.finished_at or timezone.now()) - intent.created_at).total_seconds()
+        ended_early = intent.status in (CommandStatus.EXPIRED, CommandStatus.FAILED) and not (
+            intent.status_reason == ReasonCode.BROKER_UNREACHABLE and age_s >= lifetime_s
+        )
+        can_obey = faults[intent.target_serial_number].split(":")[0] in REACHES_TARGET
+        if ended_early or (can_obey and intent.status != CommandStatus.APPLIED):
+            problems.append(
+                f"intent {intent.pk} ({intent.target_serial_number} "
+                f"{faults[intent.target_serial_number]}, {age_s:.0f} s old) ended "
+                f"{intent.status}/{intent.status_reason}: {_chain(intent)}"
+            )
+    waited = intents.filter(transitions__reason_code=ReasonCode.PUBLISH_ERROR).distinct().count()
+    if not waited:
+        problems.append("no command waited for the broker: the outage met no command")
+    return problems
 
 
 def _end_state_problems(chaos: Chaos, values: dict[str, dict[str, Any]]) -> list[str]:
