@@ -173,11 +173,12 @@ def intent_retry_or_expire(
 def intent_await_broker(
     intent: AutomationCommandIntent, *, now: datetime, detail: str, claimed: bool
 ) -> bool:
-    """The broker was unreachable, so no request of this attempt reached it: the attempt is
-    not spent (a ``claimed`` intent gives its increment back, so the retry reuses the attempt
-    number in receipt keys, and the commandId) and the command waits in ``retrying`` for the
-    publisher to reconnect, due again after at most ``PUBLISH_RETRY_MAX_WAIT_S``. Older than
-    ``COMMAND_MAX_AGE_S`` it ends ``expired`` (broker_unreachable) instead, sent or not."""
+    """The broker was unreachable (no connection, or it was lost before the PUBACK): the
+    attempt is not spent (a ``claimed`` intent gives its increment back, so the retry reuses
+    the attempt number in receipt keys, and the commandId) and the command waits in
+    ``retrying`` for the publisher to reconnect, due again after at most
+    ``PUBLISH_RETRY_MAX_WAIT_S``. Older than ``COMMAND_MAX_AGE_S`` it ends ``expired``
+    (broker_unreachable) instead, whether an earlier attempt was sent or not."""
     attempts = intent.attempt_count - 1 if claimed else intent.attempt_count
     age_s = (now - intent.created_at).total_seconds()
     if age_s >= settings.COMMAND_MAX_AGE_S:

@@ -4,8 +4,8 @@ Guarantees: an intent is claimed by exactly one worker (lease + version compare-
 the database's unique ``inflight_endpoint`` keeps one live command per device endpoint;
 ``deviceCommandId`` is assigned once and reused on every retry, so a crash between publish
 and marking ``dispatched`` leads to a re-send the device recognises, never a second apply.
-An attempt is spent only on a request that may have reached the broker: while the broker is
-unreachable a command waits (capped, bounded by ``COMMAND_MAX_AGE_S``) without using its budget.
+A broker outage spends no attempts: while the broker is unreachable a command waits (capped,
+bounded by ``COMMAND_MAX_AGE_S``) with its budget intact; a connected broker's silence does.
 """
 
 from __future__ import annotations
@@ -204,11 +204,11 @@ def _publish(intent: AutomationCommandIntent, publish: PublishFn, now: datetime)
 def _await_broker(
     intent: AutomationCommandIntent, now: datetime, detail: str, *, claimed: bool
 ) -> DispatchOutcome:
-    """No attempt spent on a broker that was not there. A PUBACK timeout, by contrast, does
-    spend one (``_publish``): the connected broker may hold the request and deliver it, and
-    paho resends it after any reconnect, so the device may see it like any sent attempt
-    (harmless: devices are idempotent by commandId); counting it keeps the budget a bound on
-    the requests a device can receive, and on re-sends into a broker that accepts but stalls."""
+    """No attempt spent on a broker that was away (no connection, or lost before the PUBACK:
+    a copy it got anyway, or one paho resends after reconnecting, is harmless, devices being
+    idempotent by commandId). A PUBACK timeout on a live connection does spend one
+    (``_publish``): that broker may hold and deliver the request like any sent attempt, and
+    counting it bounds the re-sends into a broker that accepts connections but stalls."""
     if not intent_await_broker(intent, now=now, detail=detail, claimed=claimed):
         return DispatchOutcome.LOST_RACE
     if intent.status == CommandStatus.EXPIRED:

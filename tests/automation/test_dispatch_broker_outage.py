@@ -1,8 +1,8 @@
-"""Dispatch while the MQTT broker is away: attempts are spent only on requests that may have
-reached the broker. A command that met an unreachable broker waits in ``retrying`` (reason
-``publish_error``, the wait capped) with its budget and commandId intact until the publisher
-is back, and expires (``broker_unreachable``) only once older than ``COMMAND_MAX_AGE_S``. A
-PUBACK timeout does spend its attempt (tests/automation/test_dispatch.py)."""
+"""Dispatch while the MQTT broker is away: an outage spends no attempts. A command that met
+an unreachable broker waits in ``retrying`` (reason ``publish_error``, the wait capped) with
+its budget and commandId intact until the publisher is back, and expires
+(``broker_unreachable``) only once older than ``COMMAND_MAX_AGE_S``. A PUBACK timeout does
+spend its attempt (tests/automation/test_dispatch.py)."""
 
 from __future__ import annotations
 
