@@ -25,7 +25,7 @@ from automation.services.reconcile import (
     device_messages_record,
 )
 from config.celery import DB_RETRY
-from devices.mqtt.client import get_publisher
+from devices.mqtt.publisher import get_publisher
 
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
 

@@ -20,8 +20,9 @@ import pytest
 from django.test import override_settings
 
 from config.env import MqttConfig
-from devices.mqtt.client import close_publisher, start_client
+from devices.mqtt.client import start_client
 from devices.mqtt.embedded_broker import LOOPBACK, EmbeddedBroker
+from devices.mqtt.publisher import close_publisher
 
 
 def free_port() -> int:

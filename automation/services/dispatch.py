@@ -32,8 +32,9 @@ from automation.services.commands import (
 from automation.services.reconcile import command_intent_reconcile
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
-from devices.mqtt.client import BrokerUnreachable, MqttError
+from devices.mqtt.client import MqttError
 from devices.mqtt.contract import RpcRequest, rpc_request_topic
+from devices.mqtt.publisher import BrokerUnreachable
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from automation.services.reconcile import (
 )
 from config.env import MqttConfig
 from devices.models import DeviceMessageRejection
-from devices.mqtt.client import PubackTimeout, Publisher, PublishError
+from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port

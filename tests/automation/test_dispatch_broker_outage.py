@@ -21,7 +21,7 @@ from automation.services.dispatch import command_intent_dispatch, command_intent
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.reconcile import command_intent_reconcile
 from config.env import MqttConfig
-from devices.mqtt.client import Publisher
+from devices.mqtt.publisher import Publisher
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port

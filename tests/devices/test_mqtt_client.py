@@ -21,17 +21,15 @@ import paho.mqtt.client as paho
 import pytest
 
 from config.env import MqttConfig
-from devices.mqtt.client import (
+from devices.mqtt.client import MqttUnavailable, connect, new_client
+from devices.mqtt.embedded_broker import EmbeddedBroker
+from devices.mqtt.publisher import (
     BrokerUnreachable,
-    MqttUnavailable,
     PubackTimeout,
     Publisher,
     PublishError,
-    connect,
     get_publisher,
-    new_client,
 )
-from devices.mqtt.embedded_broker import EmbeddedBroker
 from tests.mqtt_fixtures import LOOPBACK, MqttClientFactory, PrivateMosquitto, free_port
 from tests.waiting import wait_for
 
