@@ -108,6 +108,8 @@ class ReasonCode(TextChoices):
     MANUAL = "manual"
     # A decision for an (endpoint, value) whose last command failed or stayed uncertain.
     COOLDOWN = "cooldown"
+    # The broker stayed unreachable until the command was older than COMMAND_MAX_AGE_S.
+    BROKER_UNREACHABLE = "broker_unreachable"
 
 
 # --- Automation scheduler (seed 000, SPEC §4) ------------------------------------------------

@@ -26,7 +26,7 @@ from automation.services.reconcile import (
 )
 from config.celery import DB_RETRY
 from config.metrics import metrics_decisions_counted
-from devices.mqtt.client import get_publisher
+from devices.mqtt.publisher import get_publisher
 
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
 
@@ -68,7 +68,12 @@ def endpoint_events_sweep_task() -> int:
 def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
     publisher = get_publisher()
     outcomes = [
-        command_intent_dispatch(intent_id=pk, publish=publisher.publish, trust_cache=trust_cache)
+        command_intent_dispatch(
+            intent_id=pk,
+            publish=publisher.publish,
+            trust_cache=trust_cache,
+            connected=publisher.is_connected,
+        )
         for pk in intent_ids
     ]
     return sum(1 for o in outcomes if o == "dispatched")

@@ -104,6 +104,10 @@ DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
 # After a command for (endpoint, value) fails on the device or stays uncertain, further
 # decisions for the same pair are suppressed this long, growing per consecutive failure.
 COMMAND_COOLDOWN_S = env_float_list("COMMAND_COOLDOWN_S", (60.0, 300.0, 1800.0))
+# A publish that found the broker unreachable spends no attempt; the command retries after at
+# most this wait until the broker is back, or expires (broker_unreachable) past its lifetime.
+PUBLISH_RETRY_MAX_WAIT_S = env_float("PUBLISH_RETRY_MAX_WAIT_S", 2.0, minimum=0.05)
+COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
 
 # --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)

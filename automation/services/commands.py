@@ -72,7 +72,7 @@ def intent_transition(
             to_status=to,
             reason_code=reason,
             detail=detail[:500],
-            attempt=intent.attempt_count,
+            attempt=updates.get("attempt_count", intent.attempt_count),
             at=now,
         )
         for name, value in updates.items():
@@ -167,6 +167,56 @@ def intent_retry_or_expire(
             },
             now,
         )
+    return True
+
+
+def intent_await_broker(
+    intent: AutomationCommandIntent, *, now: datetime, detail: str, claimed: bool
+) -> bool:
+    """The broker was unreachable (no connection, or it was lost before the PUBACK): the
+    attempt is not spent (a ``claimed`` intent gives its increment back, so the retry reuses
+    the attempt number in receipt keys, and the commandId) and the command waits in
+    ``retrying`` for the publisher to reconnect, due again after at most
+    ``PUBLISH_RETRY_MAX_WAIT_S``. Older than ``COMMAND_MAX_AGE_S`` it ends ``expired``
+    (broker_unreachable) instead, whether an earlier attempt was sent or not."""
+    attempts = intent.attempt_count - 1 if claimed else intent.attempt_count
+    age_s = (now - intent.created_at).total_seconds()
+    if age_s >= settings.COMMAND_MAX_AGE_S:
+        return intent_transition(
+            intent,
+            CommandStatus.EXPIRED,
+            ReasonCode.BROKER_UNREACHABLE,
+            now=now,
+            detail=f"{age_s:.0f} s old, {attempts} attempts; last: {detail}",
+            attempt_count=attempts,
+            last_error=detail[:2000],
+        )
+    wait_s = min(retry_delay_s(attempts), settings.PUBLISH_RETRY_MAX_WAIT_S)
+    fields: dict[str, Any] = {
+        "attempt_count": attempts,
+        "next_attempt_at": now + timedelta(seconds=wait_s),
+        "lease_expires_at": None,
+        "last_error": detail[:2000],
+    }
+    reason = ReasonCode.PUBLISH_ERROR
+    if intent.status != CommandStatus.RETRYING:
+        return intent_transition(
+            intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
+        )
+    first_time = intent.status_reason != reason
+    with transaction.atomic():
+        if not intent_touch(intent, now=now, status_reason=reason, **fields):
+            return False
+        if first_time:  # already retrying (e.g. after an ack timeout): audit the new reason once
+            CommandTransition.objects.create(
+                intent=intent,
+                from_status=intent.status,
+                to_status=intent.status,
+                reason_code=reason,
+                detail=detail[:500],
+                attempt=attempts,
+                at=now,
+            )
     return True
 
 

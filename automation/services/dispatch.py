@@ -4,6 +4,8 @@ Guarantees: an intent is claimed by exactly one worker (lease + version compare-
 the database's unique ``inflight_endpoint`` keeps one live command per device endpoint;
 ``deviceCommandId`` is assigned once and reused on every retry, so a crash between publish
 and marking ``dispatched`` leads to a re-send the device recognises, never a second apply.
+A broker outage spends no attempts: while the broker is unreachable a command waits (capped,
+bounded by ``COMMAND_MAX_AGE_S``) with its budget intact; a connected broker's silence does.
 """
 
 from __future__ import annotations
@@ -23,16 +25,22 @@ from automation import coordination
 from automation.gates import command_gate_failure
 from automation.keys import new_device_command_id
 from automation.models import AutomationCommandIntent, AutomationRule
-from automation.services.commands import intent_retry_or_expire, intent_transition
+from automation.services.commands import (
+    intent_await_broker,
+    intent_retry_or_expire,
+    intent_transition,
+)
 from automation.services.reconcile import command_intent_reconcile
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.client import MqttError
 from devices.mqtt.contract import RpcRequest, rpc_request_topic
+from devices.mqtt.publisher import BrokerUnreachable
 
 logger = logging.getLogger(__name__)
 
 PublishFn = Callable[[str, bytes], int]
+ConnectedFn = Callable[[], bool]
 
 
 class DispatchOutcome(StrEnum):
@@ -45,6 +53,7 @@ class DispatchOutcome(StrEnum):
     GATE_FAILED = "gate_failed"
     RETRY_SCHEDULED = "retry_scheduled"
     EXPIRED = "expired"
+    BROKER_UNREACHABLE = "broker_unreachable"  # waiting for the publisher; no attempt spent
 
 
 def _claim(intent: AutomationCommandIntent, now: datetime) -> DispatchOutcome | None:
@@ -113,17 +122,31 @@ def _precheck(
 
 
 def command_intent_dispatch(
-    *, intent_id: int, publish: PublishFn, now: datetime | None = None, trust_cache: bool = True
+    *,
+    intent_id: int,
+    publish: PublishFn,
+    now: datetime | None = None,
+    trust_cache: bool = True,
+    connected: ConnectedFn | None = None,
 ) -> DispatchOutcome:
     """Claim, re-check, publish (waiting for the broker's PUBACK) and mark ``dispatched``.
 
     ``trust_cache=False`` (the sweep) ignores the inflight marker and lets the database decide.
+    ``connected`` (the publisher's state) lets a command already waiting for the broker wait
+    on without a claim, a gate check or a publish while the publisher is still disconnected.
     """
     now = now or timezone.now()
     intent = AutomationCommandIntent.objects.filter(pk=intent_id).first()
     refused = _precheck(intent, now, trust_cache)
     if refused is not None or intent is None:
         return refused or DispatchOutcome.NOT_DISPATCHABLE
+    if (
+        connected is not None
+        and intent.status == CommandStatus.RETRYING
+        and intent.attempt_count < intent.max_attempts
+        and not connected()
+    ):
+        return _await_broker(intent, now, "MQTT publisher not connected", claimed=False)
     if intent.attempt_count >= intent.max_attempts:  # claims that crashed used the budget
         intent_retry_or_expire(intent, ReasonCode.RETRY_BUDGET_EXHAUSTED, now=now)
         return DispatchOutcome.EXPIRED
@@ -163,7 +186,9 @@ def _publish(
     coordination.correlation_remember(command_id, intent.pk)
     try:
         message_id = publish(rpc_request_topic(intent.target_serial_number), request.to_json())
-    except MqttError as exc:
+    except BrokerUnreachable as exc:
+        return _await_broker(intent, now, str(exc), claimed=True)
+    except MqttError as exc:  # PubackTimeout and local refusals spend the attempt (below)
         expired_before = intent.attempt_count >= intent.max_attempts
         intent_retry_or_expire(intent, ReasonCode.PUBLISH_ERROR, now=now, detail=str(exc))
         return DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
@@ -192,6 +217,21 @@ def _publish(
         # stored and decide now (reconciliation reads them under the row lock).
         command_intent_reconcile(intent_id=intent.pk)
     return DispatchOutcome.DISPATCHED
+
+
+def _await_broker(
+    intent: AutomationCommandIntent, now: datetime, detail: str, *, claimed: bool
+) -> DispatchOutcome:
+    """No attempt spent on a broker that was away (no connection, or lost before the PUBACK:
+    a copy it got anyway, or one paho resends after reconnecting, is harmless, devices being
+    idempotent by commandId). A PUBACK timeout on a live connection does spend one
+    (``_publish``): that broker may hold and deliver the request like any sent attempt, and
+    counting it bounds the re-sends into a broker that accepts connections but stalls."""
+    if not intent_await_broker(intent, now=now, detail=detail, claimed=claimed):
+        return DispatchOutcome.LOST_RACE
+    if intent.status == CommandStatus.EXPIRED:
+        return DispatchOutcome.EXPIRED
+    return DispatchOutcome.BROKER_UNREACHABLE
 
 
 def command_intents_due(*, now: datetime, pending_older_than: datetime, limit: int) -> list[int]:

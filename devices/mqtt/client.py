@@ -2,8 +2,8 @@
 
 Guarantees: every client speaks the configured protocol (v5 on Mosquitto, 3.1.1 on the
 embedded amqtt broker), sets TCP_NODELAY (SPEC §11: request/response ~44 ms -> ~0.6 ms),
-and reconnects with capped exponential backoff. ``Publisher.publish`` returns only after the
-broker's PUBACK, so a caller that got a message id knows the broker holds the message.
+and reconnects with capped exponential backoff. The dispatcher's long-lived publisher is in
+``devices.mqtt.publisher``.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
 import socket
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -34,10 +32,6 @@ logger = logging.getLogger("devices.mqtt")
 CONNACK_TIMEOUT_S = 10.0
 FIRST_BACKOFF_S = 0.5
 RECONNECT_MIN_DELAY_S = 1
-PUBLISHER_START_TIMEOUT_S = 5.0
-PUBLISHER_MAX_BACKOFF_S = 10
-PUBLISHER_KEEPALIVE_S = 30
-PUBLISH_TIMEOUT_S = 5.0
 SUBACK_TIMEOUT_S = 5.0
 # CONNACK refusals worth retrying: the broker is overloaded or restarting, not misconfigured.
 # 0x88 server unavailable, 0x89 server busy, 0x97 quota exceeded, 0x9F connection rate exceeded.
@@ -52,12 +46,6 @@ class MqttError(Exception):
 
 class MqttUnavailable(MqttError):
     """The broker could not be reached (or refused us) within the allowed attempts."""
-
-
-class PublishError(MqttError):
-    """A publish was not confirmed by a PUBACK. "Not confirmed" is not "not sent": paho
-    keeps an unacknowledged QoS 1 message and resends it after a reconnect, so a retry by
-    the caller may deliver twice (consumers are idempotent by commandId, SPEC §3.7)."""
 
 
 class _ConnectRefused(Exception):
@@ -82,7 +70,7 @@ class _ConnectOptions:
 _options: weakref.WeakKeyDictionary[paho.Client, _ConnectOptions] = weakref.WeakKeyDictionary()
 
 
-def _default_config() -> MqttConfig:
+def default_config() -> MqttConfig:
     from django.conf import settings
 
     config: MqttConfig = settings.MQTT
@@ -109,7 +97,7 @@ def new_client(
     messages) across reconnects: v5 sends the session expiry in CONNECT, 3.1.1 maps it to
     ``clean_session=False`` (the broker then decides how long to keep it).
     """
-    config = config or _default_config()
+    config = config or default_config()
     v5 = config.protocol == 5
     client = paho.Client(
         CallbackAPIVersion.VERSION2,
@@ -127,7 +115,7 @@ def new_client(
     return client
 
 
-def _connect_kwargs(client: paho.Client, config: MqttConfig) -> dict[str, Any]:
+def connect_kwargs(client: paho.Client, config: MqttConfig) -> dict[str, Any]:
     options = _options.get(client)
     if config.protocol != 5 or options is None:
         return {}
@@ -141,7 +129,7 @@ def _config_for(client: paho.Client, config: MqttConfig | None) -> MqttConfig:
     if config is not None:
         return config
     options = _options.get(client)
-    return options.config if options is not None else _default_config()
+    return options.config if options is not None else default_config()
 
 
 def _connect_once(client: paho.Client, config: MqttConfig, keepalive: int) -> None:
@@ -159,7 +147,7 @@ def _connect_once(client: paho.Client, config: MqttConfig, keepalive: int) -> No
 
     client.on_connect = on_connect
     try:
-        client.connect(config.host, config.port, keepalive, **_connect_kwargs(client, config))
+        client.connect(config.host, config.port, keepalive, **connect_kwargs(client, config))
         deadline = time.monotonic() + CONNACK_TIMEOUT_S
         while not outcome:
             rc = client.loop(timeout=0.1)
@@ -287,184 +275,3 @@ def forget_session(config: MqttConfig, client_id: str) -> None:
         client.disconnect()
     except Exception:  # the broker may be gone at teardown; nothing to forget then
         pass
-
-
-class Publisher:
-    """One long-lived connection per process for QoS 1 publishes from many threads.
-
-    The network loop runs under ``loop_start()``, paho's threaded interface: every socket
-    write happens on the loop thread and other threads only enqueue. ``loop_forever`` in a
-    plain thread measured no faster for PUBACK latency here, and it lets publishing threads
-    write to the socket concurrently, which paho does not guard. Measured (QoS 1, 140-byte
-    payload): Mosquitto v5 p50 0.18 ms alone, ~0.9 ms p50 / ~7,500 msg/s from 8 threads;
-    embedded amqtt p50 ~0.3 ms alone, ~2 ms p50 / ~3,800 msg/s from 8 threads.
-    """
-
-    def __init__(self, client_id: str | None = None, config: MqttConfig | None = None) -> None:
-        self._config = config or _default_config()
-        self._client_id = client_id or _default_client_id("pub")
-        self._client: paho.Client | None = None
-        self._connected = threading.Event()
-        self._lock = threading.Lock()
-
-    @property
-    def client_id(self) -> str:
-        return self._client_id
-
-    def is_connected(self) -> bool:
-        client = self._client
-        return client is not None and client.is_connected()
-
-    def wait_connected(self, timeout_s: float) -> bool:
-        """Block until connected (e.g. after a broker restart); False on timeout."""
-        return self._connected.wait(timeout_s)
-
-    def start(self, timeout_s: float = PUBLISHER_START_TIMEOUT_S) -> None:
-        """Open the connection and start the network thread; wait up to ``timeout_s`` for the
-        first CONNACK. A broker that is down does not fail start: the thread keeps retrying
-        with backoff, and ``publish`` raises ``PublishError`` until it is connected."""
-        with self._lock:
-            if self._client is not None:
-                return
-            client = new_client(self._client_id, config=self._config)
-            client.on_connect = self._on_connect
-            client.on_disconnect = self._on_disconnect
-            client.on_connect_fail = self._on_connect_fail
-            client.reconnect_delay_set(
-                min_delay=RECONNECT_MIN_DELAY_S, max_delay=PUBLISHER_MAX_BACKOFF_S
-            )
-            client.connect_async(
-                self._config.host,
-                self._config.port,
-                PUBLISHER_KEEPALIVE_S,
-                **_connect_kwargs(client, self._config),
-            )
-            client.loop_start()
-            self._client = client
-        if not self._connected.wait(timeout_s):
-            logger.warning(
-                "MQTT publisher %s not connected to %s:%s after %.1fs; retrying in the background",
-                self._client_id,
-                self._config.host,
-                self._config.port,
-                timeout_s,
-            )
-
-    def publish(
-        self,
-        topic: str,
-        payload: bytes | str,
-        *,
-        qos: int = 1,
-        timeout_s: float = PUBLISH_TIMEOUT_S,
-    ) -> int:
-        """Publish and return the message id once the broker acknowledged it (PUBACK for
-        QoS 1); raise ``PublishError`` if not connected, refused locally, or not
-        acknowledged within ``timeout_s``."""
-        client = self._client
-        if client is None or not client.is_connected():
-            raise PublishError(f"MQTT publisher not connected; {topic} not sent")
-        info = client.publish(topic, payload, qos=qos)
-        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            raise PublishError(f"publish to {topic} failed: {paho.error_string(info.rc)}")
-        try:
-            info.wait_for_publish(timeout_s)
-        except (RuntimeError, ValueError) as exc:
-            raise PublishError(f"publish to {topic} failed: {exc}") from exc
-        if not info.is_published():
-            raise PublishError(f"no PUBACK for {topic} (mid {info.mid}) within {timeout_s}s")
-        return info.mid
-
-    def close(self) -> None:
-        """Disconnect cleanly and stop the network thread; messages still unacknowledged
-        are dropped (their publish calls raise or already raised PublishError)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is None:
-            return
-        client.disconnect()
-        client.loop_stop()
-        self._connected.clear()
-
-    def _on_connect(
-        self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
-    ) -> None:
-        if reason.is_failure:
-            logger.warning(
-                "MQTT publisher %s refused by %s:%s: %s",
-                self._client_id,
-                self._config.host,
-                self._config.port,
-                reason,
-            )
-            return
-        logger.info(
-            "MQTT publisher %s connected to %s:%s",
-            self._client_id,
-            self._config.host,
-            self._config.port,
-        )
-        self._connected.set()
-
-    def _on_disconnect(
-        self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
-    ) -> None:
-        self._connected.clear()
-        if self._client is not None:  # not our own close()
-            logger.warning(
-                "MQTT publisher %s lost its connection: %s; reconnecting", self._client_id, reason
-            )
-
-    def _on_connect_fail(self, client: paho.Client, userdata: Any) -> None:
-        logger.warning(
-            "MQTT publisher %s cannot reach %s:%s; retrying with backoff",
-            self._client_id,
-            self._config.host,
-            self._config.port,
-        )
-
-
-def _default_client_id(role: str) -> str:
-    """Unique per process and restart, readable in broker logs: role-host-pid-random."""
-    host = socket.gethostname().split(".")[0][:20]
-    return f"{role}-{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-_publisher: Publisher | None = None
-_publisher_pid: int | None = None
-_publisher_lock = threading.Lock()
-
-
-def get_publisher() -> Publisher:
-    """The process-wide publisher, started on first use. A forked child (Celery prefork)
-    gets its own: the parent's socket and network thread do not survive a fork."""
-    global _publisher, _publisher_pid
-    publisher = _publisher
-    if publisher is not None and _publisher_pid == os.getpid():
-        return publisher
-    with _publisher_lock:
-        if _publisher is None or _publisher_pid != os.getpid():
-            publisher = Publisher()
-            publisher.start()
-            _publisher, _publisher_pid = publisher, os.getpid()
-        return _publisher
-
-
-def close_publisher() -> None:
-    """Close the process-wide publisher (worker shutdown, test teardown)."""
-    global _publisher, _publisher_pid
-    with _publisher_lock:
-        publisher, _publisher, _publisher_pid = _publisher, None, None
-    if publisher is not None:
-        publisher.close()
-
-
-def _forget_publisher_after_fork() -> None:
-    """In a forked child, drop (never close) the inherited publisher: closing would send a
-    DISCONNECT on the socket the parent still uses."""
-    global _publisher, _publisher_pid, _publisher_lock
-    _publisher, _publisher_pid = None, None
-    _publisher_lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_publisher_after_fork)

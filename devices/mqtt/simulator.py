@@ -56,6 +56,9 @@ logger = logging.getLogger(__name__)
 QOS = 1
 SUBSCRIBE_TIMEOUT_S = 10.0
 REMEMBERED_COMMANDS_PER_DEVICE = 10_000  # like firmware, the dedupe memory is bounded
+# Devices come back within ~2 s of their broker (paho's reconnect delay is capped here), so a
+# broker restart does not outlast the backend's retry ladder on the device side.
+RECONNECT_MAX_BACKOFF_S = 2.0
 
 
 class FaultMode(StrEnum):
@@ -268,7 +271,12 @@ class DeviceSimulator:
         self._timeline = _Timeline(f"{self._client_id}-timeline")
         self._timeline.start()
         try:
-            connect(client, config=self._config, attempts=self._connect_attempts)
+            connect(
+                client,
+                config=self._config,
+                attempts=self._connect_attempts,
+                max_backoff_s=RECONNECT_MAX_BACKOFF_S,
+            )
             client.loop_start()
             if not self._subscribed.wait(SUBSCRIBE_TIMEOUT_S):
                 raise TimeoutError(f"simulator not subscribed within {SUBSCRIBE_TIMEOUT_S}s")

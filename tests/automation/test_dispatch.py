@@ -29,7 +29,7 @@ from automation.services.reconcile import (
 )
 from config.env import MqttConfig
 from devices.models import DeviceMessageRejection
-from devices.mqtt.client import Publisher, PublishError
+from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
@@ -199,21 +199,26 @@ def test_offline_target_is_a_transient_retry(publisher, requests, settings):
     assert (intent.status, intent.status_reason) == ("retrying", "target_offline")
 
 
-def test_publish_error_is_transient_then_expires(mqtt_config, settings):
+def test_unconfirmed_publish_is_transient_then_expires(settings):
+    """A broker that takes the request but never confirms it spends attempts (an unreachable
+    one does not: tests/automation/test_dispatch_broker_outage.py)."""
     settings.DEVICE_FRESHNESS_S = 3600
-    dead = Publisher(config=replace(mqtt_config, port=free_port()))
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
+
+    def stalled(topic: str, payload: bytes) -> int:
+        raise PubackTimeout(f"no PUBACK for {topic} (mid 1) within 5.0s")
+
     now = timezone.now()
     outcomes = []
     for _ in range(3):
-        outcomes.append(command_intent_dispatch(intent_id=intent.pk, publish=dead.publish, now=now))
+        outcomes.append(command_intent_dispatch(intent_id=intent.pk, publish=stalled, now=now))
         now += timedelta(minutes=5)
     intent.refresh_from_db()
     assert outcomes == ["retry_scheduled", "retry_scheduled", "expired"]
     assert (intent.status, intent.status_reason) == ("expired", "retry_budget_exhausted")
-    assert "not connected" in intent.last_error or intent.last_error
+    assert "no PUBACK" in intent.last_error
 
 
 def test_second_command_on_an_endpoint_waits_for_the_first(

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
+from django.test.utils import setup_databases, teardown_databases
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
@@ -36,6 +37,7 @@ from notifications.models import ExternalContact
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
 from tests.chaos.harness import Proc, Servers, Stack
+from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
 from tests.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 
@@ -75,6 +77,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if SUMMARY:
         terminalreporter.write_sep("=", "chaos scenarios")
         terminalreporter.write_line(format_table(SUMMARY_HEADERS, SUMMARY))
+    if LOADS:
+        terminalreporter.write_sep("=", "commands per relay per wave, by fault mode")
+        terminalreporter.write_line(format_table(STORM_HEADERS, storm_rows()))
 
 
 @dataclass
@@ -119,12 +124,28 @@ class Sensors:
         configured: MqttConfig = settings.MQTT
         self._config = replace(configured, host="127.0.0.1", port=port, embedded=False)
         self._client = new_client(f"chaos-sensors-{time.monotonic_ns()}", config=self._config)
-        connect(self._client, config=self._config, attempts=20)
+        connect(self._client, config=self._config, attempts=20, max_backoff_s=1.0)
         self._client.loop_start()
         self.published = 0
         self._clock = datetime.now(UTC)
+        self._gate = threading.Lock()
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No reading goes out meanwhile; one already on its way is confirmed first."""
+        with self._gate:
+            yield
+
+    @property
+    def clock(self) -> datetime:
+        """The timestamp of the latest reading; the next one is later."""
+        return self._clock
 
     def reading(self, serial: str, temp: float) -> None:
+        with self._gate:
+            self._reading(serial, temp)
+
+    def _reading(self, serial: str, temp: float) -> None:
         self._clock += timedelta(milliseconds=1)
         payload = telemetry_payload(self._clock, {"temp": temp})
         deadline = time.monotonic() + 60
@@ -233,6 +254,22 @@ def _stack_wait_ready(stack: Stack) -> None:
             wait_for(lambda p=proc: _log_has(p, b" ready."), proc.name, START_TIMEOUT_S)
 
 
+@contextmanager
+def _test_database() -> Iterator[None]:
+    """The test database, also when only chaos tests were selected: pytest-django creates it
+    only for tests marked django_db, and the stack must never run on (and flush) the
+    configured database."""
+    test_name = connection.settings_dict.get("TEST", {}).get("NAME")
+    if connection.settings_dict["NAME"] == test_name:
+        yield
+        return
+    config = setup_databases(verbosity=0, interactive=False, aliases={DEFAULT_DB_ALIAS})
+    try:
+        yield
+    finally:
+        teardown_databases(config, verbosity=0)
+
+
 @pytest.fixture(scope="module")
 def chaos_stack(
     django_db_setup: None, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
@@ -245,23 +282,24 @@ def chaos_stack(
         missing = _binaries_missing()
         if missing:
             pytest.skip(f"chaos starts private servers and needs: {', '.join(missing)}")
-        workdir = tmp_path_factory.mktemp("chaos")
-        servers = Servers(workdir)
-        servers.start()
-        try:
-            with celery_broker(servers.broker_url):
-                stack = Stack(servers, connection.settings_dict["NAME"], workdir)
-                stack.build()
-                stack.run_once("sync_beat_schedule")
-                try:
-                    stack.start(*(n for n in stack.procs if n != "beat-2"))
-                    _stack_wait_ready(stack)
-                    yield stack
-                finally:
-                    stack.stop_all()
-        finally:
-            servers.stop()
-            call_command("flush", interactive=False, verbosity=0)
+        with _test_database():
+            workdir = tmp_path_factory.mktemp("chaos")
+            servers = Servers(workdir)
+            servers.start()
+            try:
+                with celery_broker(servers.broker_url):
+                    stack = Stack(servers, connection.settings_dict["NAME"], workdir)
+                    stack.build()
+                    stack.run_once("sync_beat_schedule")
+                    try:
+                        stack.start(*(n for n in stack.procs if n != "beat-2"))
+                        _stack_wait_ready(stack)
+                        yield stack
+                    finally:
+                        stack.stop_all()
+            finally:
+                servers.stop()
+                call_command("flush", interactive=False, verbosity=0)
 
 
 @pytest.fixture

@@ -325,17 +325,23 @@ class Stack:
 
 @dataclass(frozen=True)
 class SimulatorCounters:
-    """What the simulator process saw: applies per (serial, commandId), final values."""
+    """What the simulator process saw: requests received and applies per (serial,
+    commandId), final values."""
 
     applies: dict[tuple[str, str], int]
     values: dict[str, dict[str, Any]]
+    requests: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def counters_read(path: Path) -> SimulatorCounters:
     data = json.loads(path.read_text()) if path.exists() else {}
-    applies = {
-        (serial, command_id): counts.get("applies", 0)
+    by_command = [
+        ((serial, command_id), counts)
         for serial, by_id in data.get("commands", {}).items()
         for command_id, counts in by_id.items()
-    }
-    return SimulatorCounters(applies, data.get("values", {}))
+    ]
+    return SimulatorCounters(
+        applies={key: counts.get("applies", 0) for key, counts in by_command},
+        values=data.get("values", {}),
+        requests={key: counts.get("requests", 0) for key, counts in by_command},
+    )

@@ -10,9 +10,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -23,7 +25,9 @@ from events.models import EventDeadLetter
 from notifications.models import Notification
 from notifications.states import NotificationStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
-from tests.chaos.harness import counters_read
+from tests.chaos.harness import SimulatorCounters, counters_read
+from tests.chaos.storms import wave_loads_record, wave_of
+from tests.waiting import wait_for
 
 # No django_db mark: the stack's processes share the committed rows of every scenario, so the
 # fixtures unblock the database themselves and flush it once the module is done.
@@ -31,6 +35,10 @@ pytestmark = [pytest.mark.chaos, pytest.mark.postgres]
 
 WAVES = 5  # hot, cool, hot, cool, hot: each wave is one reading per farm
 WAVE_GAP_S = 1.5
+# Longer than the whole retry ladder of the chaos timers (tests/chaos/harness.py FAST_TIMERS:
+# three 1.5 s ack timeouts and 0.5 s + 1 s backoffs, ~6 s with the sweep's 1 s ticks).
+BROKER_OUTAGE_S = 9.0
+BRIDGE_BACK = b"reconnected after"  # the bridge's log line once it is connected again
 SETTLE_TIMEOUT_S = 120.0
 # A killed database connection is staged under these processes. The notify worker is left
 # out: a connection lost between a webhook POST and its commit re-sends the same
@@ -67,6 +75,20 @@ def _restart_mqtt(chaos: Chaos, stop: threading.Event) -> None:
     bridge.stop()
     time.sleep(2.0)
     bridge.start()
+
+
+def _broker_outage(chaos: Chaos, stop: threading.Event) -> None:
+    """Mosquitto stopped while the second wave's commands go out, for longer than the retry
+    ladder, then the waves go on. The sensors hold their readings until the bridge is back:
+    Mosquitto does not restore shared subscriptions from its persistence file, so a reading
+    sent before the bridge has subscribed again would be lost (not what this scenario tests)."""
+    if stop.wait(2.0):
+        return
+    bridge = chaos.stack.procs["bridge"]
+    back = bridge.log.read_bytes().count(BRIDGE_BACK) + 1
+    with chaos.sensors.held():
+        chaos.servers.mosquitto_restart(down_s=BROKER_OUTAGE_S)
+        wait_for(lambda: bridge.log.read_bytes().count(BRIDGE_BACK) >= back, "the bridge", 30)
 
 
 def _flushall(chaos: Chaos, stop: threading.Event) -> None:
@@ -120,6 +142,7 @@ SCENARIOS: dict[str, Fault] = {
     "all fault modes": _no_fault,
     "SIGKILL dispatch/reconcile": _kill_workers,
     "Mosquitto + bridge restart": _restart_mqtt,
+    "Mosquitto down past the retry ladder": _broker_outage,
     "Redis FLUSHALL": _flushall,
     "two beats": _two_beats,
     "pg_terminate_backend": _terminate_connections,
@@ -132,7 +155,9 @@ def test_nothing_lost_nothing_twice(chaos: Chaos, scenario: str) -> None:
     stop = threading.Event()
     fault = threading.Thread(target=SCENARIOS[scenario], args=(chaos, stop), daemon=True)
     fault.start()
+    wave_starts: list[datetime] = []
     for wave in range(WAVES):
+        wave_starts.append(chaos.sensors.clock)
         temp = 35.0 if wave % 2 == 0 else 15.0
         for kit in chaos.fleet.kits:
             chaos.sensors.reading(kit.sensor.serial_number, temp)
@@ -141,7 +166,7 @@ def test_nothing_lost_nothing_twice(chaos: Chaos, scenario: str) -> None:
     fault.join(30)
     _settle(chaos)
     chaos.stack.procs["simulator"].stop()  # it writes its counters as it stops
-    outcome = _outcome(chaos)
+    outcome = _outcome(chaos, scenario, wave_starts)
     SUMMARY.append(
         (
             scenario,
@@ -208,12 +233,19 @@ def _settle(chaos: Chaos) -> None:
     print(chaos.stack.tails())
 
 
-def _outcome(chaos: Chaos) -> Outcome:
+def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcome:
     scope = _scope(chaos)
     left = {k: v for k, v in _unsettled(chaos).items() if v}
     problems = [f"left unsettled: {what} = {n}" for what, n in left.items()]
-    intents = list(AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"]))
+    intents = list(
+        AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"]).select_related(
+            "rule_execution__event"
+        )
+    )
     counters = counters_read(chaos.counters_path)
+    _wave_loads_record(chaos, scenario, intents, counters, wave_starts)
+    if SCENARIOS[scenario] is _broker_outage:
+        problems += _outage_problems(chaos)
     applies = counters.applies
     serial_of = {k.actuator.pk: k.actuator.serial_number for k in chaos.fleet.kits}
     twice = [key for key, n in applies.items() if n > 1]
@@ -269,6 +301,62 @@ def _outcome(chaos: Chaos) -> Outcome:
         duplicated=len(twice) + len(reposted),
         problems=problems,
     )
+
+
+def _wave_loads_record(
+    chaos: Chaos,
+    scenario: str,
+    intents: list[AutomationCommandIntent],
+    counters: SimulatorCounters,
+    wave_starts: list[datetime],
+) -> None:
+    """Each command counted against its relay and the wave of the reading that decided it."""
+    kits = chaos.fleet.kits
+    serial_of = {k.actuator.pk: k.actuator.serial_number for k in kits}
+    faults = dict(zip(chaos.fleet.relays, FAULTS * len(kits), strict=False))
+    wave_loads_record(
+        scenario,
+        faults,
+        WAVES,
+        (
+            (
+                serial_of[i.target_device_id],
+                wave_of(i.rule_execution.event.event_timestamp, wave_starts),
+                counters.requests.get(
+                    (serial_of[i.target_device_id], i.device_command_id or ""), 0
+                ),
+            )
+            for i in intents
+        ),
+    )
+
+
+def _outage_problems(chaos: Chaos) -> list[str]:
+    """After a broker outage longer than the retry ladder: a command ended expired or failed
+    only if superseded, or (broker_unreachable) once older than COMMAND_MAX_AGE_S; every
+    command for a relay that can still obey was applied; and the outage did meet commands."""
+    lifetime_s = settings.COMMAND_MAX_AGE_S
+    faults = dict(zip(chaos.fleet.relays, FAULTS * len(chaos.fleet.kits), strict=False))
+    intents = AutomationCommandIntent.objects.filter(
+        target_device_id__in=_scope(chaos)["relays"]
+    ).exclude(status_reason=ReasonCode.SUPERSEDED)
+    problems = []
+    for intent in intents:
+        age_s = ((intent.finished_at or timezone.now()) - intent.created_at).total_seconds()
+        ended_early = intent.status in (CommandStatus.EXPIRED, CommandStatus.FAILED) and not (
+            intent.status_reason == ReasonCode.BROKER_UNREACHABLE and age_s >= lifetime_s
+        )
+        can_obey = faults[intent.target_serial_number].split(":")[0] in REACHES_TARGET
+        if ended_early or (can_obey and intent.status != CommandStatus.APPLIED):
+            problems.append(
+                f"intent {intent.pk} ({intent.target_serial_number} "
+                f"{faults[intent.target_serial_number]}, {age_s:.0f} s old) ended "
+                f"{intent.status}/{intent.status_reason}: {_chain(intent)}"
+            )
+    waited = intents.filter(transitions__reason_code=ReasonCode.PUBLISH_ERROR).distinct().count()
+    if not waited:
+        problems.append("no command waited for the broker: the outage met no command")
+    return problems
 
 
 def _end_state_problems(chaos: Chaos, values: dict[str, dict[str, Any]]) -> list[str]:

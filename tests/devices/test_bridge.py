@@ -27,8 +27,9 @@ from config.celery import app as celery_app
 from config.env import MqttConfig
 from devices.mqtt import bridge as bridge_module
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
-from devices.mqtt.client import Publisher, forget_session
+from devices.mqtt.client import forget_session
 from devices.mqtt.embedded_broker import EmbeddedBroker
+from devices.mqtt.publisher import Publisher
 from tests.mqtt_fixtures import MqttClientFactory, free_port
 from tests.waiting import WAIT_S, wait_for
 

@@ -10,6 +10,7 @@ import logging
 import queue
 import socket
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -20,19 +21,23 @@ import paho.mqtt.client as paho
 import pytest
 
 from config.env import MqttConfig
-from devices.mqtt.client import (
-    MqttUnavailable,
+from devices.mqtt.client import MqttUnavailable, connect, new_client
+from devices.mqtt.embedded_broker import EmbeddedBroker
+from devices.mqtt.publisher import (
+    BrokerUnreachable,
+    PubackTimeout,
     Publisher,
     PublishError,
-    connect,
     get_publisher,
-    new_client,
 )
-from devices.mqtt.embedded_broker import EmbeddedBroker
-from tests.mqtt_fixtures import LOOPBACK, MqttClientFactory, free_port
+from tests.mqtt_fixtures import LOOPBACK, MqttClientFactory, PrivateMosquitto, free_port
+from tests.waiting import wait_for
 
 RECEIVE_TIMEOUT_S = 5.0
 RECONNECT_TIMEOUT_S = 5.0  # paho retries after 1 s, then 2 s, ...
+# Long enough for paho's reconnect delay to have grown past its first steps (1 s, 2 s).
+LONG_OUTAGE_S = 4.0
+RECONNECTED_WITHIN_S = 2.2  # a retry at most every 2 s, plus the connect itself
 
 
 def unique_topic(name: str) -> str:
@@ -133,12 +138,14 @@ def test_publish_raises_when_broker_is_unreachable(mqtt_config: MqttConfig) -> N
 
 class FakeBroker:
     """A socket that answers CONNECT with a fixed MQTT 3.1.1 CONNACK and then acknowledges
-    nothing: a broker that refuses us, or one that stalls without closing the socket."""
+    nothing: a broker that refuses us, one that stalls without closing the socket, or (with
+    ``drop_on_publish``) one whose connection breaks as a PUBLISH arrives."""
 
-    def __init__(self, connack_code: int) -> None:
+    def __init__(self, connack_code: int, drop_on_publish: bool = False) -> None:
         self.listener = socket.create_server((LOOPBACK, 0))
         self.port: int = self.listener.getsockname()[1]
         self.connack = bytes([0x20, 0x02, 0x00, connack_code])
+        self.drop_on_publish = drop_on_publish
         self.accepted: list[socket.socket] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -151,11 +158,12 @@ class FakeBroker:
                 conn.sendall(self.connack)
                 threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
 
-    @staticmethod
-    def _drain(conn: socket.socket) -> None:
+    def _drain(self, conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            while conn.recv(1024):
-                pass
+            while data := conn.recv(1024):
+                if self.drop_on_publish and data[0] >> 4 == 3:  # packet type 3: PUBLISH
+                    conn.close()
+                    return
 
     def config(self, base: MqttConfig) -> MqttConfig:
         return replace(
@@ -182,16 +190,37 @@ def refusing_broker() -> Iterator[FakeBroker]:
     broker.close()
 
 
+@pytest.fixture
+def dropping_broker() -> Iterator[FakeBroker]:
+    broker = FakeBroker(connack_code=0, drop_on_publish=True)
+    yield broker
+    broker.close()
+
+
 def test_publish_raises_when_puback_does_not_arrive_in_time(
     mqtt_config: MqttConfig, silent_broker: FakeBroker
 ) -> None:
     publisher = Publisher(config=silent_broker.config(mqtt_config))
     publisher.start(timeout_s=2)
     try:
-        with pytest.raises(PublishError, match="no PUBACK"):
+        with pytest.raises(PubackTimeout, match="no PUBACK"):
             publisher.publish(unique_topic("rpc/request"), b"{}", timeout_s=0.3)
     finally:
         publisher.close()
+
+
+def test_a_connection_lost_before_the_puback_fails_the_publish_at_once_as_unreachable(
+    mqtt_config: MqttConfig, dropping_broker: FakeBroker
+) -> None:
+    publisher = Publisher(config=dropping_broker.config(mqtt_config))
+    publisher.start(timeout_s=2)
+    started = time.monotonic()
+    try:
+        with pytest.raises(BrokerUnreachable, match="connection lost"):
+            publisher.publish(unique_topic("rpc/request"), b"{}", timeout_s=5)
+    finally:
+        publisher.close()
+    assert time.monotonic() - started < 2  # not the whole PUBACK timeout
 
 
 def test_connect_gives_up_after_the_allowed_attempts_and_logs_each(
@@ -276,3 +305,27 @@ def test_publisher_reconnects_after_a_broker_restart(mqtt_config: MqttConfig) ->
     finally:
         publisher.close()
         broker.stop()
+
+
+def test_publisher_is_back_within_its_max_backoff_after_a_long_broker_outage(
+    mqtt_config: MqttConfig, private_mosquitto: PrivateMosquitto
+) -> None:
+    """paho doubles its reconnect delay while the broker is away; capped small, the publisher
+    does not sit out a long backoff once the broker is back (dispatch waits on it)."""
+    publisher = Publisher(config=private_mosquitto.config(mqtt_config))
+    publisher.start()
+    try:
+        publisher.publish(unique_topic("rpc/request"), b"before")
+        private_mosquitto.stop()
+        wait_for(lambda: not publisher.is_connected(), "the publisher to notice", 5)
+        time.sleep(LONG_OUTAGE_S)  # real time on purpose: paho's own backoff grows meanwhile
+        private_mosquitto.start()
+        back = time.monotonic()
+
+        assert publisher.wait_connected(RECONNECTED_WITHIN_S), (
+            f"not reconnected {RECONNECTED_WITHIN_S}s after the broker came back"
+        )
+        assert time.monotonic() - back <= RECONNECTED_WITHIN_S
+        assert publisher.publish(unique_topic("rpc/request"), b"after") > 0
+    finally:
+        publisher.close()

@@ -17,7 +17,7 @@ def main(intent_id: int) -> None:
 
     django.setup()
     from automation.services.dispatch import command_intent_dispatch
-    from devices.mqtt.client import Publisher
+    from devices.mqtt.publisher import Publisher
 
     publisher = Publisher()
     publisher.start()
