@@ -37,13 +37,14 @@ def cooldown_length_s(failures: int) -> float:
 def cooldown_lifted(
     row: CommandCooldown,
     *,
-    endpoint: DeviceInstanceEndpoint,
-    rule_updated_at: datetime | None = None,
+    reported: Any,
+    endpoint_edited_at: datetime | None,
+    rule_updated_at: datetime | None,
 ) -> bool:
     """True when something changed since the last failure that may let the device obey."""
-    if not values_equal(endpoint.last_value, row.reported_value):
+    if not values_equal(reported, row.reported_value):
         return True  # the device reports another state now
-    if endpoint.updated_at is not None and endpoint.updated_at > row.updated_at:
+    if endpoint_edited_at is not None and endpoint_edited_at > row.updated_at:
         return True
     return rule_updated_at is not None and rule_updated_at > row.updated_at
 
@@ -52,12 +53,18 @@ def cooldown_holds(
     row: CommandCooldown | None,
     *,
     rule: AutomationRule,
-    endpoint: DeviceInstanceEndpoint,
+    reported: Any,
+    endpoint_edited_at: datetime | None,
     now: datetime,
 ) -> bool:
     if row is None or row.until <= now:
         return False
-    return not cooldown_lifted(row, endpoint=endpoint, rule_updated_at=rule.updated_at)
+    return not cooldown_lifted(
+        row,
+        reported=reported,
+        endpoint_edited_at=endpoint_edited_at,
+        rule_updated_at=rule.updated_at,
+    )
 
 
 def command_cooldowns_for(endpoint_ids: Iterable[int]) -> dict[CooldownKey, CommandCooldown]:
@@ -82,7 +89,10 @@ def command_cooldown_record(intent: AutomationCommandIntent, *, now: datetime) -
         .first()
     )
     chained = row is not None and not cooldown_lifted(
-        row, endpoint=endpoint, rule_updated_at=rule_updated_at
+        row,
+        reported=endpoint.last_value,
+        endpoint_edited_at=endpoint.updated_at,
+        rule_updated_at=rule_updated_at,
     )
     failures = row.failures + 1 if row is not None and chained else 1
     fields: dict[str, Any] = {

@@ -108,11 +108,17 @@ def _decide(
     has_live, live_value = target.newest_live_value()
     if has_live and values_equal(live_value, value):
         return _Decision(event, rule, ExecutionOutcome.ALREADY_PENDING)
-    if not target.has_sent and values_equal(endpoint.last_value, value):
+    if not target.has_sent and values_equal(target.reported, value):
         # Only commands never sent are live (or none): the device holds what it reported.
         return _Decision(event, rule, ExecutionOutcome.ALREADY_IN_STATE)
     cooling = cooldowns.get((endpoint.pk, target_value_key(value)))
-    if cooldown_holds(cooling, rule=rule, endpoint=endpoint, now=now) and cooling is not None:
+    if cooling is not None and cooldown_holds(
+        cooling,
+        rule=rule,
+        reported=target.reported,
+        endpoint_edited_at=target.edited_at,
+        now=now,
+    ):
         return _Decision(
             event, rule, ExecutionOutcome.SUPPRESSED, ReasonCode.COOLDOWN, cooling.command_id
         )

@@ -21,6 +21,7 @@ from automation.models import AutomationCommandIntent
 from automation.operators import values_equal
 from automation.services.commands import intent_transition
 from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
+from devices.models import DeviceInstanceEndpoint
 
 # First key of the advisory locks that serialise evaluation per target endpoint.
 TARGET_LOCK_NAMESPACE = 0x46410001
@@ -34,6 +35,9 @@ class TargetState:
     live: list[tuple[int, Any]] = field(default_factory=list)  # (id, value), oldest first
     unsent: list[int] = field(default_factory=list)  # live commands never sent: replaceable
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
+    # What the device last reported, read after the live commands (see target_states_load).
+    reported: Any = None
+    edited_at: datetime | None = None  # the endpoint's last configuration edit
     replaced: list[int] = field(default_factory=list)  # unsent commands a decision replaced
     creates: bool = False  # the last decision creates a command
 
@@ -42,8 +46,14 @@ class TargetState:
 
 
 def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
-    """Live commands of every target endpoint, oldest first (one query): commands on one
-    endpoint go out in creation order, so the newest live one is what the device ends with."""
+    """Live commands of every target endpoint, oldest first, then what each endpoint last
+    reported (two queries, under the targets' lock): commands on one endpoint go out in
+    creation order, so the newest live one is what the device ends with.
+
+    The order matters: a command's evidence is stored (and the endpoint's value updated)
+    before the command turns terminal, so a command read as ended is already in the value
+    read next; read the other way round, a value from before a command applied could be
+    paired with that command already gone, and the decision would skip a needed command."""
     targets: dict[int, TargetState] = {pk: TargetState() for pk in endpoint_ids}
     rows = (
         AutomationCommandIntent.objects.filter(
@@ -59,6 +69,11 @@ def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
             target.unsent.append(pk)
         else:
             target.has_sent = True
+    reported = DeviceInstanceEndpoint.objects.filter(pk__in=set(targets)).values_list(
+        "pk", "last_value", "updated_at"
+    )
+    for pk, value, edited_at in reported:
+        targets[pk].reported, targets[pk].edited_at = value, edited_at
     return targets
 
 

@@ -359,3 +359,29 @@ def test_cooldowns_are_visible_in_metrics_diagnostics_and_the_admin(client, monk
     )
     listed = client.get("/admin/automation/automationruleexecution/?outcome=suppressed")
     assert listed.status_code == 200 and "cooldown" in listed.content.decode()
+
+
+def test_a_command_applied_while_evaluation_waited_for_the_lock_is_not_mistaken(
+    monkeypatch,
+) -> None:
+    """Found by the chaos suite: the target's reported value was read with the rules, before
+    the lock; a command that applied meanwhile was gone from the live ones, and the stale
+    value made the decision ``already_in_state`` while the device held the other value."""
+    from automation.services import evaluate
+
+    kit = make_farm()
+    _vent(kit)
+    [on] = _reading(kit, 31)
+    assert _state(_dispatch(on), True) == "applied/state_reported"
+    [off] = _reading(kit, 12)
+    off_intent = _dispatch(off)  # on its way to the relay
+    real_lock = evaluate.targets_lock
+
+    def lock_while_the_relay_answers(endpoint_ids: Any) -> None:
+        real_lock(endpoint_ids)
+        _state(off_intent, False)  # reconciled by another worker meanwhile
+
+    monkeypatch.setattr(evaluate, "targets_lock", lock_while_the_relay_answers)
+    assert len(_reading(kit, 33)) == 1  # the relay is off now: "on" must be sent again
+    off_intent.refresh_from_db()
+    assert off_intent.status == "applied"

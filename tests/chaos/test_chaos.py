@@ -18,7 +18,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent, AutomationScheduler
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationEndpointEvent,
+    AutomationRuleExecution,
+    AutomationScheduler,
+)
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode, SchedulerStatus
 from devices.models import Telemetry
 from events.models import EventDeadLetter
@@ -372,8 +377,31 @@ def _end_state_problems(chaos: Chaos, values: dict[str, dict[str, Any]]) -> list
         if got != wanted:
             problems.append(
                 f"relay {serial} ({fault}) ended {got}; the last reading asked {wanted}"
+                + "".join(_endpoint_story(kit, key) for key in wanted if got[key] != wanted[key])
             )
     return problems
+
+
+def _endpoint_story(kit: Any, key: str) -> str:
+    """What the backend decided and sent for one endpoint, to read a wrong end state by."""
+    endpoint = getattr(kit, key)
+    endpoint.refresh_from_db()
+    decisions = AutomationRuleExecution.objects.filter(rule__target_endpoint=endpoint)
+    lines = [
+        f"\n  {key}: reported {endpoint.last_value!r} at {endpoint.last_value_at}",
+        *(
+            f"\n    decision {d.created_at:%H:%M:%S.%f} rule→{d.rule.target_value!r}: "
+            f"{d.outcome} {d.failure_reason}"
+            for d in decisions.select_related("rule").order_by("pk")
+        ),
+        *(
+            f"\n    command {i.pk} →{i.target_value!r}: {i.status}/{i.status_reason} {_chain(i)}"
+            for i in AutomationCommandIntent.objects.filter(
+                target_device_endpoint=endpoint
+            ).order_by("pk")
+        ),
+    ]
+    return "".join(lines)
 
 
 def _chain(intent: AutomationCommandIntent) -> str:
