@@ -31,6 +31,7 @@ from automation.services.commands import (
     intent_transition,
 )
 from automation.services.reconcile import command_intent_reconcile
+from automation.services.targets import targets_lock
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.client import MqttError
@@ -57,11 +58,17 @@ class DispatchOutcome(StrEnum):
 
 
 def _claim(intent: AutomationCommandIntent, now: datetime) -> DispatchOutcome | None:
-    """Lease the intent and take the endpoint's inflight slot, or say why not."""
+    """Lease the intent and take the endpoint's inflight slot, or say why not.
+
+    A command never sent is claimed under its endpoint's evaluation lock: evaluation may be
+    replacing it (``automation.services.targets``), and a decision that replaced it must not
+    see it go out after all."""
     lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
     command_id = intent.device_command_id or new_device_command_id()
     try:
         with transaction.atomic():
+            if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
+                targets_lock([intent.target_device_endpoint_id])
             moved = AutomationCommandIntent.objects.filter(
                 Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now),
                 pk=intent.pk,

@@ -80,7 +80,9 @@ def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
 def targets_lock(endpoint_ids: Iterable[int]) -> None:
     """Serialise evaluation per target endpoint until commit (PostgreSQL advisory locks, in
     id order so two workers never deadlock), so deciding from the newest live command and
-    superseding older ones cannot interleave. SQLite serialises every writer already."""
+    superseding older ones cannot interleave; the dispatcher's first claim of a command takes
+    it too, so a command a decision replaced is never claimed in between. SQLite serialises
+    every writer already."""
     ids = sorted(set(endpoint_ids))
     if not ids or connection.vendor != "postgresql":
         return

@@ -385,3 +385,51 @@ def test_a_command_applied_while_evaluation_waited_for_the_lock_is_not_mistaken(
     assert len(_reading(kit, 33)) == 1  # the relay is off now: "on" must be sent again
     off_intent.refresh_from_db()
     assert off_intent.status == "applied"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_command_replaced_while_the_dispatcher_claims_it_never_goes_out(monkeypatch) -> None:
+    """Found by the chaos suite: evaluation read a command as never sent and replaced it
+    (``already_in_state``), but a dispatcher claimed it in between, so the device ended in
+    the replaced command's state. The first claim waits for the endpoint's evaluation lock."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from automation.services import evaluate
+
+    kit = make_farm()
+    _vent(kit)
+    _relay(kit, io1=False)
+    [on] = _reading(kit, 31)  # never sent
+    real_lock = evaluate.targets_lock
+    locked = threading.Event()
+
+    def slow_lock(endpoint_ids: Any) -> None:
+        real_lock(endpoint_ids)
+        locked.set()
+        time.sleep(0.5)  # the dispatcher tries to claim now
+
+    monkeypatch.setattr(evaluate, "targets_lock", slow_lock)
+    sent: list[str] = []
+
+    def dispatcher() -> None:
+        try:
+            locked.wait(5)
+            command_intent_dispatch(
+                intent_id=on,
+                publish=lambda topic, body: sent.append(topic) or 1,
+                trust_cache=False,
+            )
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=dispatcher)
+    thread.start()
+    assert _reading(kit, 12) == []  # off: the relay holds it, the unsent "on" is replaced
+    thread.join(10)
+    assert sent == []
+    intent = AutomationCommandIntent.objects.get(pk=on)
+    assert (intent.status, intent.status_reason) == ("expired", "superseded")
