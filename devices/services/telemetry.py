@@ -21,12 +21,12 @@ from config.sql import insert_ignore_returning
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
-    DeviceMessageKind,
     DeviceMessageRejection,
     DeviceStatus,
     Telemetry,
 )
 from devices.models import DeviceMessageRejectionReason as Reason
+from devices.services.rejections import is_utf8, printable
 from devices.values import value_has_type
 
 logger = logging.getLogger(__name__)
@@ -112,22 +112,6 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
     return ts, values
 
 
-def _printable(text: str) -> str:
-    """Text columns (PostgreSQL) cannot hold NUL, and no database driver can encode a lone
-    surrogate; keep both visible instead of failing the batch."""
-    if not _is_utf8(text):
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\x00", "\\x00")
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _storable(data_type: str, value: Any) -> bool:
     """``value_has_type`` plus what the event's jsonb column needs: an integer too large for
     a float fails the type instead of raising, a lone surrogate is no text."""
@@ -135,17 +119,17 @@ def _storable(data_type: str, value: Any) -> bool:
         typed = value_has_type(data_type, value)
     except OverflowError:
         return False
-    return typed and (not isinstance(value, str) or _is_utf8(value))
+    return typed and (not isinstance(value, str) or is_utf8(value))
 
 
 def _rejection(
     message: InboundTelemetry, reason: Reason, detail: str = ""
 ) -> DeviceMessageRejection:
     return DeviceMessageRejection(
-        serial_number=_printable(message.serial[:200]),
-        raw_payload=_printable(message.payload[:MAX_TELEMETRY_BYTES]),
+        serial_number=printable(message.serial[:200]),
+        raw_payload=printable(message.payload[:MAX_TELEMETRY_BYTES]),
         reason_code=reason,
-        detail=_printable(detail[:500]),
+        detail=printable(detail[:500]),
         received_at=message.received_at,
     )
 
@@ -162,7 +146,7 @@ def _validate(
                 raise Rejected(Reason.UNKNOWN_DEVICE, "no device with this serial number")
             if device.status == DeviceStatus.RETIRED:
                 raise Rejected(Reason.DEVICE_RETIRED, "device is retired")
-            if message.bad_encoding or not _is_utf8(message.payload):
+            if message.bad_encoding or not is_utf8(message.payload):
                 raise Rejected(Reason.INVALID_ENCODING, "payload is not valid UTF-8")
             ts, values = _parse_body(message.payload, message.received_at)
         except Rejected as exc:
@@ -314,48 +298,3 @@ def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
         params = [x for row in zip(ids, values, map(adapt, stamps), strict=True) for x in row]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-
-
-# --- messages the bridge dropped ------------------------------------------------------------
-
-DROP_SAMPLE_CHARS = 1024
-
-
-@dataclass
-class DroppedMessages:
-    """Messages of one device the bridge dropped for one reason within one flush interval:
-    recorded as one rejection, so a flood costs one row per device, not one per message.
-    The bridge counts into it (``count``, ``last_received_at``) until the flush."""
-
-    serial: str
-    kind: str  # DeviceMessageKind value
-    reason: Reason
-    count: int
-    first_received_at: datetime
-    last_received_at: datetime
-    sample: str  # the start of the first dropped payload
-    detail: str = ""
-
-
-def dropped_messages_record(*, drops: Sequence[DroppedMessages]) -> int:
-    """Write one rejection per summary in one INSERT; ``detail`` starts with the count.
-    Independent of the Celery hand-off, so the bridge records even while Celery is down."""
-    kinds = set(DeviceMessageKind.values)
-    rows = [
-        DeviceMessageRejection(
-            serial_number=_printable(d.serial[:200]),
-            kind=d.kind if d.kind in kinds else DeviceMessageKind.TELEMETRY,
-            raw_payload=_printable(d.sample[:DROP_SAMPLE_CHARS]),
-            reason_code=d.reason,
-            detail=_printable(
-                f"{d.count} message(s) dropped by the bridge between "
-                f"{d.first_received_at.isoformat()} and {d.last_received_at.isoformat()}"
-                + (f": {d.detail}" if d.detail else "")
-            )[:500],
-            received_at=d.first_received_at,
-        )
-        for d in drops
-        if d.count > 0
-    ]
-    DeviceMessageRejection.objects.bulk_create(rows)
-    return len(rows)
