@@ -101,6 +101,11 @@ BEAT_SWEEP_INTERVAL_S = env_float("BEAT_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
 # Ack deadlines and 5 s backoffs need a finer sweep than the event backstop.
 COMMAND_SWEEP_INTERVAL_S = env_float("COMMAND_SWEEP_INTERVAL_S", 1.0, minimum=0.05)
 DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
+# How far device time (telemetry ts, a state report's appliedAt) may stray from the server
+# clock: further ahead is timestamp_in_future, older is timestamp_too_old. Wider accepts more
+# skewed clocks and longer offline backlogs; narrower guards "latest reading wins" harder.
+TELEMETRY_MAX_FUTURE_S = env_float("TELEMETRY_MAX_FUTURE_S", 300.0)
+TELEMETRY_MAX_AGE_S = env_float("TELEMETRY_MAX_AGE_S", 7 * 24 * 3600.0, minimum=1.0)
 
 # --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)

@@ -43,6 +43,8 @@ from devices.mqtt.contract import (
     parse_rpc_response,
     parse_state_report,
 )
+from devices.services import device_message_rejections_record
+from devices.timestamps import device_time_detail, device_time_violation
 
 logger = logging.getLogger(__name__)
 
@@ -325,6 +327,7 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
     """Store each response or state report as a receipt (once), or a rejection with its
     reason; returns the intents whose evidence changed. A message whose topic serial is not
     the command's target is kept as a mismatch receipt and moves nothing."""
+    now = timezone.now()
     parsed: list[tuple[DeviceMessage, RpcResponse | StateReport]] = []
     rejections: list[DeviceMessageRejection] = []
     for message in messages:
@@ -337,6 +340,12 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
             parsed.pop()
             detail = "NUL or a lone surrogate cannot be stored"
             rejections.append(_reject(message, "invalid_field", detail))
+        elif isinstance(body := parsed[-1][1], StateReport) and (
+            clock := device_time_violation(body.applied_at, now)
+        ):  # an appliedAt outside the device-time bounds is no evidence
+            parsed.pop()
+            detail = device_time_detail("appliedAt", body.applied_at, now)
+            rejections.append(_reject(message, clock, detail))
     intents = _intents_by_command({p.command_id for _, p in parsed})
     rows: list[dict[str, Any]] = []
     for message, body in parsed:
@@ -347,8 +356,7 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
         rows.append(_receipt_row(message, body, intent))
     with transaction.atomic():
         inserted = insert_ignore_returning(DeviceCommandReceipt, rows, ("intent", "mismatch"))
-        if rejections:
-            DeviceMessageRejection.objects.bulk_create(rejections)
+        device_message_rejections_record(rejections=rejections)
     return sorted({intent_id for intent_id, mismatch in inserted if not mismatch})
 
 

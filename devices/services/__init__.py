@@ -3,6 +3,7 @@ Imported as ``devices.services.<name>``; the modules are an internal split."""
 
 from devices.services.rejections import (
     DroppedMessages,
+    device_message_rejections_record,
     dropped_messages_record,
 )
 from devices.services.telemetry import (
@@ -19,6 +20,7 @@ __all__ = [
     "InboundTelemetry",
     "IngestResult",
     "Rejected",
+    "device_message_rejections_record",
     "dropped_messages_record",
     "telemetry_ingest",
 ]

@@ -26,7 +26,8 @@ from devices.models import (
     Telemetry,
 )
 from devices.models import DeviceMessageRejectionReason as Reason
-from devices.services.rejections import is_utf8, printable
+from devices.services.rejections import device_message_rejections_record, is_utf8, printable
+from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
 
 logger = logging.getLogger(__name__)
@@ -135,7 +136,7 @@ def _rejection(
 
 
 def _validate(
-    messages: Sequence[InboundTelemetry], devices: dict[str, Device]
+    messages: Sequence[InboundTelemetry], devices: dict[str, Device], now: datetime
 ) -> tuple[list[_Parsed], list[DeviceMessageRejection]]:
     parsed: list[_Parsed] = []
     rejections: list[DeviceMessageRejection] = []
@@ -149,6 +150,9 @@ def _validate(
             if message.bad_encoding or not is_utf8(message.payload):
                 raise Rejected(Reason.INVALID_ENCODING, "payload is not valid UTF-8")
             ts, values = _parse_body(message.payload, message.received_at)
+            clock = device_time_violation(ts, now)
+            if clock is not None:
+                raise Rejected(clock, device_time_detail("ts", ts, now))
         except Rejected as exc:
             rejections.append(_rejection(message, exc.reason, exc.detail))
             continue
@@ -172,21 +176,20 @@ def telemetry_ingest(
         d.serial_number: d
         for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
     }
-    parsed, rejections = _validate(messages, devices)
+    now = timezone.now()
+    parsed, rejections = _validate(messages, devices, now)
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint] = {
         (e.device_id, e.profile_endpoint.key): e
         for e in DeviceInstanceEndpoint.objects.filter(
             device_id__in={p.device.pk for p in parsed}
         ).select_related("profile_endpoint")
     }
-    now = timezone.now()
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
         events, value_rejections = _build_events(fresh, endpoints, now)
         rejections.extend(value_rejections)
         event_ids = [row[0] for row in insert_ignore_returning(AutomationEndpointEvent, events)]
-        if rejections:
-            DeviceMessageRejection.objects.bulk_create(rejections)
+        device_message_rejections_record(rejections=rejections)
         _touch_devices(parsed, now)
         _update_last_values(events)
         if on_events is not None and event_ids:
