@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,6 +70,7 @@ class Rejected(Exception):
 
 @dataclass(frozen=True)
 class _Parsed:
+    index: int  # position in the batch
     message: InboundTelemetry
     device: Device
     ts: datetime
@@ -78,11 +79,37 @@ class _Parsed:
 
 
 @dataclass(frozen=True)
+class MessageRejection:
+    """A rejection as a caller reports it back (the HTTP API lists them); the stored row is the
+    DeviceMessageRejection with the same reason and detail."""
+
+    index: int  # the message's position in the batch
+    serial: str
+    reason: str  # a DeviceMessageRejectionReason value
+    detail: str
+    message_dropped: bool  # False: only the values named in ``detail`` were refused
+
+
+@dataclass(frozen=True)
+class _Refused:
+    index: int
+    message_dropped: bool
+    row: DeviceMessageRejection
+
+    def reported(self) -> MessageRejection:
+        row = self.row
+        return MessageRejection(
+            self.index, row.serial_number, row.reason_code, row.detail, self.message_dropped
+        )
+
+
+@dataclass(frozen=True)
 class IngestResult:
     telemetry: int
     events: int
     rejections: int
     pending_event_ids: list[int]
+    rejected: list[MessageRejection] = field(default_factory=list)  # in batch order
 
 
 def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str, Any]]:
@@ -137,10 +164,10 @@ def _rejection(
 
 def _validate(
     messages: Sequence[InboundTelemetry], devices: dict[str, Device], now: datetime
-) -> tuple[list[_Parsed], list[DeviceMessageRejection]]:
+) -> tuple[list[_Parsed], list[_Refused]]:
     parsed: list[_Parsed] = []
-    rejections: list[DeviceMessageRejection] = []
-    for message in messages:
+    refused: list[_Refused] = []
+    for index, message in enumerate(messages):
         device = devices.get(message.serial)
         try:
             if device is None:
@@ -154,11 +181,11 @@ def _validate(
             if clock is not None:
                 raise Rejected(clock, device_time_detail("ts", ts, now))
         except Rejected as exc:
-            rejections.append(_rejection(message, exc.reason, exc.detail))
+            refused.append(_Refused(index, True, _rejection(message, exc.reason, exc.detail)))
             continue
         fingerprint = telemetry_fingerprint(message.payload)
-        parsed.append(_Parsed(message, device, ts, values, fingerprint))
-    return parsed, rejections
+        parsed.append(_Parsed(index, message, device, ts, values, fingerprint))
+    return parsed, refused
 
 
 def telemetry_ingest(
@@ -177,7 +204,7 @@ def telemetry_ingest(
         for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
     }
     now = timezone.now()
-    parsed, rejections = _validate(messages, devices, now)
+    parsed, refused = _validate(messages, devices, now)
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint] = {
         (e.device_id, e.profile_endpoint.key): e
         for e in DeviceInstanceEndpoint.objects.filter(
@@ -186,10 +213,10 @@ def telemetry_ingest(
     }
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
-        events, value_rejections = _build_events(fresh, endpoints, now)
-        rejections.extend(value_rejections)
+        events, value_refusals = _build_events(fresh, endpoints, now)
+        refused = sorted([*refused, *value_refusals], key=lambda r: r.index)
         event_ids = [row[0] for row in insert_ignore_returning(AutomationEndpointEvent, events)]
-        device_message_rejections_record(rejections=rejections)
+        device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
         _update_last_values(events)
         if on_events is not None and event_ids:
@@ -197,8 +224,9 @@ def telemetry_ingest(
     return IngestResult(
         telemetry=len(fresh),
         events=len(event_ids),
-        rejections=len(rejections),
+        rejections=len(refused),
         pending_event_ids=event_ids,
+        rejected=[r.reported() for r in refused],
     )
 
 
@@ -224,9 +252,9 @@ def _build_events(
     fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
-) -> tuple[list[dict[str, Any]], list[DeviceMessageRejection]]:
+) -> tuple[list[dict[str, Any]], list[_Refused]]:
     events: dict[str, dict[str, Any]] = {}
-    rejections: list[DeviceMessageRejection] = []
+    refused: list[_Refused] = []
     for p, telemetry_id in fresh:
         device = p.device
         for key, value in p.values.items():
@@ -235,7 +263,8 @@ def _build_events(
                 continue  # not in this device's catalogue: kept in Telemetry, not an event
             if not _storable(endpoint.profile_endpoint.data_type, value):
                 detail = f"{key}={value!r} is not {endpoint.profile_endpoint.data_type}"
-                rejections.append(_rejection(p.message, Reason.INVALID_VALUE_TYPE, detail))
+                row = _rejection(p.message, Reason.INVALID_VALUE_TYPE, detail)
+                refused.append(_Refused(p.index, False, row))
                 continue
             dedupe = event_dedupe_key(
                 device_id=device.pk,
@@ -259,7 +288,7 @@ def _build_events(
                 "created_at": now,
                 "processed_at": None,
             }
-    return list(events.values()), rejections
+    return list(events.values()), refused
 
 
 def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
