@@ -15,6 +15,7 @@ from devices.services.telemetry import (
     MAX_TELEMETRY_BYTES,
     InboundTelemetry,
     IngestResult,
+    MessageRejection,
     Rejected,
     telemetry_ingest,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "DroppedMessages",
     "InboundTelemetry",
     "IngestResult",
+    "MessageRejection",
     "Rejected",
     "device_create",
     "device_endpoints_sync",

@@ -253,42 +253,62 @@ def _build_events(
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
 ) -> tuple[list[dict[str, Any]], list[_Refused]]:
+    """One event per value of a known endpoint; a value of the wrong type is one rejection,
+    the keys with no endpoint on the device one more per message: the rest goes through."""
     events: dict[str, dict[str, Any]] = {}
     refused: list[_Refused] = []
     for p, telemetry_id in fresh:
-        device = p.device
+        unknown: list[str] = []
         for key, value in p.values.items():
-            endpoint = endpoints.get((device.pk, key))
+            endpoint = endpoints.get((p.device.pk, key))
             if endpoint is None:
-                continue  # not in this device's catalogue: kept in Telemetry, not an event
+                unknown.append(key)
+                continue
             if not _storable(endpoint.profile_endpoint.data_type, value):
                 detail = f"{key}={value!r} is not {endpoint.profile_endpoint.data_type}"
                 row = _rejection(p.message, Reason.INVALID_VALUE_TYPE, detail)
                 refused.append(_Refused(p.index, False, row))
                 continue
-            dedupe = event_dedupe_key(
-                device_id=device.pk,
-                endpoint_id=endpoint.pk,
-                event_ts=p.ts,
-                value=value,
-                fingerprint=p.fingerprint,
-            )
-            events[dedupe] = {
-                "organization": device.farm.organization_id,
-                "farm": device.farm_id,
-                "device": device.pk,
-                "device_instance_endpoint": endpoint.pk,
-                "source_telemetry": telemetry_id,
-                "event_timestamp": p.ts,
-                "normalized_value": value,
-                "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
-                "dedupe_key": dedupe,
-                "processing_status": EventStatus.PENDING.value,
-                "status_reason": "",
-                "created_at": now,
-                "processed_at": None,
-            }
+            event = _event_row(p, telemetry_id, endpoint, key, value, now)
+            events[event["dedupe_key"]] = event
+        if unknown:
+            detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
+            row = _rejection(p.message, Reason.UNKNOWN_ENDPOINT, detail)
+            refused.append(_Refused(p.index, False, row))
     return list(events.values()), refused
+
+
+def _event_row(
+    p: _Parsed,
+    telemetry_id: int,
+    endpoint: DeviceInstanceEndpoint,
+    key: str,
+    value: Any,
+    now: datetime,
+) -> dict[str, Any]:
+    device = p.device
+    dedupe = event_dedupe_key(
+        device_id=device.pk,
+        endpoint_id=endpoint.pk,
+        event_ts=p.ts,
+        value=value,
+        fingerprint=p.fingerprint,
+    )
+    return {
+        "organization": device.farm.organization_id,
+        "farm": device.farm_id,
+        "device": device.pk,
+        "device_instance_endpoint": endpoint.pk,
+        "source_telemetry": telemetry_id,
+        "event_timestamp": p.ts,
+        "normalized_value": value,
+        "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
+        "dedupe_key": dedupe,
+        "processing_status": EventStatus.PENDING.value,
+        "status_reason": "",
+        "created_at": now,
+        "processed_at": None,
+    }
 
 
 def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:

@@ -75,6 +75,21 @@ def test_a_batch_keeps_its_good_messages_and_lists_the_rejected_ones(
     assert Telemetry.objects.count() == 2
 
 
+def test_an_unknown_key_is_listed_and_the_message_kept(tenants: tuple[Tenant, Tenant]) -> None:
+    alpha, _ = tenants
+    serial = alpha.kit.sensor.serial_number
+    payload = {"ts": "2026-11-29T11:59:58Z", "values": {"temp": 1, "co2": 400}}
+    response = _client(alpha.user).post(
+        URL, {"messages": [{"serial": serial, "payload": payload}]}, "json"
+    )
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["telemetry"], body["events"], body["rejections"]) == (1, 1, 1)
+    [rejected] = body["rejected"]
+    assert (rejected["reason"], rejected["message_dropped"]) == ("unknown_endpoint", False)
+    assert "co2" in rejected["detail"]
+
+
 def test_a_replayed_422_is_the_first_answer(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     client = _client(alpha.user)
