@@ -24,7 +24,7 @@ from devices.mqtt.bridge import _decode
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KNOWN_COMMAND = "cmd-known-1"

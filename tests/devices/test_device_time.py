@@ -27,7 +27,9 @@ REJECTIONS_METRIC = "farm_device_message_rejections_total"
 
 
 @pytest.fixture(autouse=True)
-def _server_clock() -> Iterator[None]:
+def _server_clock(settings) -> Iterator[None]:
+    settings.TELEMETRY_MAX_FUTURE_S = 300  # the defaults, whatever the environment says
+    settings.TELEMETRY_MAX_AGE_S = 7 * 24 * 3600
     with time_machine.travel(NOW, tick=False):
         yield
 

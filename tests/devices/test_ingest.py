@@ -31,7 +31,7 @@ def telemetry(ts: str = "2026-11-29T11:59:58Z", **values: object) -> dict:
     return {"ts": ts, "values": values}
 
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 def test_valid_message_persists_telemetry_and_one_event_per_known_endpoint() -> None:

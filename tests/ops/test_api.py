@@ -15,7 +15,7 @@ from automation.models import AutomationRule, AutomationScheduler
 from devices.models import Telemetry
 from tests.ops.conftest import Tenant, make_intent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 def _client(user: User) -> APIClient:
