@@ -1,5 +1,7 @@
-"""Telemetry ingestion: validate, persist, normalise into endpoint events. Set-based per batch
-(one INSERT … ON CONFLICT DO NOTHING per table), never evaluating or dispatching inline."""
+"""Telemetry ingestion: validate (device time within bounds of the server clock included),
+persist, normalise into endpoint events; whatever is refused, a whole message or some of its
+values, becomes a rejection row. Set-based per batch (one INSERT … ON CONFLICT DO NOTHING per
+table), never evaluating or dispatching inline."""
 
 from __future__ import annotations
 
