@@ -15,6 +15,7 @@ from devices.models import (
     Organization,
 )
 from devices.mqtt.simulator import FaultMode
+from devices.services import device_create, device_endpoints_sync
 
 DEMO_FAULTS: list[dict[str, Any]] = [
     {},
@@ -60,6 +61,15 @@ def _profiles() -> tuple[DeviceProfile, DeviceProfile, dict[str, DeviceProfileEn
     return sensor, relay, endpoints
 
 
+def _device(serial: str, farm: Farm, profile: DeviceProfile) -> Device:
+    """The demo device with its profile's endpoints (added too to one an older demo seeded)."""
+    device = Device.objects.filter(serial_number=serial).first()
+    if device is None:
+        return device_create(farm=farm, profile=profile, serial_number=serial)
+    device_endpoints_sync(device=device)
+    return device
+
+
 def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
     """Idempotently create ``pairs`` (sensor, relay) pairs with a vent-on and a vent-off rule;
     returns (sensor serial, relay serial, simulator fault options) per pair."""
@@ -70,20 +80,10 @@ def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
     sensor_profile, relay_profile, ep = _profiles()
     out = []
     for i in range(1, pairs + 1):
-        sensor, _ = Device.objects.get_or_create(
-            serial_number=f"DEMO-S{i:02d}", defaults={"farm": farm, "profile": sensor_profile}
-        )
-        relay, _ = Device.objects.get_or_create(
-            serial_number=f"DEMO-R{i:02d}", defaults={"farm": farm, "profile": relay_profile}
-        )
-        temp = DeviceInstanceEndpoint.objects.get_or_create(
-            device=sensor, profile_endpoint=ep["temp"]
-        )[0]
-        DeviceInstanceEndpoint.objects.get_or_create(device=sensor, profile_endpoint=ep["humidity"])
-        io1 = DeviceInstanceEndpoint.objects.get_or_create(
-            device=relay, profile_endpoint=ep["io1"]
-        )[0]
-        DeviceInstanceEndpoint.objects.get_or_create(device=relay, profile_endpoint=ep["fan"])
+        sensor = _device(f"DEMO-S{i:02d}", farm, sensor_profile)
+        relay = _device(f"DEMO-R{i:02d}", farm, relay_profile)
+        temp = DeviceInstanceEndpoint.objects.get(device=sensor, profile_endpoint=ep["temp"])
+        io1 = DeviceInstanceEndpoint.objects.get(device=relay, profile_endpoint=ep["io1"])
         for name, operator, threshold, value in [
             (f"Vent on {i}", "gt", 30, True),
             (f"Vent off {i}", "lt", 18, False),

@@ -17,12 +17,11 @@ from automation import coordination
 from automation.services.commands import DISPATCH_TASK, RECONCILE_TASK, nudge
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
+from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import (
-    DeviceMessage,
     command_intent_reconcile,
     command_intents_awaiting_endpoints,
     command_intents_overdue,
-    device_messages_record,
 )
 from config.celery import DB_RETRY
 from config.metrics import metrics_decisions_counted

@@ -12,7 +12,7 @@ processes.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +56,12 @@ RULE_DECISIONS = Counter(
     "suppressed): suppressed counts decisions a cool-down held after the device failed.",
     ["outcome"],
 )
+DEVICE_MESSAGE_REJECTIONS = Counter(
+    "farm_device_message_rejections_total",
+    "Device messages (or parts of one) rejected, by message kind and reason code; each is "
+    "recorded as a DeviceMessageRejection row (a bridge drop row counts every message it sums).",
+    ["kind", "reason"],
+)
 ACK_LATENCY = Histogram(
     "farm_command_ack_latency_seconds",
     "From the attempt's dispatch to the device's ack.",
@@ -97,6 +103,12 @@ def metrics_transition_recorded(*, transition: Any) -> None:
         ACK_LATENCY.observe(seconds)
     elif transition.to_status == "applied":
         APPLIED_LATENCY.observe(seconds)
+
+
+def metrics_rejections_recorded(*, counts: Mapping[tuple[str, str], int]) -> None:
+    """Count rejected device messages per (kind, reason code), once their rows committed."""
+    for (kind, reason), n in counts.items():
+        DEVICE_MESSAGE_REJECTIONS.labels(kind=kind, reason=reason).inc(n)
 
 
 def _on_task_postrun(sender: Any = None, state: str = "", retval: Any = None, **_: Any) -> None:

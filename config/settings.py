@@ -108,6 +108,11 @@ COMMAND_COOLDOWN_S = env_float_list("COMMAND_COOLDOWN_S", (60.0, 300.0, 1800.0))
 # most this wait until the broker is back, or expires (broker_unreachable) past its lifetime.
 PUBLISH_RETRY_MAX_WAIT_S = env_float("PUBLISH_RETRY_MAX_WAIT_S", 2.0, minimum=0.05)
 COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
+# How far device time (telemetry ts, a state report's appliedAt) may stray from the server
+# clock: further ahead is timestamp_in_future, older is timestamp_too_old. Wider accepts more
+# skewed clocks and longer offline backlogs; narrower guards "latest reading wins" harder.
+TELEMETRY_MAX_FUTURE_S = env_float("TELEMETRY_MAX_FUTURE_S", 300.0)
+TELEMETRY_MAX_AGE_S = env_float("TELEMETRY_MAX_AGE_S", 7 * 24 * 3600.0, minimum=1.0)
 
 # --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)

@@ -25,6 +25,7 @@ from devices.models import (
     OrganizationMember,
 )
 from devices.selectors import organization_scope, scope_filter
+from devices.services import device_endpoints_sync, profile_endpoints_sync
 
 
 class OrgScopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -137,6 +138,11 @@ class DeviceProfileAdmin(OrgScopedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).distinct()
 
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """An endpoint added to the profile reaches the profile's devices."""
+        super().save_related(request, form, formsets, change)
+        profile_endpoints_sync(profile=form.instance)
+
 
 class InstanceEndpointInline(admin.TabularInline):  # type: ignore[type-arg]
     model = DeviceInstanceEndpoint
@@ -152,6 +158,12 @@ class DeviceAdmin(OrgScopedAdmin):
     search_fields = ("serial_number", "name")
     readonly_fields = ("last_seen_at",)
     inlines = (InstanceEndpointInline,)
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """A new device, or one moved to another profile, gets the profile's endpoints: after
+        the inline rows are saved, so an endpoint added by hand is kept, not doubled."""
+        super().save_related(request, form, formsets, change)
+        device_endpoints_sync(device=form.instance)
 
 
 @admin.register(DeviceMessageRejection)

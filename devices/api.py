@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.renderers import JSONRenderer
@@ -206,11 +207,19 @@ def _enqueue_events(event_ids: list[int]) -> None:
 
 
 class TelemetryIngestApi(APIView):
-    """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge."""
+    """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge.
+
+    Every rejection is listed with its message's index and reason code (and recorded as a
+    DeviceMessageRejection, as on MQTT): 202 when the batch kept at least one message (the
+    rest are listed), 422 when every message was rejected, so nothing was taken.
+    """
 
     @extend_schema(
         request=TelemetryBatchSerializer,
-        responses={202: IngestResultSerializer},
+        responses={
+            202: OpenApiResponse(IngestResultSerializer, "Kept; any rejection is listed."),
+            422: OpenApiResponse(IngestResultSerializer, "Every message was rejected."),
+        },
         parameters=[IDEMPOTENCY_PARAMETER],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -237,7 +246,11 @@ class TelemetryIngestApi(APIView):
             "telemetry": result.telemetry,
             "events": result.events,
             "rejections": result.rejections,
+            "rejected": [asdict(r) for r in result.rejected],
         }
+        dropped = {r.index for r in result.rejected if r.message_dropped}
+        if len(dropped) == len(messages):
+            return Response(body, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
         return Response(body, status=status.HTTP_202_ACCEPTED)
 
 

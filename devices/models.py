@@ -145,7 +145,10 @@ class DeviceMessageRejectionReason(models.TextChoices):
     MISSING_FIELD = "missing_field"
     INVALID_FIELD = "invalid_field"
     INVALID_TIMESTAMP = "invalid_timestamp"
+    TIMESTAMP_IN_FUTURE = "timestamp_in_future"  # beyond TELEMETRY_MAX_FUTURE_S ahead
+    TIMESTAMP_TOO_OLD = "timestamp_too_old"  # older than TELEMETRY_MAX_AGE_S
     INVALID_VALUE_TYPE = "invalid_value_type"
+    UNKNOWN_ENDPOINT = "unknown_endpoint"  # a telemetry key the device has no endpoint for
     PAYLOAD_TOO_LARGE = "payload_too_large"
     UNKNOWN_COMMAND = "unknown_command"
     RATE_LIMITED = "rate_limited"

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
+    DeviceMessageRejectionReason,
     DeviceProfile,
     DeviceProfileEndpoint,
     Farm,
@@ -86,7 +87,18 @@ class TelemetryBatchSerializer(serializers.Serializer[Any]):
     messages = TelemetryMessageSerializer(many=True, allow_empty=False, max_length=500)
 
 
+class RejectedMessageSerializer(serializers.Serializer[Any]):
+    index = serializers.IntegerField(help_text="The message's position in the batch.")
+    serial = serializers.CharField()
+    reason = serializers.ChoiceField(choices=DeviceMessageRejectionReason.choices)
+    detail = serializers.CharField()
+    message_dropped = serializers.BooleanField(
+        help_text="False: the message was kept and only the values named in detail refused."
+    )
+
+
 class IngestResultSerializer(serializers.Serializer[Any]):
-    telemetry = serializers.IntegerField()
+    telemetry = serializers.IntegerField(help_text="Messages stored for the first time.")
     events = serializers.IntegerField()
     rejections = serializers.IntegerField()
+    rejected = RejectedMessageSerializer(many=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
+import time_machine
 from django.db import connection
 
 from config.runtime import private_task_queues
@@ -32,6 +34,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _private_broker_keys() -> Iterator[None]:
     """This run's own key space on a shared broker (see ``private_task_queues``)."""
     with private_task_queues(f"test-{uuid.uuid4().hex[:8]}"):
+        yield
+
+
+# The day the suite's fixed device timestamps ("2026-11-29T11:59:00Z", …) were written for.
+FIXTURE_NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock_at_fixture_dates() -> Iterator[None]:
+    """Run on a clock that starts at FIXTURE_NOW and ticks: ingest refuses device time older
+    than TELEMETRY_MAX_AGE_S, so a test that uses fixed timestamps must not age with the
+    calendar. Opt in with ``pytest.mark.usefixtures("clock_at_fixture_dates")``."""
+    with time_machine.travel(FIXTURE_NOW, tick=True):
         yield
 
 

@@ -18,6 +18,7 @@ from devices.models import (
     Farm,
     Organization,
 )
+from devices.services import device_endpoints_sync
 
 
 class OrganizationFactory(factory.django.DjangoModelFactory):
@@ -53,18 +54,29 @@ class ProfileEndpointFactory(factory.django.DjangoModelFactory):
 
 
 class DeviceFactory(factory.django.DjangoModelFactory):
+    """A device as ``device_create`` leaves it: with its profile's endpoints."""
+
     class Meta:
         model = Device
+        skip_postgeneration_save = True
 
     farm = factory.SubFactory(FarmFactory)
     profile = factory.SubFactory(DeviceProfileFactory)
     serial_number = factory.Sequence(lambda n: f"SN-{n:05d}")
     last_seen_at = factory.LazyFunction(timezone.now)
 
+    @factory.post_generation
+    def endpoints(obj: Device, create: bool, extracted: Any, **kwargs: Any) -> None:
+        if create:
+            device_endpoints_sync(device=obj)
+
 
 class InstanceEndpointFactory(factory.django.DjangoModelFactory):
+    """Built by hand, or the one the device already has for that profile endpoint."""
+
     class Meta:
         model = DeviceInstanceEndpoint
+        django_get_or_create = ("device", "profile_endpoint")
 
     device = factory.SubFactory(DeviceFactory)
     profile_endpoint = factory.SubFactory(ProfileEndpointFactory)

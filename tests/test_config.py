@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
         ("MQTT_URL", "mqtt://"),
         ("MQTT_URL", "ws://broker:80"),
         ("ACK_TIMEOUT_S", "soon"),
+        ("TELEMETRY_MAX_FUTURE_S", "5 minutes"),
+        ("TELEMETRY_MAX_AGE_S", "-1"),
         ("RETRY_BACKOFF_S", "5,x,45"),
         ("MQTT_PROTOCOL", "3"),
     ],

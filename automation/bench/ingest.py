@@ -103,9 +103,10 @@ def ingest_bench(
 
 def telemetry_messages(fleet: BenchFleet, count: int) -> list[InboundTelemetry]:
     """``count`` distinct readings round-robin over the fleet's sensors (one value per
-    SENSOR_KEYS), each a first delivery, none a duplicate of another."""
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+    SENSOR_KEYS), each a first delivery, none a duplicate of another; stamped one second apart
+    up to now, inside the device-time bounds ingest enforces."""
     received = datetime.now(UTC)
+    start = received - timedelta(seconds=count)
     out = []
     for i in range(count):
         ts = (start + timedelta(seconds=i)).isoformat().replace("+00:00", "Z")

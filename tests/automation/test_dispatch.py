@@ -22,11 +22,8 @@ from automation.models import (
 )
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate
-from automation.services.reconcile import (
-    DeviceMessage,
-    command_intent_reconcile,
-    device_messages_record,
-)
+from automation.services.receipts import DeviceMessage, device_messages_record
+from automation.services.reconcile import command_intent_reconcile
 from config.env import MqttConfig
 from devices.models import DeviceMessageRejection
 from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
@@ -34,7 +31,7 @@ from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 @pytest.fixture(scope="module")

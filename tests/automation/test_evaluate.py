@@ -23,7 +23,7 @@ from devices.models import DeviceStatus, Farm
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmFactory, make_farm
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -18,11 +18,8 @@ from automation.models import (
 )
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
-from automation.services.reconcile import (
-    DeviceMessage,
-    command_intent_reconcile,
-    device_messages_record,
-)
+from automation.services.receipts import DeviceMessage, device_messages_record
+from automation.services.reconcile import command_intent_reconcile
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 

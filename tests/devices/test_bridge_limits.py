@@ -11,10 +11,13 @@ from collections.abc import Callable
 
 import paho.mqtt.client as paho
 import pytest
+from django.utils import timezone
+from prometheus_client import REGISTRY
 
 from devices.models import DeviceMessageRejection
+from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.bridge import TELEMETRY_TASK, MqttBridge
-from devices.services import DroppedMessages
+from devices.services import DroppedMessages, dropped_messages_record
 from tests.devices import test_bridge as _bridge_tests
 from tests.devices.test_bridge import Recorder, publish_all, telemetry
 from tests.waiting import wait_for
@@ -115,3 +118,12 @@ def test_a_database_error_while_recording_never_stops_the_bridge(
     assert sum(d.count for d in calls[-1] if d.serial == serial) == 5 - len(recorder.args(serial))
     publish_all(device, [telemetry(f"{prefix}-after", 1)])
     wait_for(lambda: recorder.args(f"{prefix}-after"), "the bridge still hands off")
+
+
+def test_bridge_drops_are_counted_by_the_messages_they_sum() -> None:
+    labels = {"kind": "telemetry", "reason": "rate_limited"}
+    before = REGISTRY.get_sample_value("farm_device_message_rejections_total", labels) or 0.0
+    now = timezone.now()
+    drop = DroppedMessages("SN-FLOOD", "telemetry", Reason.RATE_LIMITED, 7, now, now, "{}")
+    assert dropped_messages_record(drops=[drop]) == 1
+    assert REGISTRY.get_sample_value("farm_device_message_rejections_total", labels) == before + 7

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.services.evaluate import endpoint_events_evaluate
@@ -30,7 +31,7 @@ def telemetry(ts: str = "2026-11-29T11:59:58Z", **values: object) -> dict:
     return {"ts": ts, "values": values}
 
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 def test_valid_message_persists_telemetry_and_one_event_per_known_endpoint() -> None:
@@ -158,6 +159,37 @@ def test_a_batch_mixes_good_and_bad_messages_without_losing_either() -> None:
     assert result.telemetry == 2
     assert result.rejections == 2
     assert AutomationEndpointEvent.objects.count() == 2
+
+
+def test_keys_without_an_endpoint_are_one_rejection_per_message_and_the_rest_kept() -> None:
+    kit = make_farm()
+    msg = message(kit.sensor.serial_number, telemetry(temp=31.5, co2=400, lux=3))
+    result = telemetry_ingest(messages=[msg])
+    assert (result.telemetry, result.events, result.rejections) == (1, 1, 1)
+    rejection = DeviceMessageRejection.objects.get()
+    assert (rejection.reason_code, rejection.kind) == ("unknown_endpoint", "telemetry")
+    assert "co2" in rejection.detail and "lux" in rejection.detail
+    assert "temp" not in rejection.detail
+    assert list(AutomationEndpointEvent.objects.values_list("normalized_value", flat=True)) == [
+        31.5
+    ]
+    telemetry_ingest(messages=[msg])  # a redelivery records nothing again
+    assert DeviceMessageRejection.objects.count() == 1
+
+
+def test_unknown_keys_cost_no_query_per_message() -> None:
+    kit = make_farm()
+    serial = kit.sensor.serial_number
+
+    def batch(first: int, size: int) -> list[InboundTelemetry]:
+        return [message(serial, telemetry(temp=n, co2=n)) for n in range(first, first + size)]
+
+    with CaptureQueriesContext(connection) as one:
+        telemetry_ingest(messages=batch(0, 1))
+    with CaptureQueriesContext(connection) as many:
+        telemetry_ingest(messages=batch(1, 50))
+    assert DeviceMessageRejection.objects.filter(reason_code="unknown_endpoint").count() == 51
+    assert len(many) == len(one)
 
 
 @pytest.mark.postgres

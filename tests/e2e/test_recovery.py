@@ -57,9 +57,10 @@ def test_dispatcher_killed_after_publish_recovers_without_a_second_apply(
     settings.DISPATCH_LEASE_S = 1.0
     kit = pipeline.kit
     kit.rule()
-    payload = json.dumps({"ts": "2026-11-29T11:00:00Z", "values": {"temp": 35}})
+    now = timezone.now()  # the child process runs on the real clock too
+    payload = json.dumps({"ts": now.isoformat(), "values": {"temp": 35}})
     ids = telemetry_ingest(  # evaluated here, not by the worker: the child process dispatches
-        messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
+        messages=[InboundTelemetry(kit.sensor.serial_number, payload, now)]
     ).pending_event_ids
     (intent_id,) = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
     child = subprocess.run(

@@ -24,7 +24,7 @@ from events.models import EventDeadLetter
 from events.services import event_transport
 from tests.ops.conftest import Tenant, dispatch, make_intent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 SCHEDULER_URL = "/admin/automation/automationscheduler/"
 INTENT_URL = "/admin/automation/automationcommandintent/"
 

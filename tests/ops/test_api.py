@@ -15,7 +15,7 @@ from automation.models import AutomationRule, AutomationScheduler
 from devices.models import Telemetry
 from tests.ops.conftest import Tenant, make_intent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 def _client(user: User) -> APIClient:
@@ -127,7 +127,9 @@ def test_idempotency_key_replays_the_first_response(tenants: tuple[Tenant, Tenan
     one = client.post("/api/v1/telemetry/", ingest, format="json", HTTP_IDEMPOTENCY_KEY="t-1")
     two = client.post("/api/v1/telemetry/", ingest, format="json", HTTP_IDEMPOTENCY_KEY="t-1")
     assert one.status_code == two.status_code == 202
-    assert two.json() == one.json() == {"telemetry": 1, "events": 1, "rejections": 0}
+    assert (
+        two.json() == one.json() == {"telemetry": 1, "events": 1, "rejections": 0, "rejected": []}
+    )
     reused = client.post("/api/v1/telemetry/", ingest, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
     assert reused.status_code == 422
     assert Telemetry.objects.count() == 1
@@ -144,9 +146,16 @@ def test_http_ingest_uses_the_bridge_service(tenants: tuple[Tenant, Tenant]) -> 
         ]
     }
     response = client.post("/api/v1/telemetry/", body, format="json")
-    assert response.json() == {"telemetry": 1, "events": 1, "rejections": 1}
+    assert response.status_code == 202
+    assert _counts(response.json()) == (1, 1, 1, [(1, "invalid_json")])
     again = client.post("/api/v1/telemetry/", body, format="json")  # a redelivery
-    assert again.json() == {"telemetry": 0, "events": 0, "rejections": 1}
+    assert again.status_code == 202  # the good one is a duplicate, not a rejection
+    assert _counts(again.json()) == (0, 0, 1, [(1, "invalid_json")])
+
+
+def _counts(body: dict[str, Any]) -> tuple[int, int, int, list[tuple[int, str]]]:
+    rejected = [(r["index"], r["reason"]) for r in body["rejected"]]
+    return body["telemetry"], body["events"], body["rejections"], rejected
 
 
 def test_scheduler_rows_are_for_superusers_and_schema_is_served(

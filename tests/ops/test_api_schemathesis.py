@@ -19,7 +19,7 @@ from schemathesis.checks import not_a_server_error
 from config.wsgi import application
 from tests.ops.conftest import Tenant, dispatch, make_intent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 EXAMPLES_PER_OPERATION = 15
 BUDGET_S = 60.0
 

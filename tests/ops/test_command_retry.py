@@ -25,7 +25,7 @@ from automation.services.support import (
 from automation.states import CommandStatus, ReasonCode
 from tests.ops.conftest import Tenant, dispatch, fake_publish, make_intent, time_out
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 INTENT_URL = "/admin/automation/automationcommandintent/"
 
 

@@ -23,7 +23,7 @@ from automation.states import CommandStatus
 from tests.factories import make_farm
 from tests.ops.conftest import ack, dispatch, make_intent, state, time_out
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 def _retried_then_applied() -> AutomationCommandIntent:

@@ -19,7 +19,7 @@ from config.health import bridge_heartbeat
 from tests.factories import make_farm
 from tests.ops.conftest import make_intent
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 ROOT = Path(__file__).resolve().parents[2]
 
 

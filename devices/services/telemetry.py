@@ -1,12 +1,14 @@
-"""Telemetry ingestion: validate, persist, normalise into endpoint events. Set-based per batch
-(one INSERT … ON CONFLICT DO NOTHING per table), never evaluating or dispatching inline."""
+"""Telemetry ingestion: validate (device time within bounds of the server clock included),
+persist, normalise into endpoint events; whatever is refused, a whole message or some of its
+values, becomes a rejection row. Set-based per batch (one INSERT … ON CONFLICT DO NOTHING per
+table), never evaluating or dispatching inline."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,13 +23,14 @@ from config.sql import insert_ignore_returning
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
-    DeviceMessageKind,
     DeviceMessageRejection,
     DeviceStatus,
     Telemetry,
 )
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.reported import endpoint_reported_values_update
+from devices.services.rejections import device_message_rejections_record, is_utf8, printable
+from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
 
 logger = logging.getLogger(__name__)
@@ -70,6 +73,7 @@ class Rejected(Exception):
 
 @dataclass(frozen=True)
 class _Parsed:
+    index: int  # position in the batch
     message: InboundTelemetry
     device: Device
     ts: datetime
@@ -78,11 +82,37 @@ class _Parsed:
 
 
 @dataclass(frozen=True)
+class MessageRejection:
+    """A rejection as a caller reports it back (the HTTP API lists them); the stored row is the
+    DeviceMessageRejection with the same reason and detail."""
+
+    index: int  # the message's position in the batch
+    serial: str
+    reason: str  # a DeviceMessageRejectionReason value
+    detail: str
+    message_dropped: bool  # False: only the values named in ``detail`` were refused
+
+
+@dataclass(frozen=True)
+class _Refused:
+    index: int
+    message_dropped: bool
+    row: DeviceMessageRejection
+
+    def reported(self) -> MessageRejection:
+        row = self.row
+        return MessageRejection(
+            self.index, row.serial_number, row.reason_code, row.detail, self.message_dropped
+        )
+
+
+@dataclass(frozen=True)
 class IngestResult:
     telemetry: int
     events: int
     rejections: int
     pending_event_ids: list[int]
+    rejected: list[MessageRejection] = field(default_factory=list)  # in batch order
 
 
 def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str, Any]]:
@@ -113,22 +143,6 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
     return ts, values
 
 
-def _printable(text: str) -> str:
-    """Text columns (PostgreSQL) cannot hold NUL, and no database driver can encode a lone
-    surrogate; keep both visible instead of failing the batch."""
-    if not _is_utf8(text):
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\x00", "\\x00")
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _storable(data_type: str, value: Any) -> bool:
     """``value_has_type`` plus what the event's jsonb column needs: an integer too large for
     a float fails the type instead of raising, a lone surrogate is no text."""
@@ -136,42 +150,45 @@ def _storable(data_type: str, value: Any) -> bool:
         typed = value_has_type(data_type, value)
     except OverflowError:
         return False
-    return typed and (not isinstance(value, str) or _is_utf8(value))
+    return typed and (not isinstance(value, str) or is_utf8(value))
 
 
 def _rejection(
     message: InboundTelemetry, reason: Reason, detail: str = ""
 ) -> DeviceMessageRejection:
     return DeviceMessageRejection(
-        serial_number=_printable(message.serial[:200]),
-        raw_payload=_printable(message.payload[:MAX_TELEMETRY_BYTES]),
+        serial_number=printable(message.serial[:200]),
+        raw_payload=printable(message.payload[:MAX_TELEMETRY_BYTES]),
         reason_code=reason,
-        detail=_printable(detail[:500]),
+        detail=printable(detail[:500]),
         received_at=message.received_at,
     )
 
 
 def _validate(
-    messages: Sequence[InboundTelemetry], devices: dict[str, Device]
-) -> tuple[list[_Parsed], list[DeviceMessageRejection]]:
+    messages: Sequence[InboundTelemetry], devices: dict[str, Device], now: datetime
+) -> tuple[list[_Parsed], list[_Refused]]:
     parsed: list[_Parsed] = []
-    rejections: list[DeviceMessageRejection] = []
-    for message in messages:
+    refused: list[_Refused] = []
+    for index, message in enumerate(messages):
         device = devices.get(message.serial)
         try:
             if device is None:
                 raise Rejected(Reason.UNKNOWN_DEVICE, "no device with this serial number")
             if device.status == DeviceStatus.RETIRED:
                 raise Rejected(Reason.DEVICE_RETIRED, "device is retired")
-            if message.bad_encoding or not _is_utf8(message.payload):
+            if message.bad_encoding or not is_utf8(message.payload):
                 raise Rejected(Reason.INVALID_ENCODING, "payload is not valid UTF-8")
             ts, values = _parse_body(message.payload, message.received_at)
+            clock = device_time_violation(ts, now)
+            if clock is not None:
+                raise Rejected(clock, device_time_detail("ts", ts, now))
         except Rejected as exc:
-            rejections.append(_rejection(message, exc.reason, exc.detail))
+            refused.append(_Refused(index, True, _rejection(message, exc.reason, exc.detail)))
             continue
         fingerprint = telemetry_fingerprint(message.payload)
-        parsed.append(_Parsed(message, device, ts, values, fingerprint))
-    return parsed, rejections
+        parsed.append(_Parsed(index, message, device, ts, values, fingerprint))
+    return parsed, refused
 
 
 def telemetry_ingest(
@@ -189,21 +206,20 @@ def telemetry_ingest(
         d.serial_number: d
         for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
     }
-    parsed, rejections = _validate(messages, devices)
+    now = timezone.now()
+    parsed, refused = _validate(messages, devices, now)
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint] = {
         (e.device_id, e.profile_endpoint.key): e
         for e in DeviceInstanceEndpoint.objects.filter(
             device_id__in={p.device.pk for p in parsed}
         ).select_related("profile_endpoint")
     }
-    now = timezone.now()
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
-        events, value_rejections = _build_events(fresh, endpoints, now)
-        rejections.extend(value_rejections)
+        events, value_refusals = _build_events(fresh, endpoints, now)
+        refused = sorted([*refused, *value_refusals], key=lambda r: r.index)
         event_ids = [row[0] for row in insert_ignore_returning(AutomationEndpointEvent, events)]
-        if rejections:
-            DeviceMessageRejection.objects.bulk_create(rejections)
+        device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
         _update_last_values(events)
         if on_events is not None and event_ids:
@@ -211,8 +227,9 @@ def telemetry_ingest(
     return IngestResult(
         telemetry=len(fresh),
         events=len(event_ids),
-        rejections=len(rejections),
+        rejections=len(refused),
         pending_event_ids=event_ids,
+        rejected=[r.reported() for r in refused],
     )
 
 
@@ -238,42 +255,63 @@ def _build_events(
     fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
-) -> tuple[list[dict[str, Any]], list[DeviceMessageRejection]]:
+) -> tuple[list[dict[str, Any]], list[_Refused]]:
+    """One event per value of a known endpoint; a value of the wrong type is one rejection,
+    the keys with no endpoint on the device one more per message: the rest goes through."""
     events: dict[str, dict[str, Any]] = {}
-    rejections: list[DeviceMessageRejection] = []
+    refused: list[_Refused] = []
     for p, telemetry_id in fresh:
-        device = p.device
+        unknown: list[str] = []
         for key, value in p.values.items():
-            endpoint = endpoints.get((device.pk, key))
+            endpoint = endpoints.get((p.device.pk, key))
             if endpoint is None:
-                continue  # not in this device's catalogue: kept in Telemetry, not an event
+                unknown.append(key)
+                continue
             if not _storable(endpoint.profile_endpoint.data_type, value):
                 detail = f"{key}={value!r} is not {endpoint.profile_endpoint.data_type}"
-                rejections.append(_rejection(p.message, Reason.INVALID_VALUE_TYPE, detail))
+                row = _rejection(p.message, Reason.INVALID_VALUE_TYPE, detail)
+                refused.append(_Refused(p.index, False, row))
                 continue
-            dedupe = event_dedupe_key(
-                device_id=device.pk,
-                endpoint_id=endpoint.pk,
-                event_ts=p.ts,
-                value=value,
-                fingerprint=p.fingerprint,
-            )
-            events[dedupe] = {
-                "organization": device.farm.organization_id,
-                "farm": device.farm_id,
-                "device": device.pk,
-                "device_instance_endpoint": endpoint.pk,
-                "source_telemetry": telemetry_id,
-                "event_timestamp": p.ts,
-                "normalized_value": value,
-                "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
-                "dedupe_key": dedupe,
-                "processing_status": EventStatus.PENDING.value,
-                "status_reason": "",
-                "created_at": now,
-                "processed_at": None,
-            }
-    return list(events.values()), rejections
+            event = _event_row(p, telemetry_id, endpoint, key, value, now)
+            events[event["dedupe_key"]] = event
+        if unknown:
+            detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
+            row = _rejection(p.message, Reason.UNKNOWN_ENDPOINT, detail)
+            refused.append(_Refused(p.index, False, row))
+    return list(events.values()), refused
+
+
+def _event_row(
+    p: _Parsed,
+    telemetry_id: int,
+    endpoint: DeviceInstanceEndpoint,
+    key: str,
+    value: Any,
+    now: datetime,
+) -> dict[str, Any]:
+    device = p.device
+    dedupe = event_dedupe_key(
+        device_id=device.pk,
+        endpoint_id=endpoint.pk,
+        event_ts=p.ts,
+        value=value,
+        fingerprint=p.fingerprint,
+    )
+    return {
+        "organization": device.farm.organization_id,
+        "farm": device.farm_id,
+        "device": device.pk,
+        "device_instance_endpoint": endpoint.pk,
+        "source_telemetry": telemetry_id,
+        "event_timestamp": p.ts,
+        "normalized_value": value,
+        "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
+        "dedupe_key": dedupe,
+        "processing_status": EventStatus.PENDING.value,
+        "status_reason": "",
+        "created_at": now,
+        "processed_at": None,
+    }
 
 
 def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
@@ -289,48 +327,3 @@ def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
             for e in events
         )
     )
-
-
-# --- messages the bridge dropped ------------------------------------------------------------
-
-DROP_SAMPLE_CHARS = 1024
-
-
-@dataclass
-class DroppedMessages:
-    """Messages of one device the bridge dropped for one reason within one flush interval:
-    recorded as one rejection, so a flood costs one row per device, not one per message.
-    The bridge counts into it (``count``, ``last_received_at``) until the flush."""
-
-    serial: str
-    kind: str  # DeviceMessageKind value
-    reason: Reason
-    count: int
-    first_received_at: datetime
-    last_received_at: datetime
-    sample: str  # the start of the first dropped payload
-    detail: str = ""
-
-
-def dropped_messages_record(*, drops: Sequence[DroppedMessages]) -> int:
-    """Write one rejection per summary in one INSERT; ``detail`` starts with the count.
-    Independent of the Celery hand-off, so the bridge records even while Celery is down."""
-    kinds = set(DeviceMessageKind.values)
-    rows = [
-        DeviceMessageRejection(
-            serial_number=_printable(d.serial[:200]),
-            kind=d.kind if d.kind in kinds else DeviceMessageKind.TELEMETRY,
-            raw_payload=_printable(d.sample[:DROP_SAMPLE_CHARS]),
-            reason_code=d.reason,
-            detail=_printable(
-                f"{d.count} message(s) dropped by the bridge between "
-                f"{d.first_received_at.isoformat()} and {d.last_received_at.isoformat()}"
-                + (f": {d.detail}" if d.detail else "")
-            )[:500],
-            received_at=d.first_received_at,
-        )
-        for d in drops
-        if d.count > 0
-    ]
-    DeviceMessageRejection.objects.bulk_create(rows)
-    return len(rows)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('devices', '0003_rejection_rate_limited'),
+        ('devices', '0004_rejection_device_time_unknown_endpoint'),
     ]
 
     operations = [

@@ -1,0 +1,220 @@
+"""Device messages become receipts: every rpc/response and state report is stored once
+(unique per message and attempt, so a redelivery is absorbed), or recorded as a rejection
+with its reason. A response on another device's topic is kept as a mismatch and moves
+nothing. A state report also updates what the endpoints last reported."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from automation import coordination
+from automation.keys import receipt_dedupe_key
+from automation.models import AutomationCommandIntent, DeviceCommandReceipt, ReceiptType
+from config.sql import insert_ignore_returning
+from devices.models import DeviceInstanceEndpoint, DeviceMessageKind, DeviceMessageRejection
+from devices.mqtt.contract import (
+    ContractError,
+    RpcResponse,
+    StateReport,
+    parse_rpc_response,
+    parse_state_report,
+)
+from devices.reported import Reading, endpoint_reported_values_update, report_value
+from devices.services import device_message_rejections_record
+from devices.timestamps import device_time_detail, device_time_violation
+from devices.values import value_has_type
+
+
+@dataclass(frozen=True)
+class DeviceMessage:
+    """An rpc/response or state message as the bridge received it."""
+
+    serial: str
+    kind: str  # DeviceMessageKind.RPC_RESPONSE or STATE
+    payload: str
+    received_at: datetime
+    bad_encoding: bool = False
+
+    @classmethod
+    def from_task_arg(cls, arg: Sequence[Any]) -> DeviceMessage:
+        received = parse_datetime(str(arg[3])) or timezone.now()
+        bad = bool(arg[4]) if len(arg) > 4 else False
+        return cls(str(arg[0]), str(arg[1]), str(arg[2]), received, bad)
+
+    def as_task_arg(self) -> list[Any]:
+        return [
+            self.serial,
+            self.kind,
+            self.payload,
+            self.received_at.isoformat(),
+            self.bad_encoding,
+        ]
+
+
+def _parse(message: DeviceMessage) -> RpcResponse | StateReport:
+    if message.bad_encoding:
+        raise ContractError("invalid_encoding", "payload is not valid UTF-8")  # type: ignore[arg-type]
+    raw = message.payload.encode("utf-8", "surrogatepass")
+    if message.kind == DeviceMessageKind.RPC_RESPONSE:
+        return parse_rpc_response(raw)
+    if message.kind == DeviceMessageKind.STATE:
+        return parse_state_report(raw)
+    raise ContractError("invalid_field", f"unknown message kind {message.kind!r}")  # type: ignore[arg-type]
+
+
+def _printable(text: str) -> str:
+    """Text a database can store: NUL and lone surrogates kept visible as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
+
+
+def _storable(document: Any) -> bool:
+    """False when a string (key or value) holds NUL (no jsonb/text column stores it) or a lone
+    surrogate (no driver encodes it). Iterative: a parsed document may be deeply nested."""
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return False
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def _reject(message: DeviceMessage, reason: str, detail: str) -> DeviceMessageRejection:
+    kind = message.kind if message.kind in DeviceMessageKind.values else DeviceMessageKind.STATE
+    return DeviceMessageRejection(
+        serial_number=_printable(message.serial[:200]),
+        kind=kind,
+        raw_payload=_printable(message.payload[:65536]),
+        reason_code=reason,
+        detail=_printable(detail[:500]),
+        received_at=message.received_at,
+    )
+
+
+def _intents_by_command(command_ids: set[str]) -> dict[str, AutomationCommandIntent]:
+    cached = coordination.correlation_lookup(sorted(command_ids))
+    rows = AutomationCommandIntent.objects.filter(pk__in=set(cached.values())) if cached else []
+    found = {i.device_command_id or "": i for i in rows if i.device_command_id in command_ids}
+    missing = command_ids - set(found)
+    if missing:
+        for intent in AutomationCommandIntent.objects.filter(device_command_id__in=missing):
+            found[intent.device_command_id or ""] = intent
+    return found
+
+
+def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
+    """Store each response or state report as a receipt (once), or a rejection with its
+    reason; returns the intents whose evidence changed. A message whose topic serial is not
+    the command's target is kept as a mismatch receipt and moves nothing."""
+    now = timezone.now()
+    parsed: list[tuple[DeviceMessage, RpcResponse | StateReport]] = []
+    rejections: list[DeviceMessageRejection] = []
+    for message in messages:
+        try:
+            parsed.append((message, _parse(message)))
+        except ContractError as exc:
+            rejections.append(_reject(message, str(exc.reason_code), exc.detail))
+            continue
+        if not _storable(message.serial) or not _storable(json.loads(message.payload)):
+            parsed.pop()
+            detail = "NUL or a lone surrogate cannot be stored"
+            rejections.append(_reject(message, "invalid_field", detail))
+        elif isinstance(body := parsed[-1][1], StateReport) and (
+            clock := device_time_violation(body.applied_at, now)
+        ):  # an appliedAt outside the device-time bounds is no evidence
+            parsed.pop()
+            detail = device_time_detail("appliedAt", body.applied_at, now)
+            rejections.append(_reject(message, clock, detail))
+    intents = _intents_by_command({p.command_id for _, p in parsed})
+    rows: list[dict[str, Any]] = []
+    for message, body in parsed:
+        intent = intents.get(body.command_id)
+        if intent is None:
+            rejections.append(_reject(message, "unknown_command", f"commandId {body.command_id}"))
+            continue
+        rows.append(_receipt_row(message, body, intent))
+    with transaction.atomic():
+        inserted = insert_ignore_returning(
+            DeviceCommandReceipt, rows, ("intent", "mismatch", "dedupe_key")
+        )
+        device_message_rejections_record(rejections=rejections)
+        fresh = {key for _, mismatch, key in inserted if not mismatch}
+        _reported_state_record([r for r in rows if r["dedupe_key"] in fresh], intents)
+    return sorted({intent_id for intent_id, mismatch, _ in inserted if not mismatch})
+
+
+def _reported_state_record(
+    rows: Sequence[dict[str, Any]], intents: dict[str, AutomationCommandIntent]
+) -> None:
+    """A state report says what the device holds now: its values become the endpoints'
+    reported values (newest by ``appliedAt``), as telemetry's do, so the next decision knows
+    the command's effect before the device's next telemetry arrives."""
+    reports = [
+        (intents[r["correlation_key"]].target_device_id, r["payload"])
+        for r in rows
+        if r["receipt_type"] == ReceiptType.STATE_REPORT
+    ]
+    if not reports:
+        return
+    endpoints: dict[int, list[DeviceInstanceEndpoint]] = {}
+    for endpoint in DeviceInstanceEndpoint.objects.filter(
+        device_id__in={device_id for device_id, _ in reports}
+    ).select_related("profile_endpoint"):
+        endpoints.setdefault(endpoint.device_id, []).append(endpoint)
+    readings: list[Reading] = []
+    for device_id, payload in reports:
+        applied_at = parse_datetime(str(payload.get("appliedAt", "")))
+        state = payload.get("reportedState") or {}
+        if applied_at is None:
+            continue
+        for endpoint in endpoints.get(device_id, []):
+            found, value = report_value(
+                state, param_key=endpoint.rpc_param_key, endpoint_key=endpoint.profile_endpoint.key
+            )
+            if found and value_has_type(endpoint.profile_endpoint.data_type, value):
+                readings.append((endpoint.pk, value, applied_at))
+    endpoint_reported_values_update(readings=readings)
+
+
+def _receipt_row(
+    message: DeviceMessage, body: RpcResponse | StateReport, intent: AutomationCommandIntent
+) -> dict[str, Any]:
+    if isinstance(body, RpcResponse):
+        kind = ReceiptType.RPC_ACK if body.accepted else ReceiptType.RPC_RESULT
+    else:
+        kind = ReceiptType.STATE_REPORT
+    mismatch = message.serial != intent.target_serial_number
+    return {
+        "intent": intent.pk,
+        "device": None if mismatch else intent.target_device_id,
+        "serial_number": message.serial[:64],
+        "receipt_type": kind.value,
+        "payload": json.loads(message.payload),
+        "correlation_key": body.command_id,
+        "dedupe_key": receipt_dedupe_key(
+            serial=message.serial,
+            kind=message.kind,
+            payload=message.payload,
+            attempt=intent.attempt_count,
+        ),
+        "attempt": intent.attempt_count,
+        "mismatch": mismatch,
+        "received_at": message.received_at,
+    }
