@@ -348,10 +348,16 @@ def _outage_problems(chaos: Chaos) -> list[str]:
     problems = []
     for intent in intents:
         age_s = ((intent.finished_at or timezone.now()) - intent.created_at).total_seconds()
-        ended_early = intent.status in (CommandStatus.EXPIRED, CommandStatus.FAILED) and not (
-            intent.status_reason == ReasonCode.BROKER_UNREACHABLE and age_s >= lifetime_s
-        )
         can_obey = faults[intent.target_serial_number].split(":")[0] in REACHES_TARGET
+        # A relay whose own fault silences it (offline, for each new commandId) may use up its
+        # attempts on its own silence once the broker is back: only the broker's absence must
+        # cost none.
+        own_silence = not can_obey and intent.status_reason == ReasonCode.RETRY_BUDGET_EXHAUSTED
+        ended_early = (
+            intent.status in (CommandStatus.EXPIRED, CommandStatus.FAILED)
+            and not (intent.status_reason == ReasonCode.BROKER_UNREACHABLE and age_s >= lifetime_s)
+            and not own_silence
+        )
         if ended_early or (can_obey and intent.status != CommandStatus.APPLIED):
             problems.append(
                 f"intent {intent.pk} ({intent.target_serial_number} "
