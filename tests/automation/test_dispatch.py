@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import queue
 import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -24,7 +23,6 @@ from automation.services.dispatch import command_intent_dispatch, command_intent
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
-from config.env import MqttConfig
 from devices.models import DeviceMessageRejection
 from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
 from devices.services import InboundTelemetry, telemetry_ingest
@@ -32,14 +30,6 @@ from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
-
-
-@pytest.fixture(scope="module")
-def publisher(mqtt_config: MqttConfig) -> Iterator[Publisher]:
-    pub = Publisher(config=mqtt_config)
-    pub.start()
-    yield pub
-    pub.close()
 
 
 @pytest.fixture

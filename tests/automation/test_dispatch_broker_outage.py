@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import queue
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,14 +28,6 @@ from tests.mqtt_fixtures import free_port
 pytestmark = pytest.mark.django_db
 
 OUTAGE_TRIES = 5  # more than the attempt budget: none of them may count
-
-
-@pytest.fixture(scope="module")
-def publisher(mqtt_config: MqttConfig) -> Iterator[Publisher]:
-    pub = Publisher(config=mqtt_config)
-    pub.start()
-    yield pub
-    pub.close()
 
 
 @pytest.fixture
