@@ -14,6 +14,12 @@ class BeatEntry:
     task: str
     every_s: float
 
+    @property
+    def expires_s(self) -> float:
+        """A sweep not started within its period is dropped: the next one is already due, so
+        a worker that was down finds one sweep waiting, not a pile of them."""
+        return self.every_s
+
 
 def beat_schedule() -> dict[str, BeatEntry]:
     """Read at call time, so intervals follow settings (tests run sweeps much faster)."""

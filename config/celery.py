@@ -81,7 +81,11 @@ def configure_beat_schedule() -> None:
     from config.beat import beat_schedule
 
     app.conf.beat_schedule = {
-        name: {"task": entry.task, "schedule": entry.every_s}
+        name: {
+            "task": entry.task,
+            "schedule": entry.every_s,
+            "options": {"expires": entry.expires_s},
+        }
         for name, entry in beat_schedule().items()
     }
 

@@ -20,12 +20,18 @@ class Command(BaseCommand):
                 interval, _ = IntervalSchedule.objects.get_or_create(
                     every=max(1, round(entry.every_s)), period=IntervalSchedule.SECONDS
                 )
+                expires = max(1, round(entry.expires_s))
                 task, created = PeriodicTask.objects.get_or_create(
-                    name=name, defaults={"task": entry.task, "interval": interval}
+                    name=name,
+                    defaults={"task": entry.task, "interval": interval, "expire_seconds": expires},
                 )
-                if not created and (task.task != entry.task or task.interval_id != interval.pk):
-                    task.task, task.interval = entry.task, interval
-                    task.save(update_fields=["task", "interval"])
+                if not created and (
+                    task.task != entry.task
+                    or task.interval_id != interval.pk
+                    or task.expire_seconds != expires
+                ):
+                    task.task, task.interval, task.expire_seconds = entry.task, interval, expires
+                    task.save(update_fields=["task", "interval", "expire_seconds"])
                 self.stdout.write(f"{'created' if created else 'kept   '} {name} -> {entry.task}")
             stale = PeriodicTask.objects.exclude(name__in=list(beat_schedule())).exclude(
                 name__startswith="celery."
