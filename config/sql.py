@@ -20,12 +20,15 @@ def insert_ignore_returning(
 ) -> list[tuple[Any, ...]]:
     """Insert ``rows`` (field name → value; foreign keys by id), skipping unique conflicts.
 
-    Returns the ``returning`` columns of the rows actually inserted; a conflicting row is
-    absorbed silently, which is how every duplicate in this system is made harmless.
+    A field a row leaves out gets the model's default (or NULL where the field is nullable),
+    as ``Model.objects.create`` would. Returns the ``returning`` columns of the rows actually
+    inserted; a conflicting row is absorbed silently, which is how every duplicate in this
+    system is made harmless.
     """
     if not rows:
         return []
     meta = model._meta
+    rows = _with_defaults(meta, rows)
     fields: list[Any] = [meta.get_field(name) for name in rows[0]]
     qn = connection.ops.quote_name
     columns = ", ".join(qn(f.column) for f in fields)
@@ -36,6 +39,22 @@ def insert_ignore_returning(
         if connection.vendor == "postgresql":
             return _insert_unnest(cursor, head, tail, fields, rows)
         return _insert_values(cursor, head, tail, fields, rows)
+
+
+def _with_defaults(meta: Any, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row with every concrete column but the auto primary key: the given value, else
+    the field's default, else NULL for a nullable field (else the database refuses it)."""
+    missing = [
+        f
+        for f in meta.concrete_fields
+        if not f.primary_key and f.name not in rows[0] and (f.has_default() or f.null)
+    ]
+    if not missing:
+        return list(rows)
+    return [
+        {**row, **{f.name: f.get_default() if f.has_default() else None for f in missing}}
+        for row in rows
+    ]
 
 
 def _insert_unnest(

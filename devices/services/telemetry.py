@@ -18,7 +18,6 @@ from django.utils.dateparse import parse_datetime
 
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
-from automation.states import EventStatus
 from config.sql import insert_ignore_returning
 from devices.models import (
     Device,
@@ -307,10 +306,7 @@ def _event_row(
         "normalized_value": value,
         "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
         "dedupe_key": dedupe,
-        "processing_status": EventStatus.PENDING.value,
-        "status_reason": "",
         "created_at": now,
-        "processed_at": None,
     }
 
 

@@ -153,12 +153,7 @@ def _insert(wanted: _Wanted, now: datetime) -> EnsureResult | None:
         "scheduler_key": wanted.key,
         **wanted.schedule(),
         "status": S.PENDING,
-        "retry_count": 0,
-        "failure_reason_code": "",
-        "is_on_support_hold": False,
         "input_hash": wanted.input_hash,
-        "version": 0,
-        "trace_blob_name": "",
         "created_on": now,
         "updated_on": now,
     }
