@@ -6,18 +6,18 @@ processes.
   uncertain). With ``PROMETHEUS_MULTIPROC_DIR`` set (before start, in every process) each
   process writes its own files and a scrape sums them (prometheus_client multiprocess mode).
 * Backlogs (events pending, commands per live state, scheduler due/overdue/held, open dead
-  letters) are read from the database at scrape time, so they are right whoever wrote them.
+  letters) are read from the database at scrape time, so they are right whoever wrote them;
+  each app registers its own (``metrics_gauges_register``), so this module reads no models.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from datetime import timedelta
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.apps import AppConfig
-from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import (
@@ -33,8 +33,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-# A due row this late is "overdue": the scheduler is not keeping up.
-SCHEDULER_OVERDUE_AFTER_S = 300
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 
 TASK_RESULTS = Counter(
@@ -115,9 +113,20 @@ def _on_task_postrun(sender: Any = None, state: str = "", retval: Any = None, **
     metrics_task_finished(task_name=getattr(sender, "name", ""), state=state, retval=retval)
 
 
-def _on_transition_saved(sender: Any, instance: Any, created: bool, **_: Any) -> None:
+def metrics_transition_saved(sender: Any, instance: Any, created: bool, **_: Any) -> None:
+    """``post_save`` receiver for the command ledger's audit rows (connected by automation)."""
     if created:
         metrics_transition_recorded(transition=instance)
+
+
+GaugeSource = Callable[[datetime], Iterable[GaugeMetricFamily]]
+_GAUGE_SOURCES: dict[str, GaugeSource] = {}
+
+
+def metrics_gauges_register(name: str, source: GaugeSource) -> None:
+    """An app adds gauges read from its tables at scrape time (from its ``AppConfig.ready``),
+    so this module reads no app's models; registering a name again replaces it."""
+    _GAUGE_SOURCES[name] = source
 
 
 class DatabaseCollector(Collector):
@@ -128,53 +137,9 @@ class DatabaseCollector(Collector):
         return []
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from automation.models import AutomationCommandIntent, AutomationEndpointEvent
-        from automation.scheduler.selectors import scheduler_backlog, scheduler_due
-        from automation.states import COMMAND_LIVE, EventStatus
-        from events.selectors import dead_letter_counts
-
         now = timezone.now()
-        backlog = GaugeMetricFamily(
-            "farm_backlog", "Work waiting, per stage and state.", labels=["stage", "state"]
-        )
-        pending = AutomationEndpointEvent.objects.filter(processing_status=EventStatus.PENDING)
-        backlog.add_metric(["evaluate", "pending"], pending.count())
-        counts = dict.fromkeys(sorted(COMMAND_LIVE), 0)
-        for row in (
-            AutomationCommandIntent.objects.filter(status__in=COMMAND_LIVE)
-            .values("status")
-            .annotate(n=Count("id"))
-        ):
-            counts[row["status"]] = row["n"]
-        for status, n in counts.items():
-            backlog.add_metric(["command", status], n)
-        yield backlog
-        from automation.services.cooldown import command_cooldowns_cooling
-
-        cooling = GaugeMetricFamily(
-            "farm_command_cooldowns",
-            "Target (endpoint, value) pairs cooling down after a failed or uncertain command.",
-        )
-        cooling.add_metric([], command_cooldowns_cooling(now=now).count())
-        yield cooling
-        scheduler = GaugeMetricFamily(
-            "farm_scheduler_rows", "Due-work rows by state.", labels=["state"]
-        )
-        for state, n in scheduler_backlog().items():
-            scheduler.add_metric([state], n)
-        due = scheduler_due(now=now)
-        scheduler.add_metric(["due"], due.count())
-        late = now - timedelta(seconds=SCHEDULER_OVERDUE_AFTER_S)
-        scheduler.add_metric(["overdue"], due.filter(scheduled_on__lt=late).count())
-        yield scheduler
-        dead = GaugeMetricFamily(
-            "farm_dead_letters_open",
-            "Open dead letters by type, handler and reason (alert when > 0).",
-            labels=["event_type", "handler", "reason"],
-        )
-        for c in dead_letter_counts():
-            dead.add_metric([c.event_type, c.handler, c.reason], c.count)
-        yield dead
+        for source in list(_GAUGE_SOURCES.values()):
+            yield from source(now)
 
 
 _DATABASE_COLLECTOR = DatabaseCollector()
@@ -203,17 +168,8 @@ class MetricsConfig(AppConfig):
 
     def ready(self) -> None:
         from celery.signals import task_postrun
-        from django.db.models.signals import post_save
-
-        from automation.models import CommandTransition
 
         task_postrun.connect(_on_task_postrun, weak=False, dispatch_uid="farm-metrics-task")
-        post_save.connect(
-            _on_transition_saved,
-            sender=CommandTransition,
-            weak=False,
-            dispatch_uid="farm-metrics-transition",
-        )
         if not os.environ.get(MULTIPROC_ENV) and _DATABASE_COLLECTOR not in getattr(
             REGISTRY, "_collector_to_names", {}
         ):

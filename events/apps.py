@@ -10,5 +10,8 @@ class EventsConfig(AppConfig):
         """Fill the registry in every process (web, worker, commands): the product's event
         types, then each app's ``event_handlers`` module, where handlers register."""
         import events.event_types  # noqa: F401
+        from config.metrics import metrics_gauges_register
+        from events.selectors import dead_letter_gauges
 
         autodiscover_modules("event_handlers")
+        metrics_gauges_register("events", dead_letter_gauges)

@@ -3,9 +3,12 @@ the counts a metrics scrape derives from the dead-letter table."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.db.models import Count
+from prometheus_client.core import GaugeMetricFamily
 
 from events.models import EventDeadLetter, EventHandlerAttempt, EventInbox
 from events.states import DeadLetterStatus
@@ -69,3 +72,15 @@ def handler_attempts(*, handler: str, idempotency_key: str) -> int:
         .first()
     )
     return found or 0
+
+
+def dead_letter_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
+    """``farm_dead_letters_open`` for ``/metrics`` (registered when the app loads)."""
+    dead = GaugeMetricFamily(
+        "farm_dead_letters_open",
+        "Open dead letters by type, handler and reason (alert when > 0).",
+        labels=["event_type", "handler", "reason"],
+    )
+    for c in dead_letter_counts():
+        dead.add_metric([c.event_type, c.handler, c.reason], c.count)
+    yield dead

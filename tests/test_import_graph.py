@@ -20,9 +20,7 @@ APPS = tuple(LAYERS)
 KNOWN_BACK_EDGES = {
     ("devices", "automation"): "ingest writes endpoint events; the ingest task and the HTTP "
     "ingest enqueue evaluation (ingest belongs in automation)",
-    ("config", "automation"): "/metrics reads backlogs and cool-downs from automation's models",
     ("config", "devices"): "/health reads the bridge heartbeat",
-    ("config", "events"): "/metrics reads open dead letters",
 }
 
 

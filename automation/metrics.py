@@ -1,0 +1,52 @@
+"""The execution core's gauges for ``/metrics``, read from its tables at scrape time and
+registered with ``config.metrics`` when the app loads (config reads no app's models)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+from django.db.models import Count
+from prometheus_client.core import GaugeMetricFamily
+
+from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.scheduler.selectors import scheduler_backlog, scheduler_due
+from automation.services.cooldown import command_cooldowns_cooling
+from automation.states import COMMAND_LIVE, EventStatus
+
+# A due row this late is "overdue": the scheduler is not keeping up.
+SCHEDULER_OVERDUE_AFTER_S = 300
+
+
+def execution_core_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
+    backlog = GaugeMetricFamily(
+        "farm_backlog", "Work waiting, per stage and state.", labels=["stage", "state"]
+    )
+    pending = AutomationEndpointEvent.objects.filter(processing_status=EventStatus.PENDING)
+    backlog.add_metric(["evaluate", "pending"], pending.count())
+    counts = dict.fromkeys(sorted(COMMAND_LIVE), 0)
+    for row in (
+        AutomationCommandIntent.objects.filter(status__in=COMMAND_LIVE)
+        .values("status")
+        .annotate(n=Count("id"))
+    ):
+        counts[row["status"]] = row["n"]
+    for status, n in counts.items():
+        backlog.add_metric(["command", status], n)
+    yield backlog
+    cooling = GaugeMetricFamily(
+        "farm_command_cooldowns",
+        "Target (endpoint, value) pairs cooling down after a failed or uncertain command.",
+    )
+    cooling.add_metric([], command_cooldowns_cooling(now=now).count())
+    yield cooling
+    scheduler = GaugeMetricFamily(
+        "farm_scheduler_rows", "Due-work rows by state.", labels=["state"]
+    )
+    for state, n in scheduler_backlog().items():
+        scheduler.add_metric([state], n)
+    due = scheduler_due(now=now)
+    scheduler.add_metric(["due"], due.count())
+    late = now - timedelta(seconds=SCHEDULER_OVERDUE_AFTER_S)
+    scheduler.add_metric(["overdue"], due.filter(scheduled_on__lt=late).count())
+    yield scheduler
