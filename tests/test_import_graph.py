@@ -20,7 +20,6 @@ APPS = tuple(LAYERS)
 KNOWN_BACK_EDGES = {
     ("devices", "automation"): "ingest writes endpoint events; the ingest task and the HTTP "
     "ingest enqueue evaluation (ingest belongs in automation)",
-    ("config", "devices"): "/health reads the bridge heartbeat",
 }
 
 

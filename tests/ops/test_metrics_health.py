@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from config.health import bridge_heartbeat
+from devices.services.heartbeat import bridge_heartbeat
 from tests.factories import make_farm
 from tests.ops.conftest import make_intent
 

@@ -137,7 +137,7 @@ def _heartbeat(client_id: str, connected: bool) -> None:
     """Record the bridge's sign of life for /health, on a fresh connection if the old died."""
     from django.db import close_old_connections
 
-    from config.health import bridge_heartbeat
+    from devices.services.heartbeat import bridge_heartbeat
 
     close_old_connections()
     bridge_heartbeat(client_id=client_id, connected=connected)
