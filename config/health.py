@@ -12,7 +12,7 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
-BROKER_TIMEOUT_S = 2.0
+BROKER_TIMEOUT_S = 2
 
 
 HealthCheck = Callable[[datetime], dict[str, Any]]

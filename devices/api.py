@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -116,7 +116,8 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
         return handle()
     if len(key) > IDEMPOTENCY_KEY_MAX_CHARS:
         raise ValidationError({IDEMPOTENCY_HEADER: "at most 200 characters"})
-    found = ApiIdempotencyRecord.objects.filter(user_id=request.user.pk, key=key).first()
+    user_id = cast(int, request.user.pk)  # the views that call this require a login
+    found = ApiIdempotencyRecord.objects.filter(user_id=user_id, key=key).first()
     if found is not None:
         return _replayed(found, request)
     try:
@@ -127,7 +128,7 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
                 try:
                     with transaction.atomic():
                         ApiIdempotencyRecord.objects.create(
-                            user_id=request.user.pk,
+                            user_id=user_id,
                             key=key,
                             method=request.method or "POST",
                             path=request.path[:300],
@@ -135,7 +136,7 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
                             response_body=body,
                         )
                 except IntegrityError:
-                    winner = ApiIdempotencyRecord.objects.get(user_id=request.user.pk, key=key)
+                    winner = ApiIdempotencyRecord.objects.get(user_id=user_id, key=key)
                     raise _Replay(winner) from None
     except _Replay as replay:
         return _replayed(replay.record, request)

@@ -84,7 +84,8 @@ class TelemetryMessageSerializer(serializers.Serializer[Any]):
 
 
 class TelemetryBatchSerializer(serializers.Serializer[Any]):
-    messages = TelemetryMessageSerializer(many=True, allow_empty=False, max_length=500)
+    # many=True makes a ListSerializer, which takes max_length (the stubs type the child).
+    messages = TelemetryMessageSerializer(many=True, allow_empty=False, max_length=500)  # type: ignore[call-arg]
 
 
 class RejectedMessageSerializer(serializers.Serializer[Any]):

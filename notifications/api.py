@@ -11,7 +11,7 @@ superusers only."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Prefetch, QuerySet
 from django.urls import include, path
@@ -69,7 +69,7 @@ class InboxListApi(generics.ListAPIView[InboxItem]):
 
     def get_queryset(self) -> QuerySet[InboxItem]:
         unread = self.request.query_params.get("unread", "").lower() in {"1", "true", "yes"}
-        return inbox_items_for(user_id=self.request.user.pk, unread_only=unread)
+        return inbox_items_for(user_id=cast(int, self.request.user.pk), unread_only=unread)
 
 
 class InboxMarkReadApi(APIView):
@@ -79,7 +79,7 @@ class InboxMarkReadApi(APIView):
     @extend_schema(request=None, responses={200: InboxItemSerializer})
     def post(self, request: Request, item_id: int, *args: Any, **kwargs: Any) -> Response:
         try:
-            item = inbox_item_mark_read(user_id=request.user.pk, item_id=item_id)
+            item = inbox_item_mark_read(user_id=cast(int, request.user.pk), item_id=item_id)
         except InboxItemNotFound:
             return Response({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
         return Response(InboxItemSerializer(item).data)

@@ -36,7 +36,7 @@ def nudge(task_name: str, ids: list[int]) -> None:
     if not ids:
         return
     try:
-        celery_app.tasks[task_name].apply_async(args=[ids])
+        celery_app.tasks[task_name].apply_async(args=(ids,))
     except Exception as exc:
         logger.warning("nudge %s failed (the sweep will pick it up): %s", task_name, exc)
 

@@ -103,7 +103,7 @@ def deliver_nudge(ids: list[int]) -> None:
             importlib.import_module("notifications.tasks")
             task = celery_app.tasks[DELIVER_TASK]
         for notification_id in ids:
-            task.apply_async(args=[notification_id])
+            task.apply_async(args=(notification_id,))
     except Exception as exc:
         logger.warning(
             "nudge %s for %s failed (the sweep will pick them up): %s", DELIVER_TASK, ids, exc
