@@ -84,12 +84,10 @@ class ReasonCode(TextChoices):
     VALUE_NOT_ALLOWED = "value_not_allowed"
     VALUE_WRONG_TYPE = "value_wrong_type"
     BINDING_INVALID = "binding_invalid"
-    ENDPOINT_BUSY = "endpoint_busy"
     EVALUATION_ERROR = "evaluation_error"
     PUBLISH_ERROR = "publish_error"
     ACK_TIMEOUT = "ack_timeout"
     DEVICE_BUSY = "device_busy"
-    DEVICE_REJECTED = "device_rejected"
     INVALID_PARAM = "invalid_param"
     NOT_SUPPORTED = "not_supported"
     HARDWARE_FAULT = "hardware_fault"
@@ -104,7 +102,6 @@ class ReasonCode(TextChoices):
     # A newer decision for the same endpoint replaced this command before it was ever sent.
     SUPERSEDED = "superseded"
     DISPATCHED = "dispatched"
-    RETRY_DUE = "retry_due"
     MANUAL = "manual"
     # A decision for an (endpoint, value) whose last command failed or stayed uncertain.
     COOLDOWN = "cooldown"

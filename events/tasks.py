@@ -6,17 +6,15 @@ from typing import Any
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import OperationalError
 
+from config.celery import DB_RETRY
 from events.services import event_deliver, event_retry_delay_s
 
 
 @shared_task(
     name="events.event_deliver",
     bind=True,
-    autoretry_for=(OperationalError,),
-    retry_backoff=True,
-    max_retries=5,
+    **DB_RETRY,
 )
 def event_deliver_task(self: Task, envelope: dict[str, Any]) -> dict[str, str]:
     """Acknowledged when every handler is done, a duplicate or dead-lettered; retried with a
