@@ -41,7 +41,6 @@ TASK_ROUTES: dict[str, str] = {
     "notifications.sweep": "notify",
     "reminders.reconcile": "scheduler",
     "reminders.report_subscriptions_ensure": "scheduler",
-    "reminders.endpoint_metric_evaluate": "scheduler",
     "reminders.endpoint_metrics_touched": "scheduler",
 }
 

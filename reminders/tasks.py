@@ -11,7 +11,6 @@ from django.utils import timezone
 from config.celery import DB_RETRY
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
-    endpoint_metric_evaluate,
     endpoint_metrics_touched,
 )
 from reminders.services.reconcile import reminder_reconcile
@@ -46,10 +45,3 @@ def report_subscriptions_ensure_task() -> int:
 def endpoint_metrics_touched_task(endpoint_ids: list[int]) -> int:
     """New telemetry arrived for these endpoints: evaluate the metric sources over them."""
     return endpoint_metrics_touched(endpoint_ids=endpoint_ids, now=timezone.now())
-
-
-@shared_task(name="reminders.endpoint_metric_evaluate", **DB_RETRY)
-def endpoint_metric_evaluate_task(source_id: int) -> int:
-    """For the ingest stage: evaluate one metric source now; rows changed."""
-    result = endpoint_metric_evaluate(source_id=source_id, now=timezone.now())
-    return 0 if result is None else len(result.repaired)

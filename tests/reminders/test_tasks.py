@@ -1,5 +1,5 @@
 """The reminders' Celery tasks are routed to the scheduler stage, named by beat, and each
-runs one service: a reconciliation pass per provider, report periods, one metric source."""
+runs one service: a reconciliation pass per provider, report periods."""
 
 from __future__ import annotations
 
@@ -13,18 +13,13 @@ from config.beat import beat_schedule
 from config.celery import TASK_ROUTES
 from config.celery import app as celery_app
 from reminders.scheduler_handlers import ReminderSchedulerHandler, ReportSchedulerHandler
-from reminders.tasks import (
-    endpoint_metric_evaluate_task,
-    reminders_reconcile_task,
-    report_subscriptions_ensure_task,
-)
+from reminders.tasks import reminders_reconcile_task, report_subscriptions_ensure_task
 from tests.reminders.conftest import NOW, date_setting, document, rows_of
 from tests.reminders.test_reports import subscribe
 
 TASKS = (
     "reminders.reconcile",
     "reminders.report_subscriptions_ensure",
-    "reminders.endpoint_metric_evaluate",
     "reminders.endpoint_metrics_touched",
 )
 
@@ -55,4 +50,3 @@ def test_the_tasks_run_their_services(farm, time_machine) -> None:
     assert reminders_reconcile_task.apply().get() == 1
     assert [r.tail for r in rows_of(doc.guid)] == ["expiry:2026-03-06:3"]
     assert report_subscriptions_ensure_task.apply().get() == 1
-    assert endpoint_metric_evaluate_task.apply(args=[12345]).get() == 0
