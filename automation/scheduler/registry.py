@@ -8,14 +8,14 @@ whose claim was lost rolls them back. Outcomes other than success are typed exce
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
 from automation.states import SCHEDULER_DEACTIVATION_REASONS, SchedulerReason
+from common.registry import Registry
 
 Trace = Mapping[str, Any] | str | bytes
 
@@ -104,8 +104,7 @@ class PermanentFailure(SchedulerOutcome):
     """A failure retrying cannot fix: Failed with the reason (ensure may reactivate it later)."""
 
 
-_handlers: dict[str, SchedulerHandler] = {}
-_lock = threading.Lock()
+_handlers: Registry[SchedulerHandler] = Registry("a scheduler handler")
 
 
 def scheduler_handler_register(
@@ -113,34 +112,19 @@ def scheduler_handler_register(
 ) -> None:
     """Register the handler of one automation type; a second registration is a bug unless
     ``replace`` says otherwise."""
-    with _lock:
-        if automation_type in _handlers and not replace:
-            raise ValueError(f"a scheduler handler for {automation_type!r} is already registered")
-        _handlers[automation_type] = handler
+    _handlers.register(automation_type, handler, replace=replace)
 
 
 def scheduler_handler_unregister(automation_type: str) -> None:
-    with _lock:
-        _handlers.pop(automation_type, None)
+    _handlers.unregister(automation_type)
 
 
 def scheduler_handler_for(automation_type: str) -> SchedulerHandler | None:
     return _handlers.get(automation_type)
 
 
-@contextmanager
 def scheduler_handler_override(
     automation_type: str, handler: SchedulerHandler
-) -> Iterator[SchedulerHandler]:
+) -> AbstractContextManager[SchedulerHandler]:
     """Swap in a handler for the duration of a block (tests, benchmarks)."""
-    with _lock:
-        previous = _handlers.get(automation_type)
-        _handlers[automation_type] = handler
-    try:
-        yield handler
-    finally:
-        with _lock:
-            if previous is None:
-                _handlers.pop(automation_type, None)
-            else:
-                _handlers[automation_type] = previous
+    return _handlers.override(automation_type, handler)

@@ -8,10 +8,9 @@ reconciler look it up here, so adding a source type is adding a module under
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cached_property
@@ -26,6 +25,7 @@ from automation.scheduler.keys import (
     scheduler_key,
 )
 from automation.states import SchedulerReason
+from common.registry import Registry
 from reminders.models import LocalTimeRule, ReminderOccurrence, ReminderSetting
 
 
@@ -266,42 +266,29 @@ class UnknownSourceType(LookupError):
     """No provider set is registered for a source type."""
 
 
-_providers: dict[str, ProviderSet] = {}
-_lock = threading.Lock()
+# The same module imported again registers an equal set: not a conflict.
+_providers: Registry[ProviderSet] = Registry(
+    "reminder providers", same=lambda a, b: type(a.source) is type(b.source)
+)
 
 
 def reminder_providers_register(providers: ProviderSet) -> None:
     """Register a source type's providers; registering the same type twice is a bug unless
     it is the same module imported again."""
-    with _lock:
-        existing = _providers.get(providers.source_type)
-        if existing is not None and type(existing.source) is not type(providers.source):
-            raise ValueError(f"providers for {providers.source_type!r} are already registered")
-        _providers[providers.source_type] = providers
+    _providers.register(providers.source_type, providers)
 
 
 def reminder_providers_for(source_type: str) -> ProviderSet:
-    try:
-        return _providers[source_type]
-    except KeyError:
-        raise UnknownSourceType(f"no reminder providers for source type {source_type!r}") from None
+    found = _providers.get(source_type)
+    if found is None:
+        raise UnknownSourceType(f"no reminder providers for source type {source_type!r}")
+    return found
 
 
 def reminder_source_types() -> list[str]:
-    return sorted(_providers)
+    return _providers.keys()
 
 
-@contextmanager
-def reminder_providers_override(providers: ProviderSet) -> Iterator[ProviderSet]:
+def reminder_providers_override(providers: ProviderSet) -> AbstractContextManager[ProviderSet]:
     """A source type's providers swapped in for a block (tests, tools)."""
-    with _lock:
-        previous = _providers.get(providers.source_type)
-        _providers[providers.source_type] = providers
-    try:
-        yield providers
-    finally:
-        with _lock:
-            if previous is None:
-                _providers.pop(providers.source_type, None)
-            else:
-                _providers[providers.source_type] = previous
+    return _providers.override(providers.source_type, providers)
