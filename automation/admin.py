@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -22,6 +23,7 @@ from automation.models import (
     AutomationSchedulerTransition,
     CommandCooldown,
 )
+from automation.services.rules import RULE_FIELDS, rule_create, rule_errors, rule_update
 from automation.services.support import (
     CommandRetryRefused,
     command_intent_mark_failed,
@@ -56,9 +58,26 @@ def _timeline_html(timeline: Timeline) -> SafeString:
     )
 
 
+class RuleAdminForm(forms.ModelForm):  # type: ignore[type-arg]
+    """The same checks as the API: ``automation.services.rules``."""
+
+    class Meta:
+        model = AutomationRule
+        fields = RULE_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        needed = ("farm", "trigger_endpoint", "target_endpoint", "operator", "threshold_value")
+        if all(cleaned.get(name) is not None for name in needed) and "target_value" in cleaned:
+            for name, message in rule_errors(cleaned).items():
+                self.add_error(name if name in self.fields else None, message)
+        return cleaned
+
+
 @admin.register(AutomationRule)
 class AutomationRuleAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
+    form = RuleAdminForm
     list_display = (
         "id",
         "name",
@@ -71,6 +90,15 @@ class AutomationRuleAdmin(OrgScopedAdmin):
     list_filter = ("is_active", "farm")
     search_fields = ("name",)
     raw_id_fields = ("trigger_endpoint", "target_endpoint")
+
+    def save_model(self, request: Any, obj: AutomationRule, form: Any, change: bool) -> None:
+        """Through the rule services, so a rule is checked and saved one way everywhere."""
+        fields = {name: getattr(obj, name) for name in RULE_FIELDS}
+        if change:
+            rule_update(AutomationRule.objects.get(pk=obj.pk), **fields)
+            return
+        created = rule_create(**fields)
+        obj.pk, obj.created_at, obj.updated_at = created.pk, created.created_at, created.updated_at
 
 
 @admin.register(AutomationEndpointEvent)

@@ -11,6 +11,23 @@ from devices.models import DeviceInstanceEndpoint, DeviceStatus
 from devices.values import value_violation
 
 
+def target_failure(
+    target: DeviceInstanceEndpoint, *, farm_id: int, value: object
+) -> ReasonCode | None:
+    """The configuration gates a rule's target must pass whatever the device's state: on the
+    rule's farm, enabled, writable, ``value`` within its constraints. A rule is refused on
+    these (``automation.services.rules``), and every command re-checks them."""
+    profile_endpoint = target.profile_endpoint
+    if not target.is_enabled:
+        return ReasonCode.TARGET_DISABLED
+    if not profile_endpoint.writable:
+        return ReasonCode.TARGET_NOT_WRITABLE
+    if target.device.farm_id != farm_id:
+        return ReasonCode.TARGET_OTHER_FARM
+    violation = value_violation(profile_endpoint, value)
+    return None if violation is None else ReasonCode(violation)
+
+
 def command_gate_failure(
     rule: AutomationRule,
     target: DeviceInstanceEndpoint,
@@ -26,22 +43,17 @@ def command_gate_failure(
     ``now``/``freshness_s`` enable the online check, which only dispatch can make.
     """
     device = target.device
-    profile_endpoint = target.profile_endpoint
     if not rule.is_active:
         return ReasonCode.RULE_INACTIVE
-    if not target.is_enabled:
-        return ReasonCode.TARGET_DISABLED
-    if not profile_endpoint.writable:
-        return ReasonCode.TARGET_NOT_WRITABLE
-    if device.farm_id != rule.farm_id:
-        return ReasonCode.TARGET_OTHER_FARM
+    failure = target_failure(
+        target, farm_id=rule.farm_id, value=rule.target_value if value is None else value
+    )
+    if failure is not None:
+        return failure
     if device.status == DeviceStatus.RETIRED:
         return ReasonCode.TARGET_RETIRED
     if device.status == DeviceStatus.MAINTENANCE:
         return ReasonCode.TARGET_MAINTENANCE
-    violation = value_violation(profile_endpoint, rule.target_value if value is None else value)
-    if violation is not None:
-        return ReasonCode(violation)
     if not target.rpc_method or not target.rpc_param_key:
         return ReasonCode.BINDING_INVALID
     if (

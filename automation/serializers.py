@@ -1,9 +1,10 @@
-"""API shapes of the execution core. A rule is validated like the safety gates validate it at
-evaluation: a writable target on the rule's farm, a value the endpoint accepts; failures are
-400s naming the field."""
+"""API shapes of the execution core. A rule is created and changed through
+``automation.services.rules`` (the safety gates' configuration checks); failures are 400s
+naming the field."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework import serializers
@@ -13,13 +14,9 @@ from automation.models import (
     AutomationRule,
     AutomationRuleExecution,
     AutomationScheduler,
-    Operator,
 )
-from devices.models import DeviceInstanceEndpoint
+from automation.services.rules import RuleInvalid, rule_create, rule_errors, rule_update
 from devices.selectors import farms_visible, instance_endpoints_visible
-from devices.values import value_has_type, value_violation
-
-_RANGE_OPERATORS = {Operator.BETWEEN, Operator.OUTSIDE}
 
 
 class RuleSerializer(serializers.ModelSerializer[AutomationRule]):
@@ -53,33 +50,23 @@ class RuleSerializer(serializers.ModelSerializer[AutomationRule]):
             fields["target_endpoint"].queryset = instance_endpoints_visible(scope=scope)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        merged = {**self._current(), **attrs}
-        errors: dict[str, str] = {}
-        farm = merged["farm"]
-        trigger: DeviceInstanceEndpoint = merged["trigger_endpoint"]
-        target: DeviceInstanceEndpoint = merged["target_endpoint"]
-        if trigger.device.farm_id != farm.pk:
-            errors["trigger_endpoint"] = "must be an endpoint of a device on the rule's farm"
-        if target.device.farm_id != farm.pk:
-            errors["target_endpoint"] = "must be an endpoint of a device on the rule's farm"
-        elif not target.profile_endpoint.writable:
-            errors["target_endpoint"] = "is not writable"
-        elif not target.is_enabled:
-            errors["target_endpoint"] = "is disabled"
-        else:
-            violation = value_violation(target.profile_endpoint, merged["target_value"])
-            if violation is not None:
-                errors["target_value"] = violation
-        if not value_has_type(trigger.profile_endpoint.data_type, merged["threshold_value"]):
-            errors["threshold_value"] = f"must be a {trigger.profile_endpoint.data_type}"
-        high = merged.get("threshold_value_high")
-        if merged["operator"] in _RANGE_OPERATORS and (
-            high is None or not value_has_type(trigger.profile_endpoint.data_type, high)
-        ):
-            errors["threshold_value_high"] = "required for between/outside"
+        errors = rule_errors({**self._current(), **attrs})
         if errors:
             raise serializers.ValidationError(errors)
         return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> AutomationRule:
+        return self._saved(lambda: rule_create(**validated_data))
+
+    def update(self, instance: AutomationRule, validated_data: dict[str, Any]) -> AutomationRule:
+        return self._saved(lambda: rule_update(instance, **validated_data))
+
+    @staticmethod
+    def _saved(save: Callable[[], AutomationRule]) -> AutomationRule:
+        try:
+            return save()
+        except RuleInvalid as exc:
+            raise serializers.ValidationError(exc.errors) from None
 
     def _current(self) -> dict[str, Any]:
         rule = self.instance
