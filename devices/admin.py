@@ -159,6 +159,11 @@ class DeviceAdmin(OrgScopedAdmin):
     readonly_fields = ("last_seen_at",)
     inlines = (InstanceEndpointInline,)
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        """A device's status changes only through its actions (the status service publishes
+        ``DeviceStatusChanged``; the events app adds them), never as a field edit."""
+        return (*self.readonly_fields, "status") if obj is not None else self.readonly_fields
+
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """A new device, or one moved to another profile, gets the profile's endpoints: after
         the inline rows are saved, so an endpoint added by hand is kept, not doubled."""
