@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from automation import coordination
 from automation.keys import receipt_dedupe_key
 from automation.models import AutomationCommandIntent, DeviceCommandReceipt, ReceiptType
-from config.sql import insert_ignore_returning
+from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint, DeviceMessageKind, DeviceMessageRejection
 from devices.mqtt.contract import (
     ContractError,

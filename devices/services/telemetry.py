@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
-from config.sql import insert_ignore_returning
+from common.sql import insert_ignore_returning
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,

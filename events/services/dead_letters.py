@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from config.sql import insert_ignore_returning
+from common.sql import insert_ignore_returning
 from events.envelope import Envelope
 from events.models import TYPE_MAX_LENGTH, EventDeadLetter, EventHandlerAttempt
 from events.registry import DeadLetterAlert, registry

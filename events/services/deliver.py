@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from config.sql import insert_ignore_returning
+from common.sql import insert_ignore_returning
 from events.envelope import Envelope, EnvelopeMalformed
 from events.models import EventHandlerAttempt, EventInbox
 from events.registry import EventHandler, EventRejected, EventType, registry

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from config.sql import insert_ignore_returning
+from common.sql import insert_ignore_returning
 from devices.models import Farm
 from notifications.channels import Attachment, Recipient, channel_get
 from notifications.models import (

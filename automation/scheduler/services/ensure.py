@@ -35,7 +35,7 @@ from automation.states import (
     SchedulerReason,
     SchedulerStatus,
 )
-from config.sql import insert_ignore_returning
+from common.sql import insert_ignore_returning
 
 S = SchedulerStatus
 MAX_RACES = 5
