@@ -12,7 +12,7 @@ from kombu import Queue
 
 from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
 # Task options for work that only reads and writes the database: a lost or restarted
 # connection (failover, pg_terminate_backend) is retried with backoff, not dropped.
