@@ -68,7 +68,7 @@ app.autodiscover_tasks()
 @app.task(name="config.worker_wake", ignore_result=True)
 def worker_wake() -> None:
     """Does nothing: its message wakes an in-process worker blocked in a polling drain (the
-    in-memory broker) so that it notices it should stop (``config.runtime``)."""
+    in-memory broker) so that it notices it should stop (``devtools.runtime``)."""
 
 
 setup_logging.connect(celery_setup_logging, weak=False)

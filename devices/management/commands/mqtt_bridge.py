@@ -69,7 +69,7 @@ class Command(BaseCommand):
             )
         config: MqttConfig = settings.MQTT
         if config.embedded:
-            from devices.mqtt.embedded_broker import ensure_embedded_broker
+            from devtools.embedded_broker import ensure_embedded_broker
 
             ensure_embedded_broker(config)
         bridge = MqttBridge(
