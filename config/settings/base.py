@@ -86,6 +86,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005} if CELERY_BROKER_E
 
 # --- MQTT ---------------------------------------------------------------------------------
 MQTT = mqtt_from_env()
+# With MQTT_URL unset, the dotted path of a callable(MqttConfig) that starts the embedded
+# broker: the dev and test settings name devtools' one; with None the bridge stops and names
+# MQTT_URL (the product never imports devtools).
+MQTT_EMBEDDED_BROKER_STARTER: str | None = None
 
 # --- Execution core tunables (units in the names) --------------------------------------------
 EVENT_SWEEP_AFTER_S = env_int("EVENT_SWEEP_AFTER_S", 30, minimum=1)
