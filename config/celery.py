@@ -12,7 +12,7 @@ from kombu import Queue
 
 from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
 # Task options for work that only reads and writes the database: a lost or restarted
 # connection (failover, pg_terminate_backend) is retried with backoff, not dropped.
@@ -67,7 +67,7 @@ app.autodiscover_tasks()
 @app.task(name="config.worker_wake", ignore_result=True)
 def worker_wake() -> None:
     """Does nothing: its message wakes an in-process worker blocked in a polling drain (the
-    in-memory broker) so that it notices it should stop (``config.runtime``)."""
+    in-memory broker) so that it notices it should stop (``devtools.runtime``)."""
 
 
 setup_logging.connect(celery_setup_logging, weak=False)

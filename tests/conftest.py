@@ -11,7 +11,7 @@ import pytest
 import time_machine
 from django.db import connection
 
-from config.runtime import private_task_queues
+from devtools.runtime import private_task_queues
 
 pytest_plugins = ["tests.mqtt_fixtures"]
 

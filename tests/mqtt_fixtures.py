@@ -21,8 +21,8 @@ from django.test import override_settings
 
 from config.env import MqttConfig
 from devices.mqtt.client import start_client
-from devices.mqtt.embedded_broker import LOOPBACK, EmbeddedBroker
 from devices.mqtt.publisher import close_publisher
+from devtools.embedded_broker import LOOPBACK, EmbeddedBroker
 
 
 def free_port() -> int:

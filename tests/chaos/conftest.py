@@ -26,12 +26,12 @@ from django.test.utils import setup_databases, teardown_databases
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
-from config.runtime import broker_pools_forget
 from config.tables import format_table
 from devices.models import BridgeHeartbeat
 from devices.mqtt.client import connect, new_client
 from devices.mqtt.contract import telemetry_payload, telemetry_topic
-from devices.mqtt.simulator import FaultMode
+from devtools.runtime import broker_pools_forget
+from devtools.simulator import FaultMode
 from events.models import EventDeadLetter
 from notifications.models import ExternalContact
 from reminders.services.settings import reminder_setting_create

@@ -233,7 +233,7 @@ class Stack:
         base.update(FAST_TIMERS)
         base.update(
             {
-                "DJANGO_SETTINGS_MODULE": "config.settings",
+                "DJANGO_SETTINGS_MODULE": "config.settings.test",
                 "DATABASE_URL": (
                     f"postgres://postgres@127.0.0.1:5432/{self.database_name}"
                     f"?application_name=chaos-{name}"

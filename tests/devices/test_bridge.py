@@ -28,8 +28,8 @@ from config.env import MqttConfig
 from devices.mqtt import bridge as bridge_module
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
 from devices.mqtt.client import forget_session
-from devices.mqtt.embedded_broker import EmbeddedBroker
 from devices.mqtt.publisher import Publisher
+from devtools.embedded_broker import EmbeddedBroker
 from tests.mqtt_fixtures import MqttClientFactory, free_port
 from tests.waiting import WAIT_S, wait_for
 

@@ -22,7 +22,6 @@ import pytest
 
 from config.env import MqttConfig
 from devices.mqtt.client import MqttUnavailable, connect, new_client
-from devices.mqtt.embedded_broker import EmbeddedBroker
 from devices.mqtt.publisher import (
     BrokerUnreachable,
     PubackTimeout,
@@ -30,6 +29,7 @@ from devices.mqtt.publisher import (
     PublishError,
     get_publisher,
 )
+from devtools.embedded_broker import EmbeddedBroker
 from tests.mqtt_fixtures import LOOPBACK, MqttClientFactory, PrivateMosquitto, free_port
 from tests.waiting import wait_for
 

@@ -18,10 +18,10 @@ from automation.models import AutomationCommandIntent
 from automation.states import COMMAND_TERMINAL
 from config.celery import app as celery_app
 from config.env import MqttConfig
-from config.runtime import in_process_beat, in_process_worker
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.client import forget_session
-from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
+from devtools.runtime import in_process_beat, in_process_worker
+from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 from tests.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from automation.models import AutomationCommandIntent
-from devices.mqtt.simulator import FaultMode
+from devtools.simulator import FaultMode
 from tests.e2e.conftest import Pipeline, wait_final
 from tests.waiting import wait_for
 

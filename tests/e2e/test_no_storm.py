@@ -13,7 +13,7 @@ from automation.models import (
     AutomationRuleExecution,
 )
 from automation.states import COMMAND_TERMINAL
-from devices.mqtt.simulator import FaultMode
+from devtools.simulator import FaultMode
 from tests.e2e.conftest import Pipeline
 from tests.waiting import wait_for
 

@@ -14,7 +14,7 @@ import pytest
 from automation.models import AutomationCommandIntent, AutomationRuleExecution
 from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
-from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
+from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 from tests.e2e.conftest import Pipeline, wait_final
 from tests.factories import make_farm
 from tests.waiting import wait_for

@@ -20,8 +20,8 @@ from automation.models import AutomationCommandIntent
 from automation.services.evaluate import endpoint_events_evaluate
 from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
-from devices.mqtt.simulator import FaultMode
 from devices.services import InboundTelemetry, telemetry_ingest
+from devtools.simulator import FaultMode
 from tests.e2e.conftest import Pipeline, wait_final
 from tests.waiting import wait_for
 

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from config.celery import app as celery_app
-from config.runtime import in_process_worker
+from devtools.runtime import in_process_worker
 from events.models import EventDeadLetter, EventInbox
 from events.services import device_status_change, event_publish
 from events.services.publish import EVENTS_QUEUE, transport_current

@@ -40,7 +40,7 @@ def run_settings(**env: str) -> subprocess.CompletedProcess[str]:
     clean = {
         k: v for k, v in os.environ.items() if not k.startswith("EMAIL_") and k != "DATABASE_URL"
     }
-    clean.update(env, DJANGO_SETTINGS_MODULE="config.settings")
+    clean.update(env, DJANGO_SETTINGS_MODULE="config.settings.test")
     return subprocess.run(
         [sys.executable, "-c", PRINT_EMAIL],
         cwd=ROOT,

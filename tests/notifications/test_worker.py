@@ -11,7 +11,7 @@ import pytest
 from django.core import mail
 
 from config.celery import app as celery_app
-from config.runtime import in_process_worker
+from devtools.runtime import in_process_worker
 from notifications.models import InboxItem, Notification
 from notifications.services import notification_schedule
 from notifications.states import NOTIFICATION_TERMINAL

@@ -119,7 +119,7 @@ def test_a_malformed_log_setting_stops_start_up_naming_it(variable, value) -> No
 
 def test_a_process_started_with_defaults_writes_json_to_stderr() -> None:
     env = {k: v for k, v in os.environ.items() if k not in {"LOG_FORMAT", "DJANGO_DEBUG"}}
-    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings.test"
     code = (
         "import django, logging; django.setup(); "
         "logging.getLogger('events').error('dead letter', extra={'eventId': 'e-1'})"

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import import_string
 
 from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
@@ -69,9 +70,7 @@ class Command(BaseCommand):
             )
         config: MqttConfig = settings.MQTT
         if config.embedded:
-            from devices.mqtt.embedded_broker import ensure_embedded_broker
-
-            ensure_embedded_broker(config)
+            _embedded_broker_start(config)
         bridge = MqttBridge(
             config=config,
             client_id=opts["client_id"],
@@ -131,6 +130,18 @@ class Command(BaseCommand):
                 f"{'connected' if bridge.wait_connected(0) else 'DISCONNECTED'} "
                 f"{bridge.stats.summary()}"
             )
+
+
+def _embedded_broker_start(config: MqttConfig) -> None:
+    """MQTT_URL unset: start the embedded broker through the callable the settings name
+    (``MQTT_EMBEDDED_BROKER_STARTER``, set by the dev and test settings only)."""
+    starter = settings.MQTT_EMBEDDED_BROKER_STARTER
+    if not starter:
+        raise CommandError(
+            "MQTT_URL is unset and these settings start no embedded MQTT broker: "
+            "set MQTT_URL=mqtt://host:1883"
+        )
+    import_string(starter)(config)
 
 
 def _heartbeat(client_id: str, connected: bool) -> None:

@@ -10,10 +10,10 @@ import io
 import pytest
 from django.core.management import call_command
 
-from automation.bench import command_path, ingest, scheduler
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent, AutomationScheduler
 from config.env import MqttConfig
 from devices.models import Device, Organization, Telemetry
+from devtools.bench import command_path, ingest, scheduler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

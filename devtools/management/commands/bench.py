@@ -1,6 +1,6 @@
 """`make bench`: ingest, command-path latency and scheduler throughput on this machine in one
 run, each next to its bare counterpart (paho alone, plain SQL), then again at ``--scale``×
-the devices and rows to show how cost grows. The measuring lives in ``automation.bench``;
+the devices and rows to show how cost grows. The measuring lives in ``devtools.bench``;
 this command only reads options and prints. Run it against a development database: it
 starts a worker and beat of its own, and deletes every row it creates."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.bench import BenchError
-from automation.bench.runner import PHASES, BenchPlan, BenchSizes, bench_run
+from devtools.bench import BenchError
+from devtools.bench.runner import PHASES, BenchPlan, BenchSizes, bench_run
 
 # Sizes per preset; an option given on the command line wins over its preset.
 PRESETS: dict[str, dict[str, Any]] = {

@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from config.env import MqttConfig
 from config.tables import format_table
 from devices.mqtt.contract import ResultCode
-from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
+from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 
 DEFAULT_VALUES: dict[str, object] = {"temp": 20.0, "io1": False}
 
@@ -120,7 +120,7 @@ class Command(BaseCommand):
         devices = self._devices(opts)
         config: MqttConfig = settings.MQTT
         if config.embedded:
-            from devices.mqtt.embedded_broker import ensure_embedded_broker
+            from devtools.embedded_broker import ensure_embedded_broker
 
             ensure_embedded_broker(config)
         interval = opts["telemetry_interval"] or None

@@ -28,8 +28,6 @@ from types import TracebackType
 
 from django.db import connection, connections
 
-from automation.bench import BenchError
-from automation.bench.report import Figure, ratio
 from automation.models import (
     AutomationScheduler,
     AutomationSchedulerTransition,
@@ -46,6 +44,8 @@ from automation.scheduler.services import (
     scheduler_execute,
 )
 from config.tables import format_table
+from devtools.bench import BenchError
+from devtools.bench.report import Figure, ratio
 
 BENCH_NOW = datetime(2000, 1, 1, tzinfo=UTC)
 BARE = "bench_bare_scheduler"

@@ -14,8 +14,8 @@ from devices.models import (
     Farm,
     Organization,
 )
-from devices.mqtt.simulator import FaultMode
 from devices.services import device_create, device_endpoints_sync
+from devtools.simulator import FaultMode
 
 DEMO_FAULTS: list[dict[str, Any]] = [
     {},

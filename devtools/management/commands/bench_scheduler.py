@@ -1,5 +1,5 @@
 """Scheduler claim throughput on PostgreSQL with 1, 2 and 4 workers next to a bare SKIP
-LOCKED loop, every path (see ``automation.bench.scheduler``); ``manage.py bench`` runs the
+LOCKED loop, every path (see ``devtools.bench.scheduler``); ``manage.py bench`` runs the
 claim and execute paths of it alongside the other figures."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from automation.bench import BenchError
-from automation.bench.scheduler import BENCH_NOW, SchedulerBench
+from devtools.bench import BenchError
+from devtools.bench.scheduler import BENCH_NOW, SchedulerBench
 
 
 class Command(BaseCommand):

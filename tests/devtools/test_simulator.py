@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.management import CommandError, call_command
 
-from devices.management.commands.device_simulator import parse_fault
 from devices.mqtt.contract import (
     RpcRequest,
     TopicKind,
@@ -32,7 +31,8 @@ from devices.mqtt.contract import (
     state_topic,
     telemetry_topic,
 )
-from devices.mqtt.simulator import DeviceSimulator, FaultMode, SimulatedDevice
+from devtools.management.commands.device_simulator import parse_fault
+from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
 
 WAIT_S = 5.0
 SENTINEL = "sentinel"

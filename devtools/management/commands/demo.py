@@ -15,7 +15,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
-from automation.demo import DEMO_FAULTS, seed_demo_farm
 from automation.models import (
     AutomationCommandIntent,
     AutomationEndpointEvent,
@@ -28,11 +27,12 @@ from automation.states import (
     EventStatus,
     ExecutionOutcome,
 )
-from config.runtime import in_process_beat, in_process_worker
 from config.tables import format_table
 from devices.mqtt.bridge import MqttBridge
-from devices.mqtt.embedded_broker import ensure_embedded_broker
-from devices.mqtt.simulator import DeviceSimulator, SimulatedDevice
+from devtools.demo import DEMO_FAULTS, seed_demo_farm
+from devtools.embedded_broker import ensure_embedded_broker
+from devtools.runtime import in_process_beat, in_process_worker
+from devtools.simulator import DeviceSimulator, SimulatedDevice
 
 # Sensor readings that cross the rules' thresholds back and forth.
 TEMPERATURES = (24.0, 32.5, 33.0, 16.0, 15.5, 34.0, 24.0)

@@ -13,11 +13,11 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from automation.bench import BenchError
-from automation.bench.report import Progress
 from config.env import MqttConfig
 from devices.mqtt.client import start_client
 from devices.mqtt.contract import ContractError, TopicKind, parse_rpc_request, parse_topic
+from devtools.bench import BenchError
+from devtools.bench.report import Progress
 
 QOS = 1
 # QoS 1 messages the publisher keeps in flight: it stands for many devices publishing at

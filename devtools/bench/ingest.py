@@ -14,15 +14,6 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from automation.bench import BenchError
-from automation.bench.fleet import SENSOR_KEYS, BenchFleet, fleet_readings_delete
-from automation.bench.mqtt import (
-    bare_subscriber_seconds,
-    bench_publisher,
-    client_close,
-    publish_paced,
-)
-from automation.bench.report import Figure, Progress, ratio
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
 from automation.states import EventStatus
@@ -32,6 +23,15 @@ from devices.models import Farm, Telemetry
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.contract import TopicKind, telemetry_topic
 from devices.services import InboundTelemetry, telemetry_ingest
+from devtools.bench import BenchError
+from devtools.bench.fleet import SENSOR_KEYS, BenchFleet, fleet_readings_delete
+from devtools.bench.mqtt import (
+    bare_subscriber_seconds,
+    bench_publisher,
+    client_close,
+    publish_paced,
+)
+from devtools.bench.report import Figure, Progress, ratio
 
 BRIDGE = "bridge → Celery → persisted"
 SERVICE = "telemetry_ingest (service, no MQTT)"

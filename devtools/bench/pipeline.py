@@ -13,16 +13,16 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from automation.bench import BenchError
 from config.env import MqttConfig
-from config.runtime import (
+from devices.mqtt.bridge import MqttBridge
+from devices.mqtt.client import forget_session
+from devtools.bench import BenchError
+from devtools.runtime import (
     in_process_beat,
     in_process_worker,
     private_cache_keys,
     private_task_queues,
 )
-from devices.mqtt.bridge import MqttBridge
-from devices.mqtt.client import forget_session
 
 WORKER_THREADS = 4  # as the end-to-end tests run it
 BEAT_TICK_S = 0.1

@@ -20,18 +20,18 @@ from dataclasses import dataclass, field, replace
 from django.conf import settings
 from django.db import connection
 
-from automation.bench.command_path import CommandResult, command_bench
-from automation.bench.fleet import SENSOR_KEYS, fleet_seeded
-from automation.bench.ingest import IngestResult, ingest_bench
-from automation.bench.pipeline import WORKER_THREADS, bench_mqtt_config, pipeline_running
-from automation.bench.report import Figure, growth_table
-from automation.bench.scheduler import (
+from devtools.bench.command_path import CommandResult, command_bench
+from devtools.bench.fleet import SENSOR_KEYS, fleet_seeded
+from devtools.bench.ingest import IngestResult, ingest_bench
+from devtools.bench.pipeline import WORKER_THREADS, bench_mqtt_config, pipeline_running
+from devtools.bench.report import Figure, growth_table
+from devtools.bench.scheduler import (
     BENCH_NOW,
     SchedulerBench,
     SchedulerResult,
     scheduler_unavailable,
 )
-from devices.mqtt.embedded_broker import ensure_embedded_broker
+from devtools.embedded_broker import ensure_embedded_broker
 
 PHASES = ("ingest", "command", "scheduler")
 Write = Callable[[str], None]

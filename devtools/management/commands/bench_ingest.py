@@ -1,6 +1,6 @@
 """Ingest throughput through the ingest service next to a bare batched INSERT of the same rows
 in the same run, on the database alone (no broker); ``manage.py bench`` adds the MQTT paths
-(bridge → Celery → persisted, a bare paho subscriber). See ``automation.bench.ingest``."""
+(bridge → Celery → persisted, a bare paho subscriber). See ``devtools.bench.ingest``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import connection
 
-from automation.bench.fleet import SENSOR_KEYS, fleet_seeded
-from automation.bench.ingest import ingest_bench
+from devtools.bench.fleet import SENSOR_KEYS, fleet_seeded
+from devtools.bench.ingest import ingest_bench
 
 
 class Command(BaseCommand):

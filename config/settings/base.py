@@ -1,4 +1,5 @@
-"""Settings read from the environment; with nothing set, everything runs embedded."""
+"""What the product needs, read from the environment; with nothing set, everything runs
+embedded. No development tooling here: ``dev`` and ``test`` add it, ``production`` does not."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from config.env import (
 )
 from config.logging import log_format_from_env, log_level_from_env, logging_settings
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -85,6 +86,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005} if CELERY_BROKER_E
 
 # --- MQTT ---------------------------------------------------------------------------------
 MQTT = mqtt_from_env()
+# With MQTT_URL unset, the dotted path of a callable(MqttConfig) that starts the embedded
+# broker: the dev and test settings name devtools' one; with None the bridge stops and names
+# MQTT_URL (the product never imports devtools).
+MQTT_EMBEDDED_BROKER_STARTER: str | None = None
 
 # --- Execution core tunables (units in the names) --------------------------------------------
 EVENT_SWEEP_AFTER_S = env_int("EVENT_SWEEP_AFTER_S", 30, minimum=1)

@@ -11,15 +11,15 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from automation.bench.fleet import COLD_C, HOT_C, BenchFleet
-from automation.bench.mqtt import RpcObserver, bare_round_trips_ms, sleep_until
-from automation.bench.report import Figure, Progress, percentile, ratio
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.states import COMMAND_LIVE, CommandStatus, EventStatus
 from config.env import MqttConfig
 from config.tables import format_table
 from devices.models import Telemetry
-from devices.mqtt.simulator import DeviceSimulator, SimulatedDevice
+from devtools.bench.fleet import COLD_C, HOT_C, BenchFleet
+from devtools.bench.mqtt import RpcObserver, bare_round_trips_ms, sleep_until
+from devtools.bench.report import Figure, Progress, percentile, ratio
+from devtools.simulator import DeviceSimulator, SimulatedDevice
 
 TO_RPC = "telemetry → RPC request at the device"
 TO_APPLIED = "telemetry → applied (state reconciled)"
