@@ -64,7 +64,7 @@ def _wake_for_shutdown(worker: Any) -> None:
     test stops a worker)."""
     from celery.worker import state
 
-    state.should_terminate = 0
+    state.should_terminate = 0  # type: ignore[assignment]  # celery types it as None only
     hub = getattr(worker, "hub", None)
     if hub is not None:
         hub.call_soon(lambda: None)  # thread-safe: wakes the poll from this thread
@@ -157,8 +157,9 @@ def broker_pools_forget() -> None:
     closed pool registered, and the next send would fail with "Acquire on closed pool"), so
     the next send opens a connection with the current settings."""
     kombu_pools.reset()
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
+    # Private pools of Celery's, reset so they are rebuilt from the current settings.
+    celery_app._pool = None  # type: ignore[attr-defined]
+    celery_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
 
 def _redis_keys_delete(url: str, prefix: str) -> None:
