@@ -170,7 +170,7 @@ class SchedulerViewSet(ScopedViewSet):
 
 
 class DiagnosticsApi(APIView):
-    """Commands retrying and uncertain, devices with the most ack timeouts (seed 001 §12.3)."""
+    """Commands retrying and uncertain, devices with the most ack timeouts (docs/spec.md §9)."""
 
     permission_classes = [IsAuthenticated]
 

@@ -1,4 +1,4 @@
-"""Redis duties (SPEC §8) through Django's cache: correlation, inflight markers, locks.
+"""Redis duties (docs/spec.md §8) through Django's cache: correlation, inflight markers, locks.
 
 Every function here is a fast path only. A cache miss, a flushed Redis or a cache error
 falls back to the database, which decides; nothing here can lose or duplicate work.

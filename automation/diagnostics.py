@@ -1,4 +1,4 @@
-"""Diagnostics reads (seed 001 §12.3): the timeline of a device command and of a rule
+"""Diagnostics reads (docs/spec.md §9): the timeline of a device command and of a rule
 execution, commands retrying or uncertain, devices with the most ack timeouts.
 
 Every read is a selector over the ledger (events, executions, intents, transitions, receipts):

@@ -1,4 +1,4 @@
-"""Safety gates of SPEC §3.5 as one pure function, used at evaluation (what is known then)
+"""Safety gates of docs/spec.md §3.5 as one pure function, used at evaluation (what is known then)
 and re-checked at dispatch (everything, including freshness)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Deterministic keys (SPEC §3.2). Every path that can create a row builds its key here, so a
-redelivery, a retry and a sweep all land on the same unique key."""
+"""Deterministic keys (docs/spec.md §3.2). Every path that can create a row builds its key
+here, so a redelivery, a retry and a sweep all land on the same unique key."""
 
 from __future__ import annotations
 

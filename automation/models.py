@@ -1,4 +1,4 @@
-"""The execution-core ledger (seed 001 §6): endpoint events, rule executions, command intents
+"""The execution-core ledger (docs/spec.md §3): endpoint events, rule executions, command intents
 and device receipts. Unique keys absorb every duplicate; status columns move only by
 compare-and-set in services."""
 
@@ -157,7 +157,8 @@ class AutomationCommandIntent(models.Model):
     mqtt_request_id = models.CharField(max_length=64, blank=True, default="")
     device_command_id = models.CharField(max_length=40, null=True, blank=True, unique=True)
     # Holds the target endpoint's id while the command may still reach the device; the unique
-    # constraint is the serialisation lock of SPEC §3.5 (one live command per device endpoint).
+    # constraint is the serialisation lock of docs/spec.md §3.5 (one live command per device
+    # endpoint).
     inflight_endpoint = models.OneToOneField(
         DeviceInstanceEndpoint,
         on_delete=models.CASCADE,
@@ -275,7 +276,7 @@ class DeviceCommandReceipt(models.Model):
         indexes = [models.Index(fields=["correlation_key"])]
 
 
-# --- Automation scheduler (seed 000, SPEC §4) ------------------------------------------------
+# --- Automation scheduler (docs/spec.md §4) ------------------------------------------------
 # SchedulerStatus and SchedulerReason (automation.states) are imported above with the others.
 
 

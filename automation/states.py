@@ -35,7 +35,7 @@ class CommandStatus(TextChoices):
 
 
 S = CommandStatus
-# The edges of SPEC §3.3, plus those that evidence forces: a late ack or state report for a
+# The edges of docs/spec.md §3.3, plus those that evidence forces: a late ack or state report for a
 # command already waiting to be retried is still proof (retrying -> acknowledged / applied /
 # uncertain), and a command whose claims crashed past the budget expires unsent.
 COMMAND_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -109,7 +109,7 @@ class ReasonCode(TextChoices):
     BROKER_UNREACHABLE = "broker_unreachable"
 
 
-# --- Automation scheduler (seed 000, SPEC §4) ------------------------------------------------
+# --- Automation scheduler (docs/spec.md §4) ------------------------------------------------
 # The statuses and reasons live here, next to their transitions, like the command vocabulary;
 # automation.models re-exports them with the table.
 
@@ -151,7 +151,7 @@ SCHEDULER_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 # Completed means the delivery was queued: never sent again, kept as history.
 SCHEDULER_TERMINAL: frozenset[str] = frozenset({SS.COMPLETED})
-# Rows ensure() may update or reactivate when the input hash matches (SPEC §4 ensure table).
+# Rows ensure() may update or reactivate when the input hash matches (docs/spec.md §4 ensure table).
 SCHEDULER_ENSURE_COMPATIBLE: frozenset[str] = frozenset(
     {SS.PENDING, SS.FAILED, SS.DEACTIVATED, SS.CANCELLED}
 )

@@ -1,7 +1,7 @@
 """Structured logs in every process: one JSON object per line (or a readable console line),
 whether the call went through structlog or plain ``logging`` (ours, Celery's, Django's).
 
-SPEC §9 keys (eventId, ruleId, commandIntentId, …) reach a line two ways: passed as
+docs/spec.md §9 keys (eventId, ruleId, commandIntentId, …) reach a line two ways: passed as
 ``extra={...}`` on a stdlib call, or bound in structlog's context variables for the length
 of a Celery task (taskName, taskId) or of one MQTT message in the bridge (serialNumber).
 """
@@ -22,7 +22,7 @@ from config.env import SettingError, env_str
 
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-# The correlation keys SPEC §9 asks every line to carry when they apply.
+# The correlation keys docs/spec.md §9 asks every line to carry when they apply.
 TRACE_KEYS = (
     "eventId",
     "ruleId",

@@ -1,4 +1,4 @@
-"""Devices domain tables (SPEC §2)."""
+"""Devices domain tables (docs/spec.md §2)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The embedded MQTT broker (amqtt, MQTT 3.1.1 only) behind the no-servers default: it lets
 the bridge, the dispatcher and the simulator talk over real MQTT on loopback without
 Mosquitto installed. It is a development and test convenience, never a production broker
-(no persistent sessions, no shared subscriptions; see SPEC §11)."""
+(no persistent sessions, no shared subscriptions; see docs/spec.md §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A fleet of simulated devices that speaks the firmware contract (SPEC §3.7) over real MQTT.
+"""A fleet of simulated devices that speaks the firmware contract (docs/spec.md §3.7) over
+real MQTT.
 
 End-to-end tests, the demo and chaos tests use it in place of firmware. It guarantees what
 firmware must: a command is applied at most once per commandId (a repeat replays the ack
@@ -12,7 +13,7 @@ wakes on every cross-thread publish (delayed acks, on-demand telemetry), while
 ``loop_forever()`` in a thread of ours would let those threads write to the socket
 concurrently. Measured on this machine (Mosquitto with set_tcp_nodelay), the two loops are
 within noise: bare paho ~10k msg/s QoS 1 either way; this simulator ~2,300 vs ~1,900
-requests/s and ~0.7 ms request -> ack p50. The "~100 msg/s under loop_start" of SPEC §11
+requests/s and ~0.7 ms request -> ack p50. The "~100 msg/s under loop_start" of docs/spec.md §11
 did not reproduce once Nagle was off on both ends.
 """
 

@@ -1,4 +1,4 @@
-"""Domain event bus (SPEC §7, seed 002): typed events published after commit, delivered per
+"""Domain event bus (docs/spec.md §7): typed events published after commit, delivered per
 handler through the ``events`` queue.
 
 Invariants: an event is sent only after its business transaction committed, and a broker

@@ -1,4 +1,4 @@
-"""The wire format of every domain event (seed 002 §2), validated at the consumer's edge."""
+"""The wire format of every domain event (docs/spec.md §7), validated at the consumer's edge."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 upcasters), the handlers each type is routed to, and the dead-letter alert listeners.
 
 Routing is a lookup here, never a switch: a new consumer registers a handler from its app's
-``event_handlers`` module (the post-processor seam of seed 000) and nothing else changes.
+``event_handlers`` module (the post-processor seam of docs/spec.md §5) and nothing else changes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Notification rendering and delivery (SPEC §6): the scheduler hands off, this app sends.
+"""Notification rendering and delivery (docs/spec.md §6): the scheduler hands off, this app sends.
 
 Invariants:
 * one Notification per (source_key, recipient_key, channel): a re-run hand-off, a retried task

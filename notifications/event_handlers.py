@@ -8,5 +8,5 @@ from notifications.services.operators import dead_letter_notify_operators
 
 @dead_letter_listener
 def dead_letter_to_operators(alert: DeadLetterAlert) -> None:
-    """The alert seed 002 asks for, delivered like any notification (retries, history)."""
+    """The alert docs/spec.md §7 asks for, delivered like any notification (retries, history)."""
     dead_letter_notify_operators(alert=alert)

@@ -1,4 +1,4 @@
-"""Reminders and report subscriptions on the due-work scheduler (seed 000, SPEC §5).
+"""Reminders and report subscriptions on the due-work scheduler (docs/spec.md §5).
 
 Invariants:
 * event handlers, setting changes and reconciliation all go through one source flow

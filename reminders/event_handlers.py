@@ -1,5 +1,5 @@
-"""Reminder handlers on the event bus (the post-processor seam of seed 000). Auto-loaded by the
-events app; each handler parses the payload, then runs the source flow, which reloads the
+"""Reminder handlers on the event bus (the post-processor seam of docs/spec.md §5). Auto-loaded by
+the events app; each handler parses the payload, then runs the source flow, which reloads the
 source rather than trusting the payload. The bus runs each once per idempotency key."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reminder sources, settings and report subscriptions (seed 000, SPEC §5).
+"""Reminder sources, settings and report subscriptions (docs/spec.md §5).
 
 Tables hold configuration and the identities keys are built from; the due work itself lives in
 ``automation.AutomationScheduler``. ``ReminderOccurrence`` links each scheduler row back to the

@@ -1,4 +1,4 @@
-"""The due-work scheduler (seed 000, SPEC §4): one SQL table of due work, claimed by any
+"""The due-work scheduler (docs/spec.md §4): one SQL table of due work, claimed by any
 number of workers.
 
 Invariants:

@@ -1,4 +1,4 @@
-"""SchedulerKey builders (SPEC §4). The event path, bounded reconciliation and retries all
+"""SchedulerKey builders (docs/spec.md §4). The event path, bounded reconciliation and retries all
 build keys here, so the same occurrence always lands on the same unique key. A key holds
 identities only: no display text, recipients, templates or random GUIDs (except the manual
 run's GUID, generated once before the run is requested).
@@ -32,7 +32,7 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
 class FiringPolicy(StrEnum):
-    """Part of a threshold key: how often one threshold may fire (SPEC §5)."""
+    """Part of a threshold key: how often one threshold may fire (docs/spec.md §5)."""
 
     ONCE_PER_SOURCE = "OncePerSource"
     ONCE_PER_THRESHOLD = "OncePerThreshold"

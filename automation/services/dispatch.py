@@ -97,7 +97,7 @@ def _claim(intent: AutomationCommandIntent, now: datetime) -> DispatchOutcome | 
 def _gate(
     intent: AutomationCommandIntent, now: datetime
 ) -> tuple[ReasonCode | None, DeviceInstanceEndpoint]:
-    """Every safety gate of SPEC §3.5, on fresh rows; also the target as read now."""
+    """Every safety gate of docs/spec.md §3.5, on fresh rows; also the target as read now."""
     rule = AutomationRule.objects.get(pk=intent.rule_id)
     target = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").get(
         pk=intent.target_device_endpoint_id
@@ -166,7 +166,7 @@ def command_intent_dispatch(
         settings.DISPATCH_LEASE_S + settings.ACK_TIMEOUT_S + settings.APPLIED_WINDOW_S,
     )
     gate, target = _gate(intent, now)
-    if gate == ReasonCode.TARGET_OFFLINE:  # briefly offline is transient (SPEC §3.4)
+    if gate == ReasonCode.TARGET_OFFLINE:  # briefly offline is transient (docs/spec.md §3.4)
         intent_retry_or_expire(intent, gate, now=now, detail="device not seen recently")
         return DispatchOutcome.RETRY_SCHEDULED
     if gate is not None:

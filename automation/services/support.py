@@ -1,12 +1,12 @@
 """Support staff's manual moves (admin actions, API): every one is a guarded compare-and-set
-through the same services the pipeline uses, and records who did it and why in the row's
-audit table (``AutomationSchedulerTransition`` / ``CommandTransition``), never a field edit.
+through the same services the pipeline uses, and records who did it and why in the row's audit
+table (``AutomationSchedulerTransition`` / ``CommandTransition``), never a field edit.
 
-Manual retry of a command never reopens it: terminal intents stay terminal (SPEC §3.3, history
-is never rewritten). It creates a new intent for the same target and value in the same rule
-execution, linked ``retry_of`` the original, with its own idempotency key and, at dispatch, its
-own ``deviceCommandId`` (a new command for the device, unlike the automatic retries of one
-intent, which reuse theirs).
+Manual retry of a command never reopens it: terminal intents stay terminal (docs/spec.md
+§3.3, history is never rewritten). It creates a new intent for the same target and value in
+the same rule execution, linked ``retry_of`` the original, with its own idempotency key and,
+at dispatch, its own ``deviceCommandId`` (a new command for the device, unlike the automatic
+retries of one intent, which reuse theirs).
 """
 
 from __future__ import annotations

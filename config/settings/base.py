@@ -119,7 +119,7 @@ COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
 TELEMETRY_MAX_FUTURE_S = env_float("TELEMETRY_MAX_FUTURE_S", 300.0)
 TELEMETRY_MAX_AGE_S = env_float("TELEMETRY_MAX_AGE_S", 7 * 24 * 3600.0, minimum=1.0)
 
-# --- Logging: structured lines (SPEC §9) in every process; see config/logging.py ---
+# --- Logging: structured lines (docs/spec.md §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)
 LOG_LEVEL = log_level_from_env()
 LOGGING_CONFIG = "config.logging.configure"
@@ -154,7 +154,7 @@ EVENT_PRODUCER = env_str("EVENT_PRODUCER", "farm-core")
 # --- Automation scheduler ---
 # A claim's lease: past it, stale cleanup returns the row to Pending and counts a retry.
 SCHEDULER_LEASE_S = env_int("SCHEDULER_LEASE_S", 300, minimum=1)
-# Rows claimed per statement (batches: ~50× the single-row rate on PostgreSQL, SPEC §11).
+# Rows claimed per statement (batches: ~50× the single-row rate on PostgreSQL, docs/spec.md §11).
 SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 50, minimum=1)
 # Upper bound of rows one due poll claims and fans out (bounded sweeps).
 SCHEDULER_POLL_MAX_ROWS = env_int("SCHEDULER_POLL_MAX_ROWS", 1000, minimum=1)

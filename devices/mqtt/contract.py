@@ -1,4 +1,4 @@
-"""The firmware contract (SPEC §3.7): topic names and payloads, validated at the edge.
+"""The firmware contract (docs/spec.md §3.7): topic names and payloads, validated at the edge.
 
 Pure module (no Django, no MQTT client): every payload that crosses the broker is built
 here and every payload that arrives is parsed here into a frozen dataclass, or rejected

@@ -43,7 +43,7 @@ PUBACK_POLL_S = 0.05  # how soon a publish waiting for its PUBACK notices a lost
 class PublishError(MqttError):
     """A publish was not confirmed by a PUBACK. "Not confirmed" is not "not sent": paho
     keeps an unacknowledged QoS 1 message and resends it after a reconnect, so a retry by
-    the caller may deliver twice (consumers are idempotent by commandId, SPEC §3.7)."""
+    the caller may deliver twice (consumers are idempotent by commandId, docs/spec.md §3.7)."""
 
 
 class BrokerUnreachable(PublishError):

@@ -78,7 +78,7 @@ def dead_letter_record(
 
 
 def dead_letter_alert(alert: DeadLetterAlert) -> None:
-    """The alert seed 002 demands: an error line operators filter on, then every registered
+    """The alert docs/spec.md §7 demands: an error line operators filter on, then every registered
     listener (a listener's failure is logged, never raised)."""
     logger.error(
         "EVENT_DEAD_LETTERED id=%s type=%s handler=%s reason=%s idempotency_key=%s attempts=%s",

@@ -1,6 +1,6 @@
 """Publishing: an event leaves only after its business transaction committed, and a broker
 failure is logged as ``EVENT_PUBLISH_FAILED``, never raised into the business operation
-(seed 002 §3: the trade-off is a lost event, which the log line makes visible)."""
+(docs/spec.md §7: the trade-off is a lost event, which the log line makes visible)."""
 
 from __future__ import annotations
 

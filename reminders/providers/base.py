@@ -1,4 +1,4 @@
-"""Provider interfaces of a reminder source type (seed 000: trigger, invalidation, immediate
+"""Provider interfaces of a reminder source type (docs/spec.md §5: trigger, invalidation, immediate
 notification, recipient and delivery policy) and the registry that routes by source type.
 
 A source type is one :class:`ProviderSet`; the event handlers, the executor and the

@@ -1,4 +1,4 @@
-"""The hand-off to the notification pipeline (SPEC §6): the scheduler queues deliveries, it
+"""The hand-off to the notification pipeline (docs/spec.md §6): the scheduler queues deliveries, it
 never sends. ``notification_schedule`` is idempotent per (source key, recipient, channel) and
 the source key is the scheduler row's key, so a retried or re-claimed row queues nothing
 twice. Recipients and channels are resolved there, at execution time."""

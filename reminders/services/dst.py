@@ -1,5 +1,5 @@
 """Local wall-clock time → UTC instant in a farm's zone, with the rule that applied recorded
-(SPEC §5): a nonexistent local time (a DST gap, a skipped day) moves forward by the gap; an
+(docs/spec.md §5): a nonexistent local time (a DST gap, a skipped day) moves forward by the gap; an
 ambiguous one (a DST fold) takes the first occurrence. Pure functions; no database."""
 
 from __future__ import annotations

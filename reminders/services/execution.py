@@ -1,4 +1,4 @@
-"""A reminder row at due time (execution-time revalidation, seed 000): reload the setting,
+"""A reminder row at due time (execution-time revalidation, docs/spec.md §4): reload the setting,
 the source, its recipients and template, rebuild the occurrence with the same provider and
 key helper, and compare. Invalid → Deactivated with its reason code (an outcome, not a
 failure); same key with another input → support hold; otherwise queue the notification."""

@@ -1,4 +1,4 @@
-"""Bounded reconciliation per provider (seed 000: no outbox; the source event is primary).
+"""Bounded reconciliation per provider (docs/spec.md §5: no outbox; the source event is primary).
 
 One pass is one batch of two scans, both through the same source flow (and so the same key
 helpers) as the event path, and both writing only occurrences dated from the farm's today to

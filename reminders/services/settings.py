@@ -1,4 +1,4 @@
-"""Reminder setting writes and what a change does to scheduler rows (SPEC §5):
+"""Reminder setting writes and what a change does to scheduler rows (docs/spec.md §5):
 
 | change                              | rows                                               |
 |-------------------------------------|----------------------------------------------------|

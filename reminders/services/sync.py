@@ -1,8 +1,8 @@
-"""The reminder flow for one source (seed 000): load the source, resolve the farm's zone, load
-the settings that select it, deactivate the rows nobody wants any more *first*, then ensure
+"""The reminder flow for one source (docs/spec.md §5): load the source, resolve the farm's zone,
+load the settings that select it, deactivate the rows nobody wants any more *first*, then ensure
 the wanted rows (and the immediate ones). Event handlers, setting changes and bounded
-reconciliation all come through here, so every path builds the same keys with the same
-helpers (``automation.scheduler.keys``) and the same candidates."""
+reconciliation all come through here, so every path builds the same keys with the same helpers
+(``automation.scheduler.keys``) and the same candidates."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ThresholdCondition reminders (SPEC §5): compare a metric with the setting's threshold and
+"""ThresholdCondition reminders (docs/spec.md §5): compare a metric with the setting's threshold and
 decide which occurrence, if any, the firing policy wants.
 
 ``thresholdKey = {metricKey}:{value}:{firingPolicy}:{scopeKey}``; the scope is what makes a

@@ -257,7 +257,7 @@ def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcom
     problems += [f"device {s} applied {c} more than once" for s, c in twice]
     for intent in intents:
         # A state report names the commandId, so the device must have applied that very
-        # command. Telemetry evidence (SPEC §3.6) only says the endpoint holds the value,
+        # command. Telemetry evidence (docs/spec.md §3.6) only says the endpoint holds the value,
         # which it may have held already (a LOW after a HIGH that never got through).
         if intent.status_reason == ReasonCode.STATE_REPORTED and not applies.get(
             (serial_of[intent.target_device_id], intent.device_command_id or "")

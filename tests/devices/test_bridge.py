@@ -275,7 +275,8 @@ def test_stop_hands_off_and_acknowledges_what_is_waiting_for_the_timer(
 def needs_persistent_sessions(config: MqttConfig) -> None:
     if config.embedded:
         pytest.skip(
-            "amqtt does not deliver QoS 1 messages queued for a persistent session (SPEC §11); "
+            "amqtt does not deliver QoS 1 messages queued for a persistent session "
+            "(docs/spec.md §11); "
             "run with MQTT_URL=mqtt://127.0.0.1:1883 (Mosquitto)"
         )
 

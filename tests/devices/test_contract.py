@@ -1,4 +1,4 @@
-"""The firmware contract (SPEC §3.7): what the backend sends and accepts, byte for byte.
+"""The firmware contract (docs/spec.md §3.7): what the backend sends and accepts, byte for byte.
 
 A parser returns a typed payload or raises ContractError with a reason code, and nothing
 else, whatever arrives on the wire: that is what lets the bridge record and drop a

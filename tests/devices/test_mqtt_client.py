@@ -254,7 +254,7 @@ def test_persistent_session_receives_what_was_published_while_away(
 ) -> None:
     if mqtt_config.embedded:
         pytest.skip(
-            "amqtt drops queued QoS 1 messages of a persistent session (SPEC §11); "
+            "amqtt drops queued QoS 1 messages of a persistent session (docs/spec.md §11); "
             "run with MQTT_URL=mqtt://127.0.0.1:1883 (Mosquitto)"
         )
     topic, client_id = unique_topic("rpc/response"), f"test-bridge-{uuid.uuid4().hex[:12]}"

@@ -1,5 +1,5 @@
 """Telemetry → rule → RPC over MQTT → ack → state → applied, through the real bridge,
-workers, beat sweeps and a simulated device; and every fault seed 001 names."""
+workers, beat sweeps and a simulated device; and every fault docs/spec.md §3 names."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_happy_path_reaches_applied_with_the_full_receipt_chain(pipeline: Pipeli
     pipeline.telemetry(temp=31.5)
     (intent,) = wait_final(_intents(pipeline))
     # The device sends ack, state report and telemetry at once, on three topics and two
-    # stages: either evidence of SPEC §3.6 may be reconciled first, and the state report
+    # stages: either evidence of docs/spec.md §3.6 may be reconciled first, and the state report
     # still lands as a receipt (below). Likewise a state report may beat the ack; the
     # transitions then skip "acknowledged", and the ack still lands as a receipt.
     assert intent.status == "applied"

@@ -1,4 +1,4 @@
-"""Diagnostics (seed 001 §12.3): a command's timeline from event to receipts, the lists of
+"""Diagnostics (docs/spec.md §9): a command's timeline from event to receipts, the lists of
 retrying and uncertain commands, and the devices with the most timeouts."""
 
 from __future__ import annotations

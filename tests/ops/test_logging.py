@@ -1,4 +1,4 @@
-"""Structured logs (SPEC §9): every line is one JSON object carrying the correlation keys an
+"""Structured logs (docs/spec.md §9): every line is one JSON object carrying the correlation keys an
 operator searches by, whether they came as ``extra=`` or were bound for a task's run."""
 
 from __future__ import annotations

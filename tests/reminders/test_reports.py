@@ -141,7 +141,7 @@ def test_changing_the_recurrence_replaces_the_pending_row_and_unsubscribing_canc
 
 def test_a_period_starting_on_the_same_instant_keeps_its_key_and_moves(farm) -> None:
     """Daily → weekly on a Monday: both periods start at Monday 00:00, so it is the same key
-    (SPEC §4: the period start identifies the run); the row moves to the week's end."""
+    (docs/spec.md §4: the period start identifies the run); the row moves to the week's end."""
     sub = subscribe(farm)
     (row,) = report_rows(sub)
     report_subscription_update(subscription_id=sub.pk, recurrence="weekly", now=CREATED)

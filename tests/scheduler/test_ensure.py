@@ -1,4 +1,4 @@
-"""scheduler_ensure: one test per line of the SPEC §4 ensure table, plus the lines the table
+"""scheduler_ensure: one test per line of the docs/spec.md §4 ensure table, plus the lines the table
 leaves implicit (a claimed row, a conflict on a completed row, concurrent ensures)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""SchedulerKey helpers: every form of SPEC §4, deterministic however the inputs are spelled,
-round-tripping through the parser, and refusing components that would make a key ambiguous."""
+"""SchedulerKey helpers: every form of docs/spec.md §4, deterministic however the inputs are
+spelled, round-tripping through the parser, and refusing components that would make a key
+ambiguous."""
 
 from __future__ import annotations
 

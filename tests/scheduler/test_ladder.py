@@ -1,4 +1,4 @@
-"""The backoff ladder (SPEC §4): an expired lease or a failed attempt returns the row to
+"""The backoff ladder (docs/spec.md §4): an expired lease or a failed attempt returns the row to
 Pending with RetryCount + 1 after 5 min, then 15 min, then 1 h; the next one puts it on
 support hold. Time is injected: nothing sleeps."""
 

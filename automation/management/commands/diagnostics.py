@@ -1,5 +1,5 @@
 """Print what support looks at first in an incident: commands retrying, commands uncertain
-and the devices with the most ack timeouts over a window (seed 001 §12.3)."""
+and the devices with the most ack timeouts over a window (docs/spec.md §9)."""
 
 from __future__ import annotations
 

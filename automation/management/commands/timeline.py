@@ -1,4 +1,4 @@
-"""Print the timeline of a device command or a rule execution (seed 001 §12.3)."""
+"""Print the timeline of a device command or a rule execution (docs/spec.md §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Claiming due rows (SPEC §4): Pending, due, past any backoff, not held →
+"""Claiming due rows (docs/spec.md §4): Pending, due, past any backoff, not held →
 ``Processing, lease = now + N, Version + 1 WHERE Status = Pending AND Version = read``.
 
 PostgreSQL claims a bounded batch in one statement: the due select takes row locks with

@@ -1,4 +1,5 @@
-"""``scheduler_ensure``: the only way due work is created or rescheduled (SPEC §4 ensure table).
+"""``scheduler_ensure``: the only way due work is created or rescheduled (the ensure table
+of docs/spec.md §4).
 
 | existing row                                  | result                                     |
 |-----------------------------------------------|--------------------------------------------|

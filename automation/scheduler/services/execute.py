@@ -115,7 +115,7 @@ def _record(job: SchedulerJob, outcome: SchedulerOutcome) -> FinishOutcome:
 
 
 def _small(coordinates: Mapping[str, Any]) -> dict[str, Any]:
-    """DispatchResultJson holds coordinates, not payloads (SPEC §4)."""
+    """DispatchResultJson holds coordinates, not payloads (docs/spec.md §4)."""
     value = dict(coordinates)
     size = len(json.dumps(value, default=str).encode())
     if size > settings.SCHEDULER_RESULT_MAX_BYTES:

@@ -39,7 +39,8 @@ def scheduler_complete(
     now: datetime,
     trace_blob_name: str = "",
 ) -> bool:
-    """Processing → Completed: the delivery was queued. ``coordinates`` are small (SPEC §4)."""
+    """Processing → Completed: the delivery was queued. ``coordinates`` are small
+    (docs/spec.md §4)."""
     fields: dict[str, Any] = {
         "dispatch_result_json": dict(coordinates),
         "processing_lease_expires_on": None,

@@ -1,5 +1,5 @@
-"""`manage.py mqtt_bridge`: the MQTT bridge as a process of its own (SPEC §1). The command owns
-only the process concerns: signals for a clean stop, progress lines, exit on a fatal
+"""`manage.py mqtt_bridge`: the MQTT bridge as a process of its own (docs/spec.md §1). The
+command owns only the process concerns: signals for a clean stop, progress lines, exit on a fatal
 refusal. What happens to each message lives in MqttBridge."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def parse_fault(spec: str) -> tuple[str | None, FaultMode, int | None]:
 
 class Command(BaseCommand):
     help = (
-        "Run simulated devices that implement the firmware contract (SPEC §3.7) over MQTT. "
+        "Run simulated devices that implement the firmware contract (docs/spec.md §3.7) over MQTT. "
         "--fault MODE[:TIMES] is dealt to the devices in turn (repeat it to mix faults); "
         "SERIAL=MODE[:TIMES] targets one device. TIMES limits the fault to the first TIMES "
         "requests of each commandId."

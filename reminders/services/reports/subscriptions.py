@@ -1,4 +1,4 @@
-"""Report subscriptions on the due-work table (seed 000: "a thin automation path"): one
+"""Report subscriptions on the due-work table (docs/spec.md §5: "a thin automation path"): one
 ScheduledRun row per period, keyed by the period's start in UTC, and ManualRun rows keyed by
 the run GUID the caller generated before asking. Same ensure, same claim, same hand-off."""
 
