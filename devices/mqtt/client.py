@@ -1,8 +1,8 @@
 """MQTT connection plumbing shared by the bridge, the dispatcher and the device simulator.
 
 Guarantees: every client speaks the configured protocol (v5 on Mosquitto, 3.1.1 on the
-embedded amqtt broker), sets TCP_NODELAY (docs/spec.md §11: request/response ~44 ms -> ~0.6 ms),
-and reconnects with capped exponential backoff. The dispatcher's long-lived publisher is in
+embedded amqtt broker), sets TCP_NODELAY (small request/response packets must not wait for
+Nagle's algorithm; docs/spec.md §11), and reconnects with capped exponential backoff. The dispatcher's long-lived publisher is in
 ``devices.mqtt.publisher``.
 """
 

@@ -62,10 +62,8 @@ class Publisher:
 
     The network loop runs under ``loop_start()``, paho's threaded interface: every socket
     write happens on the loop thread and other threads only enqueue. ``loop_forever`` in a
-    plain thread measured no faster for PUBACK latency here, and it lets publishing threads
-    write to the socket concurrently, which paho does not guard. Measured (QoS 1, 140-byte
-    payload): Mosquitto v5 p50 0.18 ms alone, ~0.9 ms p50 / ~7,500 msg/s from 8 threads;
-    embedded amqtt p50 ~0.3 ms alone, ~2 ms p50 / ~3,800 msg/s from 8 threads.
+    plain thread was no faster for PUBACK latency (``make bench`` measures the command path),
+    and it lets publishing threads write to the socket concurrently, which paho does not guard.
     """
 
     def __init__(self, client_id: str | None = None, config: MqttConfig | None = None) -> None:
