@@ -2,8 +2,8 @@
 
 Guarantees: every client speaks the configured protocol (v5 on Mosquitto, 3.1.1 on the
 embedded amqtt broker), sets TCP_NODELAY (small request/response packets must not wait for
-Nagle's algorithm; docs/spec.md §11), and reconnects with capped exponential backoff. The dispatcher's long-lived publisher is in
-``devices.mqtt.publisher``.
+Nagle's algorithm; docs/spec.md §11), and reconnects with capped exponential backoff. The
+dispatcher's long-lived publisher is in ``devices.mqtt.publisher``.
 """
 
 from __future__ import annotations
