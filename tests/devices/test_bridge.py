@@ -26,7 +26,7 @@ from kombu.exceptions import OperationalError
 from config.celery import app as celery_app
 from config.env import MqttConfig
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
-from devices.mqtt.bridge import loop as bridge_module
+from devices.mqtt.bridge import batcher as bridge_module
 from devices.mqtt.client import forget_session
 from devices.mqtt.embedded_broker import EmbeddedBroker
 from devices.mqtt.publisher import Publisher
