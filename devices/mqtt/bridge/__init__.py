@@ -3,7 +3,7 @@
 floods. The names other modules use are re-exported here."""
 
 from devices.mqtt.bridge.batcher import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, Handoff
-from devices.mqtt.bridge.limits import DropRecorder, _decode
+from devices.mqtt.bridge.limits import DropRecorder
 from devices.mqtt.bridge.loop import MqttBridge
 from devices.mqtt.bridge.stats import BridgeStats
 
@@ -14,5 +14,4 @@ __all__ = [
     "DropRecorder",
     "Handoff",
     "MqttBridge",
-    "_decode",
 ]

@@ -15,6 +15,7 @@ from django.db import close_old_connections
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.bridge.stats import BridgeStats
 from devices.mqtt.contract import TopicKind
+from devices.mqtt.messages import decode_payload
 from devices.services import DroppedMessages, dropped_messages_record
 
 logger = logging.getLogger("devices.mqtt.bridge")
@@ -33,14 +34,6 @@ def database_drop_recorder(drops: list[DroppedMessages]) -> None:
         dropped_messages_record(drops=drops)
     finally:
         close_old_connections()
-
-
-def _decode(payload: bytes) -> tuple[str, bool]:
-    """Text and bad_encoding, by the same rule as ``InboundTelemetry.from_bytes``."""
-    try:
-        return payload.decode("utf-8"), False
-    except UnicodeDecodeError:
-        return payload.decode("utf-8", "backslashreplace"), True
 
 
 @dataclass(slots=True)
@@ -134,7 +127,7 @@ class DeviceLimits:
         if len(self._drops) >= MAX_DROP_SUMMARIES:
             logger.warning("bridge: too many devices dropping messages; %s not recorded", serial)
             return
-        sample = _decode(payload[:DROP_SAMPLE_BYTES])[0]
+        sample = decode_payload(payload[:DROP_SAMPLE_BYTES])[0]
         self._drops[key] = DroppedMessages(
             serial, kind.value, reason, 1, received_at, received_at, sample, detail
         )

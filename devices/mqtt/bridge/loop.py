@@ -39,7 +39,7 @@ from devices.mqtt.bridge.batcher import (
     celery_handoff,
     dedupe_key,
 )
-from devices.mqtt.bridge.limits import DeviceLimits, DropRecorder, _decode, database_drop_recorder
+from devices.mqtt.bridge.limits import DeviceLimits, DropRecorder, database_drop_recorder
 from devices.mqtt.bridge.stats import BRIDGED_KINDS, BridgeStats
 from devices.mqtt.client import MqttUnavailable, connect, new_client
 from devices.mqtt.contract import (
@@ -49,7 +49,7 @@ from devices.mqtt.contract import (
     TopicKind,
     parse_topic,
 )
-from devices.services import InboundTelemetry
+from devices.mqtt.messages import DeviceMessage, InboundTelemetry
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
@@ -379,14 +379,13 @@ class MqttBridge:
             self._ack(Entry(None, message.mid, message.qos, self._connection))
             return
         if kind is TopicKind.TELEMETRY:
-            arg = InboundTelemetry.from_bytes(serial, payload, received_at).as_task_arg()
+            arg = InboundTelemetry.from_bytes(serial, payload, received_at).to_task_arg()
             key = dedupe_key(serial, payload) if self._batcher.dedupes else None
             self._batcher.add(
                 TELEMETRY_TASK, Entry(arg, message.mid, message.qos, self._connection, key)
             )
         else:
-            text, bad_encoding = _decode(payload)
-            arg = [serial, kind.value, text, received_at.isoformat(), bad_encoding]
+            arg = DeviceMessage.from_bytes(serial, kind.value, payload, received_at).to_task_arg()
             self._batcher.add(
                 DEVICE_MESSAGES_TASK, Entry(arg, message.mid, message.qos, self._connection)
             )
