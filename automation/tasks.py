@@ -17,7 +17,7 @@ from automation import coordination
 from automation.services.commands import DISPATCH_TASK, RECONCILE_TASK, nudge
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
-from automation.services.receipts import DeviceMessage, device_messages_record
+from automation.services.receipts import device_messages_record
 from automation.services.reconcile import (
     command_intent_reconcile,
     command_intents_awaiting_endpoints,
@@ -25,6 +25,7 @@ from automation.services.reconcile import (
 )
 from config.celery import DB_RETRY
 from config.metrics import metrics_decisions_counted
+from devices.mqtt.messages import DeviceMessage
 from devices.mqtt.publisher import get_publisher
 
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"

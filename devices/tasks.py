@@ -7,7 +7,8 @@ from typing import Any
 from celery import shared_task
 from django.db import OperationalError
 
-from devices.services import InboundTelemetry, telemetry_ingest
+from devices.mqtt.messages import InboundTelemetry
+from devices.services import telemetry_ingest
 
 
 @shared_task(

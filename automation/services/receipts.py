@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -27,36 +25,11 @@ from devices.mqtt.contract import (
     parse_rpc_response,
     parse_state_report,
 )
+from devices.mqtt.messages import DeviceMessage
 from devices.reported import Reading, endpoint_reported_values_update, report_value
 from devices.services import device_message_rejections_record
 from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
-
-
-@dataclass(frozen=True)
-class DeviceMessage:
-    """An rpc/response or state message as the bridge received it."""
-
-    serial: str
-    kind: str  # DeviceMessageKind.RPC_RESPONSE or STATE
-    payload: str
-    received_at: datetime
-    bad_encoding: bool = False
-
-    @classmethod
-    def from_task_arg(cls, arg: Sequence[Any]) -> DeviceMessage:
-        received = parse_datetime(str(arg[3])) or timezone.now()
-        bad = bool(arg[4]) if len(arg) > 4 else False
-        return cls(str(arg[0]), str(arg[1]), str(arg[2]), received, bad)
-
-    def as_task_arg(self) -> list[Any]:
-        return [
-            self.serial,
-            self.kind,
-            self.payload,
-            self.received_at.isoformat(),
-            self.bad_encoding,
-        ]
 
 
 def _parse(message: DeviceMessage) -> RpcResponse | StateReport:

@@ -27,6 +27,7 @@ from devices.models import (
     Telemetry,
 )
 from devices.models import DeviceMessageRejectionReason as Reason
+from devices.mqtt.messages import InboundTelemetry
 from devices.reported import endpoint_reported_values_update
 from devices.services.rejections import device_message_rejections_record, is_utf8, printable
 from devices.timestamps import device_time_detail, device_time_violation
@@ -35,32 +36,6 @@ from devices.values import value_has_type
 logger = logging.getLogger(__name__)
 
 MAX_TELEMETRY_BYTES = 64 * 1024
-
-
-@dataclass(frozen=True)
-class InboundTelemetry:
-    """One telemetry message as the bridge (or an HTTP gateway) received it."""
-
-    serial: str
-    payload: str
-    received_at: datetime
-    bad_encoding: bool = False  # payload bytes were not UTF-8; ``payload`` shows them escaped
-
-    @classmethod
-    def from_bytes(cls, serial: str, raw: bytes, received_at: datetime) -> InboundTelemetry:
-        try:
-            return cls(serial, raw.decode("utf-8"), received_at)
-        except UnicodeDecodeError:
-            return cls(serial, raw.decode("utf-8", "backslashreplace"), received_at, True)
-
-    def as_task_arg(self) -> list[Any]:
-        return [self.serial, self.payload, self.received_at.isoformat(), self.bad_encoding]
-
-    @classmethod
-    def from_task_arg(cls, arg: Sequence[Any]) -> InboundTelemetry:
-        received = parse_datetime(str(arg[2])) or timezone.now()
-        bad = bool(arg[3]) if len(arg) > 3 else False
-        return cls(serial=str(arg[0]), payload=str(arg[1]), received_at=received, bad_encoding=bad)
 
 
 class Rejected(Exception):

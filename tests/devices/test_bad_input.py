@@ -20,7 +20,7 @@ from automation.models import AutomationCommandIntent, DeviceCommandReceipt
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.receipts import DeviceMessage, device_messages_record
 from devices.models import DeviceMessageRejection, DeviceMessageRejectionReason, Telemetry
-from devices.mqtt.bridge import _decode
+from devices.mqtt.messages import decode_payload as _decode
 from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 

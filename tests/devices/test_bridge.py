@@ -25,8 +25,8 @@ from kombu.exceptions import OperationalError
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
-from devices.mqtt import bridge as bridge_module
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
+from devices.mqtt.bridge import batcher as bridge_module
 from devices.mqtt.client import forget_session
 from devices.mqtt.publisher import Publisher
 from devtools.embedded_broker import EmbeddedBroker

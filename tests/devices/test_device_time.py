@@ -89,7 +89,7 @@ def test_a_reading_from_year_9999_is_rejected_and_later_readings_still_act() -> 
 def test_the_bridges_ingest_task_rejects_device_time_out_of_bounds(ts: str, reason: str) -> None:
     kit = make_farm()
     message = _message(kit.sensor.serial_number, ts, temp=21)
-    telemetry_ingest_task.apply(args=[[message.as_task_arg()]]).get()
+    telemetry_ingest_task.apply(args=[[message.to_task_arg()]]).get()
     assert list(DeviceMessageRejection.objects.values_list("reason_code", flat=True)) == [reason]
     assert Telemetry.objects.count() == AutomationEndpointEvent.objects.count() == 0
     kit.temp.refresh_from_db()

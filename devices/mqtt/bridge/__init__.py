@@ -1,0 +1,17 @@
+"""The MQTT bridge, the only MQTT subscriber (its guarantee is stated at the top of ``loop``):
+``loop`` drives the MQTT client, ``batcher`` hands messages to Celery, ``limits`` bounds
+floods. The names other modules use are re-exported here."""
+
+from devices.mqtt.bridge.batcher import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, Handoff
+from devices.mqtt.bridge.limits import DropRecorder
+from devices.mqtt.bridge.loop import MqttBridge
+from devices.mqtt.bridge.stats import BridgeStats
+
+__all__ = [
+    "DEVICE_MESSAGES_TASK",
+    "TELEMETRY_TASK",
+    "BridgeStats",
+    "DropRecorder",
+    "Handoff",
+    "MqttBridge",
+]

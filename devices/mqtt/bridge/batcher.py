@@ -1,0 +1,201 @@
+"""The bridge's hand-offs: received messages wait in one group per task and go to Celery in
+chunks of ``batch_size``; each message is acknowledged only after the chunk holding it was
+handed off, and a failed hand-off is retried with a capped backoff, acknowledging nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.cache import cache
+
+from devices.mqtt.bridge.stats import BridgeStats
+
+logger = logging.getLogger("devices.mqtt.bridge")
+
+TELEMETRY_TASK = "devices.telemetry_ingest"
+DEVICE_MESSAGES_TASK = "automation.device_messages_reconcile"
+HANDOFF_FIRST_BACKOFF_S = 0.1
+HANDOFF_MAX_BACKOFF_S = 5.0
+DEDUPE_KEY_PREFIX = "bridge:telemetry:"
+
+Handoff = Callable[[str, list[list[Any]]], None]
+
+
+def celery_handoff(task_name: str, batch: list[list[Any]]) -> None:
+    """Publish one batch as one task. ``retry=False``: the bridge owns the retry, so its MQTT
+    loop is serviced between attempts instead of blocking inside kombu's retry policy."""
+    from config.celery import app as celery_app
+
+    celery_app.send_task(task_name, args=[batch], retry=False)
+
+
+def dedupe_key(serial: str, payload: bytes) -> str:
+    digest = hashlib.sha256(serial.encode("utf-8", "surrogatepass") + b"\x00" + payload)
+    return DEDUPE_KEY_PREFIX + digest.hexdigest()
+
+
+@dataclass(slots=True)
+class Entry:
+    """One received message waiting for its hand-off; ``arg`` None once it is known to be a
+    duplicate (it then only needs its acknowledgement)."""
+
+    arg: list[Any] | None
+    mid: int
+    qos: int
+    connection: int  # acknowledge only on the connection that delivered it
+    key: str | None = None
+    checked: bool = False
+
+
+@dataclass
+class _Group:
+    task_name: str
+    entries: list[Entry] = field(default_factory=list)
+
+
+class Batcher:
+    """The messages waiting for a hand-off, and when the next one is due."""
+
+    def __init__(
+        self,
+        *,
+        client_id: str,
+        stats: BridgeStats,
+        batch_size: int,
+        flush_s: float,
+        window: int,
+        handoff: Handoff,
+        dedupe_ttl_s: int,
+        ack: Callable[[Entry], None],
+    ) -> None:
+        self._client_id = client_id
+        self._stats = stats
+        self._batch_size = batch_size
+        self._flush_s = flush_s
+        self._window = window
+        self._handoff = handoff
+        self._dedupe_ttl_s = dedupe_ttl_s
+        self._ack = ack
+        self._groups = {
+            TELEMETRY_TASK: _Group(TELEMETRY_TASK),
+            DEVICE_MESSAGES_TASK: _Group(DEVICE_MESSAGES_TASK),
+        }
+        self._oldest_at = 0.0  # monotonic time of the oldest message waiting
+        self._retry_at = 0.0
+        self._retry_delay = HANDOFF_FIRST_BACKOFF_S
+
+    @property
+    def dedupes(self) -> bool:
+        """Whether telemetry carries a dedupe key (a TTL of 0 turns the fast path off)."""
+        return self._dedupe_ttl_s > 0
+
+    def add(self, task_name: str, entry: Entry) -> None:
+        if not self.pending():
+            self._oldest_at = time.monotonic()
+        self._groups[task_name].entries.append(entry)
+
+    def pending(self) -> int:
+        return sum(len(group.entries) for group in self._groups.values())
+
+    def wait_s(self, max_wait_s: float) -> float:
+        """How long the loop may wait for traffic before the next flush is due."""
+        if not self.pending():
+            return max_wait_s
+        due = max(self._retry_at, self._oldest_at + self._flush_s)
+        return min(max_wait_s, max(0.0, due - time.monotonic()))
+
+    def flush_due(self, unacked: int) -> bool:
+        """A full batch, a full inflight window (``unacked`` messages on this connection:
+        the broker sends no more until some are acknowledged) or the timer; not before a
+        retry's backoff ends."""
+        pending = self.pending()
+        now = time.monotonic()
+        if pending == 0 or now < self._retry_at:
+            return False
+        return (
+            pending >= self._batch_size
+            or unacked >= self._window
+            or now >= self._oldest_at + self._flush_s
+        )
+
+    def retry_due(self) -> bool:
+        return bool(self.pending()) and time.monotonic() >= self._retry_at
+
+    def flush(self) -> None:
+        """Hand off every waiting message in chunks of ``batch_size``; on failure keep the
+        rest, acknowledge nothing of it, and retry after a capped backoff."""
+        for group in self._groups.values():
+            if group.entries and not self._flush_group(group):
+                self._retry_at = time.monotonic() + self._retry_delay
+                self._retry_delay = min(self._retry_delay * 2, HANDOFF_MAX_BACKOFF_S)
+                return
+        self._retry_at, self._retry_delay = 0.0, HANDOFF_FIRST_BACKOFF_S
+        self._oldest_at = 0.0
+
+    def _flush_group(self, group: _Group) -> bool:
+        if group.task_name == TELEMETRY_TASK and self._dedupe_ttl_s > 0:
+            self._drop_duplicates(group.entries)
+        while group.entries:
+            chunk = group.entries[: self._batch_size]
+            batch = [entry.arg for entry in chunk if entry.arg is not None]
+            if batch:
+                try:
+                    self._handoff(group.task_name, batch)
+                except Exception as exc:  # broker down, timeout, serialisation: keep, retry
+                    self._stats.handoff_failures += 1
+                    logger.warning(
+                        "bridge %s: hand-off of %d message(s) to %s failed: %s; retrying in "
+                        "%.1fs, not acknowledged",
+                        self._client_id,
+                        len(batch),
+                        group.task_name,
+                        exc,
+                        self._retry_delay,
+                        extra={
+                            "bridgeClientId": self._client_id,
+                            "task": group.task_name,
+                            "reason": str(exc),
+                            "retryInS": self._retry_delay,
+                        },
+                    )
+                    return False
+                self._stats.handed_off += len(batch)
+            del group.entries[: len(chunk)]
+            self._remember(chunk)
+            for entry in chunk:
+                self._ack(entry)
+        return True
+
+    def _drop_duplicates(self, entries: list[Entry]) -> None:
+        """Mark telemetry already handed off (by any bridge, within the TTL) or repeated in
+        this batch; a cache error only means nothing is dropped."""
+        fresh = [e for e in entries if not e.checked and e.key is not None]
+        if not fresh:
+            return
+        try:
+            known = cache.get_many([e.key for e in fresh if e.key is not None])
+        except Exception as exc:  # the cache is a fast path; the database dedupes anyway
+            logger.warning("bridge dedupe cache read failed: %s", exc)
+            known = {}
+        seen = {e.key for e in entries if e.checked and e.arg is not None}
+        for entry in fresh:
+            entry.checked = True
+            if entry.key in known or entry.key in seen:
+                entry.arg = None
+                self._stats.duplicates_dropped += 1
+            else:
+                seen.add(entry.key)
+
+    def _remember(self, chunk: list[Entry]) -> None:
+        keys = {e.key: 1 for e in chunk if e.key is not None and e.arg is not None}
+        if not keys:
+            return
+        try:
+            cache.set_many(keys, timeout=self._dedupe_ttl_s)
+        except Exception as exc:
+            logger.warning("bridge dedupe cache write failed: %s", exc)
