@@ -8,7 +8,7 @@ bridge is away). Delivery is at least once: the database dedupes, and a short-TT
 set only after a hand-off, drops most redelivered telemetry before it costs a task.
 
 The bridge drives paho's network loop itself (``client.loop()`` on one thread): timed
-flushes need the loop, a loop we own was the fast one (SPEC §11), and acknowledgements must
+flushes need the loop, a loop we own was the fast one (docs/spec.md §11), and acknowledgements must
 be sent from the loop's own thread because paho does not guard concurrent socket writes.
 """
 
@@ -365,7 +365,7 @@ class MqttBridge:
             self._ack(Entry(None, message.mid, message.qos, self._connection))
             return
         serial, kind = parsed
-        # Every line logged while this message is handled names its device (SPEC §9).
+        # Every line logged while this message is handled names its device (docs/spec.md §9).
         with bound_contextvars(serialNumber=serial):
             self._take(serial, kind, message, received_at)
 
