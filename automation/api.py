@@ -1,20 +1,23 @@
-"""The execution-core part of the REST API (``/api/v1/``): rules (validated like the safety
+"""The execution-core part of the REST API (``/api/v1/``): telemetry ingest over HTTP (the
+same ``telemetry_ingest`` service as the MQTT bridge), rules (validated like the safety
 gates), command intents (read-only, plus support's manual retry of an ended command), rule
 executions with their timelines, diagnostics, and the scheduler table (read-only). Every row is
 scoped to the caller's organisations (else 404)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
 from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -46,6 +49,7 @@ from automation.serializers import (
     SchedulerSerializer,
     TimelineSerializer,
 )
+from automation.services.ingest import telemetry_ingest
 from automation.services.support import CommandRetryRefused, command_intent_retry
 from devices.api import (
     IDEMPOTENCY_PARAMETER,
@@ -55,7 +59,9 @@ from devices.api import (
     request_scope,
     text_param,
 )
-from devices.selectors import OrgScope, scope_filter
+from devices.mqtt.messages import InboundTelemetry
+from devices.selectors import OrgScope, devices_by_serial, scope_filter
+from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
 
 
 class RuleViewSet(
@@ -194,6 +200,60 @@ class DiagnosticsApi(APIView):
         return Response(serializer.data)
 
 
+def _enqueue_events(event_ids: list[int]) -> None:
+    from automation.tasks import endpoint_events_enqueue
+
+    endpoint_events_enqueue(event_ids)
+
+
+class TelemetryIngestApi(APIView):
+    """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge.
+
+    Every rejection is listed with its message's index and reason code (and recorded as a
+    DeviceMessageRejection, as on MQTT): 202 when the batch kept at least one message (the
+    rest are listed), 422 when every message was rejected, so nothing was taken.
+    """
+
+    @extend_schema(
+        request=TelemetryBatchSerializer,
+        responses={
+            202: OpenApiResponse(IngestResultSerializer, "Kept; any rejection is listed."),
+            422: OpenApiResponse(IngestResultSerializer, "Every message was rejected."),
+        },
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: self._ingest(request))
+
+    def _ingest(self, request: Request) -> Response:
+        batch = TelemetryBatchSerializer(data=request.data)
+        batch.is_valid(raise_exception=True)
+        items = batch.validated_data["messages"]
+        serials = {m["serial"] for m in items}
+        if devices_by_serial(serials=serials, scope=request_scope(request)) != serials:
+            raise NotFound("unknown device serial number")
+        now = timezone.now()
+        messages = [
+            InboundTelemetry(
+                serial=m["serial"],
+                payload=m["payload"] if isinstance(m["payload"], str) else json.dumps(m["payload"]),
+                received_at=m.get("received_at") or now,
+            )
+            for m in items
+        ]
+        result = telemetry_ingest(messages=messages, on_events=_enqueue_events)
+        body = {
+            "telemetry": result.telemetry,
+            "events": result.events,
+            "rejections": result.rejections,
+            "rejected": [asdict(r) for r in result.rejected],
+        }
+        dropped = {r.index for r in result.rejected if r.message_dropped}
+        if len(dropped) == len(messages):
+            return Response(body, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
 router = SimpleRouter()
 router.register("rules", RuleViewSet, basename="rule")
 router.register("commands", CommandIntentViewSet, basename="command")
@@ -201,6 +261,7 @@ router.register("executions", RuleExecutionViewSet, basename="execution")
 router.register("scheduler", SchedulerViewSet, basename="scheduler")
 
 urlpatterns = [
+    path("telemetry/", TelemetryIngestApi.as_view(), name="telemetry-ingest"),
     path("diagnostics/", DiagnosticsApi.as_view(), name="diagnostics"),
     path("", include(router.urls)),
 ]

@@ -17,6 +17,7 @@ from automation import coordination
 from automation.services.commands import DISPATCH_TASK, RECONCILE_TASK, nudge
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
+from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
 from automation.services.reconcile import (
     command_intent_reconcile,
@@ -25,7 +26,7 @@ from automation.services.reconcile import (
 )
 from config.celery import DB_RETRY
 from config.metrics import metrics_decisions_counted
-from devices.mqtt.messages import DeviceMessage
+from devices.mqtt.messages import DeviceMessage, InboundTelemetry
 from devices.mqtt.publisher import get_publisher
 
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
@@ -38,6 +39,19 @@ def _chunks(ids: list[int], size: int) -> list[list[int]]:
 def endpoint_events_enqueue(event_ids: list[int]) -> None:
     for chunk in _chunks(event_ids, settings.EVALUATE_BATCH_SIZE):
         nudge("automation.endpoint_events_evaluate", chunk)
+
+
+# The name is the bridge's hand-off contract (``devices.mqtt.bridge``): kept from when ingest
+# lived in the devices app, so a batch queued across an upgrade still finds its task.
+@shared_task(name="devices.telemetry_ingest", **DB_RETRY)
+def telemetry_ingest_task(messages: list[list[Any]]) -> int:
+    """Ingest stage: the bridge hands off batches of telemetry; evaluation follows after
+    commit."""
+    result = telemetry_ingest(
+        messages=[InboundTelemetry.from_task_arg(m) for m in messages],
+        on_events=endpoint_events_enqueue,
+    )
+    return result.events
 
 
 def _dispatch_nudge(intent_ids: list[int]) -> None:

@@ -1,6 +1,6 @@
 """The devices part of the REST API (``/api/v1/``): farms, devices, profiles and endpoints
-(read-only, scoped to the caller's organisations: another organisation's row is a 404) and
-telemetry ingest over HTTP through the same ``telemetry_ingest`` service as the MQTT bridge.
+(read-only, scoped to the caller's organisations: another organisation's row is a 404), and
+the helpers every part of the API shares (scope, parameters, idempotent POST).
 
 ``idempotent_post`` gives every create an ``Idempotency-Key`` header: the first response is
 stored per (user, key) and returned again for a retry, so a gateway that lost a reply cannot
@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any, cast
 
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.urls import include, path
-from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
-from rest_framework.views import APIView
 
 from devices.models import (
     ApiIdempotencyRecord,
@@ -36,7 +33,6 @@ from devices.models import (
 )
 from devices.selectors import (
     OrgScope,
-    devices_by_serial,
     devices_visible,
     farms_visible,
     instance_endpoints_visible,
@@ -47,11 +43,8 @@ from devices.serializers import (
     DeviceProfileSerializer,
     DeviceSerializer,
     FarmSerializer,
-    IngestResultSerializer,
     InstanceEndpointSerializer,
-    TelemetryBatchSerializer,
 )
-from devices.services import InboundTelemetry, telemetry_ingest
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_CHARS = 200
@@ -201,60 +194,6 @@ class InstanceEndpointViewSet(ScopedViewSet):
         return rows if device is None else rows.filter(device_id=device)
 
 
-def _enqueue_events(event_ids: list[int]) -> None:
-    from automation.tasks import endpoint_events_enqueue
-
-    endpoint_events_enqueue(event_ids)
-
-
-class TelemetryIngestApi(APIView):
-    """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge.
-
-    Every rejection is listed with its message's index and reason code (and recorded as a
-    DeviceMessageRejection, as on MQTT): 202 when the batch kept at least one message (the
-    rest are listed), 422 when every message was rejected, so nothing was taken.
-    """
-
-    @extend_schema(
-        request=TelemetryBatchSerializer,
-        responses={
-            202: OpenApiResponse(IngestResultSerializer, "Kept; any rejection is listed."),
-            422: OpenApiResponse(IngestResultSerializer, "Every message was rejected."),
-        },
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
-    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: self._ingest(request))
-
-    def _ingest(self, request: Request) -> Response:
-        batch = TelemetryBatchSerializer(data=request.data)
-        batch.is_valid(raise_exception=True)
-        items = batch.validated_data["messages"]
-        serials = {m["serial"] for m in items}
-        if devices_by_serial(serials=serials, scope=request_scope(request)) != serials:
-            raise NotFound("unknown device serial number")
-        now = timezone.now()
-        messages = [
-            InboundTelemetry(
-                serial=m["serial"],
-                payload=m["payload"] if isinstance(m["payload"], str) else json.dumps(m["payload"]),
-                received_at=m.get("received_at") or now,
-            )
-            for m in items
-        ]
-        result = telemetry_ingest(messages=messages, on_events=_enqueue_events)
-        body = {
-            "telemetry": result.telemetry,
-            "events": result.events,
-            "rejections": result.rejections,
-            "rejected": [asdict(r) for r in result.rejected],
-        }
-        dropped = {r.index for r in result.rejected if r.message_dropped}
-        if len(dropped) == len(messages):
-            return Response(body, status=status.HTTP_422_UNPROCESSABLE_ENTITY)
-        return Response(body, status=status.HTTP_202_ACCEPTED)
-
-
 router = SimpleRouter()
 router.register("farms", FarmViewSet, basename="farm")
 router.register("devices", DeviceViewSet, basename="device")
@@ -262,6 +201,5 @@ router.register("profiles", DeviceProfileViewSet, basename="profile")
 router.register("endpoints", InstanceEndpointViewSet, basename="endpoint")
 
 urlpatterns = [
-    path("telemetry/", TelemetryIngestApi.as_view(), name="telemetry-ingest"),
     path("", include(router.urls)),
 ]

@@ -16,13 +16,14 @@ from django.db import connection, transaction
 
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
+from automation.services.ingest import telemetry_ingest
 from automation.states import EventStatus
 from config.env import MqttConfig
 from config.tables import format_table
 from devices.models import Farm, Telemetry
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.contract import TopicKind, telemetry_topic
-from devices.services import InboundTelemetry, telemetry_ingest
+from devices.mqtt.messages import InboundTelemetry
 from devtools.bench import BenchError
 from devtools.bench.fleet import SENSOR_KEYS, BenchFleet, fleet_readings_delete
 from devtools.bench.mqtt import (

@@ -21,11 +21,12 @@ from automation.models import (
 )
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
 from devices.models import DeviceMessageRejection
+from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
-from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 

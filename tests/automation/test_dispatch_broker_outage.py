@@ -18,10 +18,11 @@ from django.utils import timezone
 from automation.models import AutomationCommandIntent
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
 from automation.services.reconcile import command_intent_reconcile
 from config.env import MqttConfig
+from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import Publisher
-from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 

@@ -16,11 +16,12 @@ from automation.models import (
     AutomationRuleExecution,
 )
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
 from automation.states import CommandStatus
 from automation.tasks import endpoint_events_sweep_task
 from config.celery import app as celery_app
 from devices.models import DeviceStatus, Farm
-from devices.services import InboundTelemetry, telemetry_ingest
+from devices.mqtt.messages import InboundTelemetry
 from tests.factories import FarmFactory, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 from automation.keys import receipt_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationCommandIntent, DeviceCommandReceipt
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
 from devices.models import DeviceMessageRejection, DeviceMessageRejectionReason, Telemetry
+from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.messages import decode_payload as _decode
-from devices.services import InboundTelemetry, telemetry_ingest
 from tests.factories import FarmKit, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

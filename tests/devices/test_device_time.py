@@ -14,9 +14,10 @@ from prometheus_client import REGISTRY
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import IngestResult, telemetry_ingest
+from automation.tasks import telemetry_ingest_task
 from devices.models import DeviceMessageRejection, Telemetry
-from devices.services import InboundTelemetry, IngestResult, telemetry_ingest
-from devices.tasks import telemetry_ingest_task
+from devices.mqtt.messages import InboundTelemetry
 from devices.timestamps import device_time_violation
 from tests.factories import make_farm
 

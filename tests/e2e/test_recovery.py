@@ -18,9 +18,10 @@ from django.utils import timezone
 
 from automation.models import AutomationCommandIntent
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
 from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
-from devices.services import InboundTelemetry, telemetry_ingest
+from devices.mqtt.messages import InboundTelemetry
 from devtools.simulator import FaultMode
 from tests.e2e.conftest import Pipeline, wait_final
 from tests.waiting import wait_for

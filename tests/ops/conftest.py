@@ -15,10 +15,11 @@ from django.utils import timezone
 from automation.models import AutomationCommandIntent
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
 from devices.models import OrganizationMember
-from devices.services import InboundTelemetry, telemetry_ingest
+from devices.mqtt.messages import InboundTelemetry
 from tests.factories import FarmKit, make_farm
 
 

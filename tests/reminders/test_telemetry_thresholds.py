@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from automation.services.ingest import telemetry_ingest
 from automation.tasks import endpoint_events_evaluate_task
 from config.celery import app as celery_app
-from devices.services import InboundTelemetry, telemetry_ingest
+from devices.mqtt.messages import InboundTelemetry
 from reminders.services.sources import endpoint_metric_source_create
 from tests.reminders.conftest import NOW, rows_of
 from tests.reminders.test_thresholds import T0, threshold_setting
