@@ -27,7 +27,7 @@ from devices.mqtt.contract import (
 )
 from devices.mqtt.messages import DeviceMessage
 from devices.reported import Reading, endpoint_reported_values_update, report_value
-from devices.services import device_message_rejections_record
+from devices.services.rejections import device_message_rejections_record, printable
 from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
 
@@ -41,11 +41,6 @@ def _parse(message: DeviceMessage) -> RpcResponse | StateReport:
     if message.kind == DeviceMessageKind.STATE:
         return parse_state_report(raw)
     raise ContractError("invalid_field", f"unknown message kind {message.kind!r}")  # type: ignore[arg-type]
-
-
-def _printable(text: str) -> str:
-    """Text a database can store: NUL and lone surrogates kept visible as escapes."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def _storable(document: Any) -> bool:
@@ -72,11 +67,11 @@ def _storable(document: Any) -> bool:
 def _reject(message: DeviceMessage, reason: str, detail: str) -> DeviceMessageRejection:
     kind = message.kind if message.kind in DeviceMessageKind.values else DeviceMessageKind.STATE
     return DeviceMessageRejection(
-        serial_number=_printable(message.serial[:200]),
+        serial_number=printable(message.serial[:200]),
         kind=kind,
-        raw_payload=_printable(message.payload[:65536]),
+        raw_payload=printable(message.payload[:65536]),
         reason_code=reason,
-        detail=_printable(detail[:500]),
+        detail=printable(detail[:500]),
         received_at=message.received_at,
     )
 
