@@ -1,11 +1,12 @@
 """Celery tasks of the execution core: take ids, call one service, own retries only.
 
-Follow-up work is queued after commit by task name (``nudge``); beat sweeps re-derive all
+Follow-up work is queued after commit on the task objects (``nudge``); beat sweeps re-derive all
 pending work from SQL, so a lost message only delays it.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -14,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from automation import coordination
-from automation.services.commands import DISPATCH_TASK, RECONCILE_TASK, nudge
+from automation.services.commands import nudge
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
 from automation.services.ingest import telemetry_ingest
@@ -25,11 +26,25 @@ from automation.services.reconcile import (
     command_intents_overdue,
 )
 from config.celery import DB_RETRY
+from config.celery import app as celery_app
 from config.metrics import metrics_decisions_counted
 from devices.mqtt.messages import DeviceMessage, InboundTelemetry
 from devices.mqtt.publisher import get_publisher
 
+logger = logging.getLogger(__name__)
+
+# Threshold reminders re-evaluate over endpoints with new readings: a task of the reminders
+# app, which sits above this one, so it is sent by name (its one constant, here).
 METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
+
+
+def _metrics_touched(endpoint_ids: list[int]) -> None:
+    if not endpoint_ids:
+        return
+    try:
+        celery_app.send_task(METRICS_TOUCHED_TASK, args=(endpoint_ids,))
+    except Exception as exc:
+        logger.warning("nudge %s failed (the sweep will pick it up): %s", METRICS_TOUCHED_TASK, exc)
 
 
 def _chunks(ids: list[int], size: int) -> list[list[int]]:
@@ -38,7 +53,7 @@ def _chunks(ids: list[int], size: int) -> list[list[int]]:
 
 def endpoint_events_enqueue(event_ids: list[int]) -> None:
     for chunk in _chunks(event_ids, settings.EVALUATE_BATCH_SIZE):
-        nudge("automation.endpoint_events_evaluate", chunk)
+        nudge(endpoint_events_evaluate_task, chunk)
 
 
 # The name is the bridge's hand-off contract (``devices.mqtt.bridge``): kept from when ingest
@@ -55,7 +70,7 @@ def telemetry_ingest_task(messages: list[list[Any]]) -> int:
 
 
 def _dispatch_nudge(intent_ids: list[int]) -> None:
-    nudge(DISPATCH_TASK, intent_ids)
+    nudge(command_intents_dispatch_task, intent_ids)
 
 
 @shared_task(name="automation.endpoint_events_evaluate", **DB_RETRY)
@@ -63,9 +78,9 @@ def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
     result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
     metrics_decisions_counted(outcomes=result.outcomes)
     if result.endpoint_ids:
-        nudge(RECONCILE_TASK, command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids))
-        # Threshold reminders over these endpoints re-evaluate (by name: no import of reminders).
-        nudge(METRICS_TOUCHED_TASK, result.endpoint_ids)
+        awaiting = command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids)
+        nudge(command_intents_reconcile_task, awaiting)
+        _metrics_touched(result.endpoint_ids)
     return result.executions
 
 
@@ -123,7 +138,7 @@ def command_intents_sweep_task() -> int:
         nudge_untrusted(chunk)
     overdue = command_intents_overdue(now=now, limit=settings.SWEEP_BATCH_SIZE)
     for chunk in _chunks(overdue, 50):
-        nudge(RECONCILE_TASK, chunk)
+        nudge(command_intents_reconcile_task, chunk)
     return len(due) + len(overdue)
 
 

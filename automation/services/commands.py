@@ -9,6 +9,7 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from celery import Task
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -22,23 +23,20 @@ from automation.states import (
     ReasonCode,
     command_can_move,
 )
-from config.celery import app as celery_app
 
 logger = logging.getLogger(__name__)
 
-DISPATCH_TASK = "automation.command_intents_dispatch"
-RECONCILE_TASK = "automation.command_intents_reconcile"
 
-
-def nudge(task_name: str, ids: list[int]) -> None:
-    """Queue follow-up work by task name. A lost nudge only delays work: beat sweeps re-derive
-    every pending piece from SQL."""
+def nudge(task: Task, ids: list[int]) -> None:
+    """Queue follow-up work on ``task`` (services import the task inside the function, so a
+    stage's tasks module may import its services). A lost nudge only delays work: beat sweeps
+    re-derive every pending piece from SQL."""
     if not ids:
         return
     try:
-        celery_app.tasks[task_name].apply_async(args=(ids,))
+        task.apply_async(args=(ids,))
     except Exception as exc:
-        logger.warning("nudge %s failed (the sweep will pick it up): %s", task_name, exc)
+        logger.warning("nudge %s failed (the sweep will pick it up): %s", task.name, exc)
 
 
 def intent_transition(
@@ -103,7 +101,9 @@ def _endpoint_released(endpoint_id: int) -> None:
         .first()
     )
     if next_id is not None:
-        nudge(DISPATCH_TASK, [next_id])
+        from automation.tasks import command_intents_dispatch_task
+
+        nudge(command_intents_dispatch_task, [next_id])
 
 
 def retry_delay_s(attempt: int) -> float:

@@ -21,7 +21,7 @@ from django.utils import timezone
 from automation.keys import intent_retry_idempotency_key
 from automation.models import AutomationCommandIntent, AutomationScheduler, CommandTransition
 from automation.scheduler.services import scheduler_cancel, scheduler_hold_release, scheduler_move
-from automation.services.commands import DISPATCH_TASK, intent_transition, nudge
+from automation.services.commands import intent_transition, nudge
 from automation.services.cooldown import command_cooldown_clear
 from automation.states import (
     COMMAND_TERMINAL,
@@ -196,5 +196,7 @@ def _retry_insert(
             endpoint_id=original.target_device_endpoint_id, value=original.target_value
         )
         new_id = new.pk
-        transaction.on_commit(lambda: nudge(DISPATCH_TASK, [new_id]))
+        from automation.tasks import command_intents_dispatch_task
+
+        transaction.on_commit(lambda: nudge(command_intents_dispatch_task, [new_id]))
     return CommandRetry(new, created=True)

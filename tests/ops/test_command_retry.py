@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from automation.models import AutomationCommandIntent, CommandTransition
 from automation.services import support
-from automation.services.commands import DISPATCH_TASK, intent_transition
+from automation.services.commands import intent_transition
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.support import (
     CommandRetryRefused,
@@ -23,6 +23,7 @@ from automation.services.support import (
     command_intent_retry,
 )
 from automation.states import CommandStatus, ReasonCode
+from automation.tasks import command_intents_dispatch_task as DISPATCH_TASK
 from tests.ops.conftest import Tenant, dispatch, fake_publish, make_intent, time_out
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
