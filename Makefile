@@ -5,9 +5,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup test demo lint bench migrate up
 
-$(STAMP): requirements.lock
+# A deployment installs requirements.lock only; development and CI add the test lock.
+$(STAMP): requirements.lock requirements-test.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-test.lock
 	touch $(STAMP)
 
 setup: $(STAMP)
