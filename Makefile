@@ -44,4 +44,4 @@ lint: setup
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lint.lock
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy common devices automation events notifications reminders config devtools
+	$(VENV)/bin/mypy common devices scheduler automation events notifications reminders config devtools

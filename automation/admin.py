@@ -19,8 +19,6 @@ from automation.models import (
     AutomationEndpointEvent,
     AutomationRule,
     AutomationRuleExecution,
-    AutomationScheduler,
-    AutomationSchedulerTransition,
     CommandCooldown,
 )
 from automation.services.rules import RULE_FIELDS, rule_create, rule_errors, rule_update
@@ -28,9 +26,6 @@ from automation.services.support import (
     CommandRetryRefused,
     command_intent_mark_failed,
     command_intent_retry,
-    scheduler_support_cancel,
-    scheduler_support_release,
-    scheduler_support_retry_now,
 )
 from devices.admin import OrgScopedAdmin, ReadOnlyAdmin, reason_action
 
@@ -220,61 +215,3 @@ class CommandIntentAdmin(ReadOnlyAdmin):
     @admin.display(description="timeline (transitions and receipts)")
     def timeline(self, obj: AutomationCommandIntent) -> SafeString:
         return _timeline_html(command_timeline(intent=obj))
-
-
-class SchedulerTransitionInline(admin.TabularInline):  # type: ignore[type-arg]
-    model = AutomationSchedulerTransition
-    extra = 0
-    can_delete = False
-    ordering = ("at", "pk")
-    readonly_fields = ("at", "from_status", "to_status", "reason_code", "version", "detail")
-    fields = readonly_fields
-
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-
-def _release(row: Any, actor: str, reason: str) -> bool:
-    return scheduler_support_release(scheduler_id=row.pk, actor=actor, reason=reason)
-
-
-def _retry_now(row: Any, actor: str, reason: str) -> bool:
-    return scheduler_support_retry_now(scheduler_id=row.pk, actor=actor, reason=reason)
-
-
-def _cancel(row: Any, actor: str, reason: str) -> bool:
-    return scheduler_support_cancel(scheduler_id=row.pk, actor=actor, reason=reason)
-
-
-@admin.register(AutomationScheduler)
-class AutomationSchedulerAdmin(ReadOnlyAdmin):
-    # Scoped through the row's farm: rows without a farm are visible to superusers only.
-    org_path = "farm__organization_id"
-    list_select_related = ("farm",)  # a nullable FK: the admin would not join it
-    list_display = (
-        "id",
-        "scheduler_key",
-        "farm",
-        "automation_type",
-        "trigger_type",
-        "status",
-        "is_on_support_hold",
-        "scheduled_on",
-        "retry_count",
-        "next_retry_on",
-        "failure_reason_code",
-    )
-    list_filter = (
-        "status",
-        "automation_type",
-        "trigger_type",
-        "is_on_support_hold",
-        ("farm", admin.RelatedOnlyFieldListFilter),
-    )
-    search_fields = ("scheduler_key",)
-    inlines = (SchedulerTransitionInline,)
-    actions = (
-        reason_action(name="release_hold", title="Release support hold", apply=_release),
-        reason_action(name="retry_now", title="Retry now", apply=_retry_now),
-        reason_action(name="cancel", title="Cancel", apply=_cancel),
-    )

@@ -34,12 +34,7 @@ from automation.diagnostics import (
     executions_visible,
     intents_visible,
 )
-from automation.models import (
-    AutomationCommandIntent,
-    AutomationRule,
-    AutomationRuleExecution,
-    AutomationScheduler,
-)
+from automation.models import AutomationCommandIntent, AutomationRule, AutomationRuleExecution
 from automation.serializers import (
     CommandIntentSerializer,
     CommandRetryRequestSerializer,
@@ -62,6 +57,7 @@ from devices.api import (
 from devices.mqtt.messages import InboundTelemetry
 from devices.selectors import OrgScope, devices_by_serial, scope_filter
 from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
+from scheduler.models import AutomationScheduler
 
 
 class RuleViewSet(

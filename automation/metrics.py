@@ -4,18 +4,14 @@ registered with ``config.metrics`` when the app loads (config reads no app's mod
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
-from automation.scheduler.selectors import scheduler_backlog, scheduler_due
 from automation.services.cooldown import command_cooldowns_cooling
 from automation.states import COMMAND_LIVE, EventStatus
-
-# A due row this late is "overdue": the scheduler is not keeping up.
-SCHEDULER_OVERDUE_AFTER_S = 300
 
 
 def execution_core_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
@@ -40,13 +36,3 @@ def execution_core_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
     )
     cooling.add_metric([], command_cooldowns_cooling(now=now).count())
     yield cooling
-    scheduler = GaugeMetricFamily(
-        "farm_scheduler_rows", "Due-work rows by state.", labels=["state"]
-    )
-    for state, n in scheduler_backlog().items():
-        scheduler.add_metric([state], n)
-    due = scheduler_due(now=now)
-    scheduler.add_metric(["due"], due.count())
-    late = now - timedelta(seconds=SCHEDULER_OVERDUE_AFTER_S)
-    scheduler.add_metric(["overdue"], due.filter(scheduled_on__lt=late).count())
-    yield scheduler

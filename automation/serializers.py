@@ -9,14 +9,10 @@ from typing import Any
 
 from rest_framework import serializers
 
-from automation.models import (
-    AutomationCommandIntent,
-    AutomationRule,
-    AutomationRuleExecution,
-    AutomationScheduler,
-)
+from automation.models import AutomationCommandIntent, AutomationRule, AutomationRuleExecution
 from automation.services.rules import RuleInvalid, rule_create, rule_errors, rule_update
 from devices.selectors import farms_visible, instance_endpoints_visible
+from scheduler.models import AutomationScheduler
 
 
 class RuleSerializer(serializers.ModelSerializer[AutomationRule]):

@@ -42,7 +42,9 @@ def _metrics_touched(endpoint_ids: list[int]) -> None:
     if not endpoint_ids:
         return
     try:
-        celery_app.send_task(METRICS_TOUCHED_TASK, args=(endpoint_ids,))
+        # The registered task (every worker loads every app's tasks): eager mode and its
+        # routing apply as to any other nudge.
+        celery_app.tasks[METRICS_TOUCHED_TASK].apply_async(args=(endpoint_ids,))
     except Exception as exc:
         logger.warning("nudge %s failed (the sweep will pick it up): %s", METRICS_TOUCHED_TASK, exc)
 
@@ -147,4 +149,4 @@ def nudge_untrusted(intent_ids: list[int]) -> None:
     command_intents_dispatch_task.apply_async(args=[intent_ids], kwargs={"trust_cache": False})
 
 
-from automation.scheduler import tasks as scheduler_tasks  # noqa: E402, F401 (registers them)
+from scheduler import tasks as scheduler_tasks  # noqa: E402, F401 (registers them)

@@ -16,7 +16,7 @@ from notifications.states import (
     NotificationStatus,
 )
 
-SOURCE_KEY_MAX_LENGTH = 400  # the scheduler key's own limit (automation.scheduler.keys)
+SOURCE_KEY_MAX_LENGTH = 400  # the scheduler key's own limit (scheduler.keys)
 RECIPIENT_KEY_MAX_LENGTH = 64
 
 

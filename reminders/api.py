@@ -18,8 +18,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from automation.models import AutomationScheduler
-from automation.scheduler.services import EnsureOutcome
 from devices.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope
 from devices.selectors import OrgScope, scope_filter
 from reminders.models import ReminderSetting, ReportSubscription
@@ -34,6 +32,8 @@ from reminders.services.reports.subscriptions import (
     report_manual_run_request,
 )
 from reminders.services.settings import reminder_setting_deactivate
+from scheduler.models import AutomationScheduler
+from scheduler.services import EnsureOutcome
 
 
 def reminder_settings_visible(*, scope: OrgScope) -> QuerySet[ReminderSetting]:

@@ -58,7 +58,7 @@ class ThresholdOperator(models.TextChoices):
 
 
 class FiringPolicyChoice(models.TextChoices):
-    """Values of ``automation.scheduler.keys.FiringPolicy`` (part of every threshold key)."""
+    """Values of ``scheduler.keys.FiringPolicy`` (part of every threshold key)."""
 
     ONCE_PER_SOURCE = "OncePerSource"
     ONCE_PER_THRESHOLD = "OncePerThreshold"

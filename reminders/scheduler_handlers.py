@@ -4,15 +4,15 @@ the row's SchedulerKey; outcomes are the scheduler's typed exceptions."""
 
 from __future__ import annotations
 
-from automation.models import AutomationType
-from automation.scheduler.registry import (
+from reminders.services.execution import reminder_due_resolve, reminder_due_run
+from reminders.services.reports.run import report_due_resolve, report_due_run
+from scheduler.models import AutomationType
+from scheduler.registry import (
     HandlerResult,
     SchedulerJob,
     scheduler_handler_for,
     scheduler_handler_register,
 )
-from reminders.services.execution import reminder_due_resolve, reminder_due_run
-from reminders.services.reports.run import report_due_resolve, report_due_run
 
 
 class ReminderSchedulerHandler:

@@ -8,10 +8,11 @@ from datetime import datetime, timedelta
 
 from django.db.models import Q
 
-from automation.models import AutomationEndpointEvent, AutomationScheduler
-from automation.states import SCHEDULER_OPEN, SchedulerStatus
+from automation.models import AutomationEndpointEvent
 from reminders.models import MetricAggregate, ReminderOccurrence, ReminderSetting
 from reminders.providers.base import ProviderSet, SourceState
+from scheduler.models import AutomationScheduler
+from scheduler.states import SCHEDULER_OPEN, SchedulerStatus
 
 # "latest" skips at most this many non-numeric values looking for a number.
 LATEST_LOOKBACK_ROWS = 20

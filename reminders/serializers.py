@@ -11,7 +11,6 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework import serializers
 
-from automation.scheduler.keys import FiringPolicy
 from automation.serializers import SchedulerSerializer
 from devices.models import Organization
 from devices.selectors import OrgScope, farms_visible, scope_filter
@@ -31,6 +30,7 @@ from reminders.services.settings import (
     reminder_setting_update,
     reminder_setting_validate,
 )
+from scheduler.keys import FiringPolicy
 
 # A service's refusal names no field; these words in its message point at the one to blame.
 _SETTING_ERROR_FIELDS = (

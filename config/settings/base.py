@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_celery_beat",
     "devices",
+    "scheduler",
     "automation",
     "reminders",
     "notifications",

@@ -28,24 +28,24 @@ from types import TracebackType
 
 from django.db import connection, connections
 
-from automation.models import (
+from config.tables import format_table
+from devtools.bench import BenchError
+from devtools.bench.report import Figure, ratio
+from scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
+from scheduler.models import (
     AutomationScheduler,
     AutomationSchedulerTransition,
     AutomationType,
     TriggerType,
 )
-from automation.scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
-from automation.scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
-from automation.scheduler.selectors import DUE_WHERE_SQL, TABLE, scheduler_due_explain
-from automation.scheduler.services import (
+from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
+from scheduler.selectors import DUE_WHERE_SQL, TABLE, scheduler_due_explain
+from scheduler.services import (
     ClaimStrategy,
     scheduler_claim_due,
     scheduler_complete,
     scheduler_execute,
 )
-from config.tables import format_table
-from devtools.bench import BenchError
-from devtools.bench.report import Figure, ratio
 
 BENCH_NOW = datetime(2000, 1, 1, tzinfo=UTC)
 BARE = "bench_bare_scheduler"

@@ -18,15 +18,15 @@ from typing import Any, Protocol
 
 from django.db.models import Q, QuerySet
 
-from automation.scheduler.keys import (
+from common.registry import Registry
+from reminders.models import LocalTimeRule, ReminderOccurrence, ReminderSetting
+from scheduler.keys import (
     ReminderDateKey,
     ReminderThresholdKey,
     scheduler_input_hash,
     scheduler_key,
 )
-from automation.states import SchedulerReason
-from common.registry import Registry
-from reminders.models import LocalTimeRule, ReminderOccurrence, ReminderSetting
+from scheduler.states import SchedulerReason
 
 
 @dataclass(frozen=True)

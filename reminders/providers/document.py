@@ -11,9 +11,6 @@ from typing import Any
 
 from django.db.models import Q
 
-from automation.models import TriggerType
-from automation.scheduler.keys import reminder_date_key
-from automation.states import SchedulerReason
 from reminders.models import (
     Document,
     DocumentSubject,
@@ -32,6 +29,9 @@ from reminders.providers.base import (
     reminder_providers_register,
 )
 from reminders.services.dst import date_minus_days, local_to_utc, local_today
+from scheduler.keys import reminder_date_key
+from scheduler.models import TriggerType
+from scheduler.states import SchedulerReason
 
 TRIGGER_KEY = "expiry"
 

@@ -12,9 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Exists, OuterRef
 
-from automation.models import AutomationEndpointEvent, TriggerType
-from automation.scheduler.keys import FiringPolicy, reminder_threshold_key
-from automation.states import SchedulerReason
+from automation.models import AutomationEndpointEvent
 from reminders.models import (
     EndpointMetricSource,
     ReminderOccurrence,
@@ -39,6 +37,9 @@ from reminders.services.thresholds import (
     threshold_evaluate,
     threshold_value,
 )
+from scheduler.keys import FiringPolicy, reminder_threshold_key
+from scheduler.models import TriggerType
+from scheduler.states import SchedulerReason
 
 TRIGGER_KEY = "metric"
 OPERATOR_SYMBOLS = {

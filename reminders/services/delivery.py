@@ -15,10 +15,10 @@ from django.conf import settings
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
 
-from automation.scheduler.registry import PermanentFailure
-from automation.states import SchedulerReason
 from notifications.states import Channel
 from reminders.models import RecipientsPolicy
+from scheduler.registry import PermanentFailure
+from scheduler.states import SchedulerReason
 
 TEMPLATE_PARTS = ("subject.txt", "body.txt")
 

@@ -8,22 +8,6 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from automation.scheduler.keys import (
-    ReminderDateKey,
-    ReminderThresholdKey,
-    SchedulerKeyError,
-    parse_scheduler_key,
-)
-from automation.scheduler.registry import (
-    Deactivate,
-    HandlerResult,
-    HoldForSupport,
-    PermanentFailure,
-    ReminderSettingInactive,
-    SchedulerJob,
-    SourceNoLongerValid,
-)
-from automation.states import SchedulerReason
 from reminders.models import ReminderOccurrence, ReminderSetting
 from reminders.providers.base import (
     Candidate,
@@ -35,6 +19,22 @@ from reminders.providers.base import (
 )
 from reminders.selectors import reminder_setting_by_guid, reminder_settings_for_source
 from reminders.services.delivery import delivery_check, notification_hand_off
+from scheduler.keys import (
+    ReminderDateKey,
+    ReminderThresholdKey,
+    SchedulerKeyError,
+    parse_scheduler_key,
+)
+from scheduler.registry import (
+    Deactivate,
+    HandlerResult,
+    HoldForSupport,
+    PermanentFailure,
+    ReminderSettingInactive,
+    SchedulerJob,
+    SourceNoLongerValid,
+)
+from scheduler.states import SchedulerReason
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from automation.scheduler.keys import FiringPolicy
 from events.services import event_publish
 from notifications.states import Channel
 from reminders.event_types import REMINDER_SETTING_CHANGED, ReminderSettingChangedPayload
@@ -37,6 +36,7 @@ from reminders.models import (
 from reminders.providers.base import UnknownSourceType, reminder_providers_for
 from reminders.selectors import occurrence_sources_open, reminder_setting_by_guid
 from reminders.services.sync import SyncResult, reminder_source_sync
+from scheduler.keys import FiringPolicy
 
 IDENTITY_FIELDS = frozenset(
     {

@@ -2,7 +2,7 @@
 load the settings that select it, deactivate the rows nobody wants any more *first*, then ensure
 the wanted rows (and the immediate ones). Event handlers, setting changes and bounded
 reconciliation all come through here, so every path builds the same keys with the same helpers
-(``automation.scheduler.keys``) and the same candidates."""
+(``scheduler.keys``) and the same candidates."""
 
 from __future__ import annotations
 
@@ -12,12 +12,6 @@ from datetime import date, datetime, timedelta
 
 from django.db import transaction
 
-from automation.scheduler.services import (
-    EnsureOutcome,
-    EnsureResult,
-    scheduler_deactivate_by_key,
-    scheduler_ensure,
-)
 from reminders.models import ReminderOccurrence, ReminderSetting
 from reminders.providers.base import Candidate, ProviderSet, SourceState, reminder_providers_for
 from reminders.selectors import (
@@ -26,6 +20,12 @@ from reminders.selectors import (
     reminder_settings_for_source,
 )
 from reminders.services.dst import local_today
+from scheduler.services import (
+    EnsureOutcome,
+    EnsureResult,
+    scheduler_deactivate_by_key,
+    scheduler_ensure,
+)
 
 DEACTIVATED = "deactivated"
 _LINK_CURRENT = {

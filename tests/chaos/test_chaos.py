@@ -22,13 +22,14 @@ from automation.models import (
     AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
-    AutomationScheduler,
 )
-from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode, SchedulerStatus
+from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from devices.models import Telemetry
 from events.models import EventDeadLetter
 from notifications.models import Notification
 from notifications.states import NotificationStatus
+from scheduler.models import AutomationScheduler
+from scheduler.states import SchedulerStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
 from tests.chaos.harness import SimulatorCounters, counters_read
 from tests.chaos.storms import wave_loads_record, wave_of

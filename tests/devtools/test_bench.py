@@ -10,10 +10,11 @@ import io
 import pytest
 from django.core.management import call_command
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent, AutomationScheduler
+from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from config.env import MqttConfig
 from devices.models import Device, Organization, Telemetry
 from devtools.bench import command_path, ingest, scheduler
+from scheduler.models import AutomationScheduler
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

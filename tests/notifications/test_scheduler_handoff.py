@@ -12,12 +12,12 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from automation.models import AutomationScheduler, AutomationType
-from automation.scheduler.keys import report_manual_key, scheduler_input_hash
-from automation.scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
-from automation.scheduler.services import scheduler_claim_due, scheduler_ensure, scheduler_execute
 from notifications.models import Notification
 from notifications.services import Attachment, notification_schedule
+from scheduler.keys import report_manual_key, scheduler_input_hash
+from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
+from scheduler.services import scheduler_claim_due, scheduler_ensure, scheduler_execute
 from tests.notifications.conftest import NOW
 
 pytestmark = pytest.mark.django_db

@@ -11,21 +11,21 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from automation.models import (
-    AutomationCommandIntent,
+from automation.models import AutomationCommandIntent, CommandTransition
+from automation.states import CommandStatus
+from events.models import EventDeadLetter
+from events.services import event_transport
+from scheduler.models import (
     AutomationScheduler,
     AutomationSchedulerTransition,
     AutomationType,
-    CommandTransition,
     TriggerType,
 )
-from automation.states import CommandStatus, SchedulerStatus
-from events.models import EventDeadLetter
-from events.services import event_transport
+from scheduler.states import SchedulerStatus
 from tests.ops.conftest import Tenant, dispatch, make_intent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
-SCHEDULER_URL = "/admin/automation/automationscheduler/"
+SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
 INTENT_URL = "/admin/automation/automationcommandintent/"
 
 

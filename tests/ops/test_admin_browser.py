@@ -15,23 +15,19 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from automation.models import (
-    AutomationScheduler,
-    AutomationSchedulerTransition,
-    AutomationType,
-)
-from automation.scheduler.keys import report_manual_key
-from automation.scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
-from automation.scheduler.services import scheduler_ensure, scheduler_process_due
-from automation.scheduler.services.finish import scheduler_hold
-from automation.states import SchedulerReason, SchedulerStatus
+from scheduler.keys import report_manual_key
+from scheduler.models import AutomationScheduler, AutomationSchedulerTransition, AutomationType
+from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
+from scheduler.services import scheduler_ensure, scheduler_process_due
+from scheduler.services.finish import scheduler_hold
+from scheduler.states import SchedulerReason, SchedulerStatus
 from tests.ops.conftest import Tenant, make_tenant
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-SCHEDULER_URL = "/admin/automation/automationscheduler/"
+SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
 WAIT_S = 15
 CHROMIUM_FLAGS = (
     "--headless=new",

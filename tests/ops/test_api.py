@@ -11,8 +11,9 @@ from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from automation.models import AutomationRule, AutomationScheduler
+from automation.models import AutomationRule
 from devices.models import Telemetry
+from scheduler.models import AutomationScheduler
 from tests.ops.conftest import Tenant, make_intent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

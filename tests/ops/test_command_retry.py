@@ -17,13 +17,10 @@ from automation.models import AutomationCommandIntent, CommandTransition
 from automation.services import support
 from automation.services.commands import intent_transition
 from automation.services.dispatch import command_intent_dispatch
-from automation.services.support import (
-    CommandRetryRefused,
-    SupportReasonMissing,
-    command_intent_retry,
-)
+from automation.services.support import CommandRetryRefused, command_intent_retry
 from automation.states import CommandStatus, ReasonCode
 from automation.tasks import command_intents_dispatch_task as DISPATCH_TASK
+from scheduler.services.support import SupportReasonMissing
 from tests.ops.conftest import Tenant, dispatch, fake_publish, make_intent, time_out
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

@@ -17,7 +17,6 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from automation.models import AutomationScheduler
 from devices.models import Farm
 from notifications.models import Notification, NotificationAttempt, NotificationTransition
 from reminders.models import (
@@ -31,6 +30,7 @@ from reminders.models import (
 )
 from reminders.services.reports.subscriptions import report_subscription_create
 from reminders.services.settings import reminder_setting_create
+from scheduler.models import AutomationScheduler
 from tests.ops.conftest import Tenant
 
 pytestmark = pytest.mark.django_db

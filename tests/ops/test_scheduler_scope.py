@@ -14,13 +14,13 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from automation.models import AutomationScheduler, AutomationType, TriggerType
-from automation.scheduler.keys import report_manual_key
-from automation.scheduler.services import EnsureOutcome, scheduler_ensure
+from scheduler.keys import report_manual_key
+from scheduler.models import AutomationScheduler, AutomationType, TriggerType
+from scheduler.services import EnsureOutcome, scheduler_ensure
 from tests.ops.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
-SCHEDULER_URL = "/admin/automation/automationscheduler/"
+SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
 
 
 def _row(key: str, farm: Any = None) -> AutomationScheduler:

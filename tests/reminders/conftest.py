@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import time_machine
 
-from automation.models import AutomationScheduler
-from automation.scheduler.services import scheduler_process_due
 from devices.models import Farm
 from events.services import DeliveryResult, event_deliver, event_transport
 from notifications.models import ExternalContact, Notification
 from reminders.models import Document, ReminderOccurrence, ReminderSetting, SourceType
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import document_create
+from scheduler.models import AutomationScheduler
+from scheduler.services import scheduler_process_due
 from tests.factories import FarmFactory, FarmKit, make_farm
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday

@@ -11,10 +11,10 @@ from datetime import date, timedelta
 import pytest
 from django.db import connection
 
-from automation.models import AutomationScheduler
 from reminders.models import ReminderOccurrence
 from reminders.services.reports.subscriptions import report_subscription_ensure
 from reminders.services.sync import reminder_source_sync
+from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import NOW, date_setting, document
 from tests.reminders.test_reports import subscribe
 

@@ -10,7 +10,6 @@ from datetime import UTC, date, datetime, time
 
 import pytest
 
-from automation.models import AutomationScheduler
 from events.services import event_deliver
 from events.states import HandlerOutcome
 from reminders.models import LocalTimeRule, ReminderOccurrence
@@ -21,6 +20,7 @@ from reminders.services.sources import (
     document_deactivate,
     document_update,
 )
+from scheduler.models import AutomationScheduler
 from tests.factories import DeviceFactory, FarmFactory
 from tests.reminders.conftest import (
     NOW,

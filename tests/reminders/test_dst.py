@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from automation.models import AutomationScheduler
 from reminders.models import LocalTimeRule, ReminderOccurrence
 from reminders.services.dst import date_minus_days, local_to_utc
+from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 
 EXACT = LocalTimeRule.EXACT

@@ -8,9 +8,9 @@ from datetime import UTC, date, datetime
 import pytest
 from django.core import mail
 
-from automation.models import AutomationScheduler
 from notifications.models import Notification
 from notifications.services import notification_deliver
+from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import date_setting, document, run_due
 
 pytestmark = pytest.mark.django_db

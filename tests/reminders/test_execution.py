@@ -10,14 +10,14 @@ from datetime import UTC, date, datetime
 import pytest
 from django.core.files.storage import default_storage
 
-from automation.models import AutomationScheduler
-from automation.scheduler.selectors import scheduler_claimed_job
-from automation.scheduler.services import scheduler_claim_due
 from notifications.models import ExternalContact, Notification
 from notifications.services import notification_render
 from notifications.services.context import context_decode
 from reminders.models import Document, ReminderSetting
 from reminders.scheduler_handlers import ReminderSchedulerHandler
+from scheduler.models import AutomationScheduler
+from scheduler.selectors import scheduler_claimed_job
+from scheduler.services import scheduler_claim_due
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 
 pytestmark = pytest.mark.django_db

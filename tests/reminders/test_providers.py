@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from automation.models import AutomationScheduler
 from reminders.models import ReminderSetting
 from reminders.providers.base import (
     Candidate,
@@ -26,6 +25,7 @@ from reminders.providers.base import (
 from reminders.providers.document import DateBasedTrigger, DateInvalidation
 from reminders.services.settings import ReminderSettingInvalid, reminder_setting_create
 from reminders.services.sync import reminder_source_sync
+from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import NOW, notifications_for, run_due
 
 pytestmark = pytest.mark.django_db

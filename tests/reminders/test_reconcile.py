@@ -15,11 +15,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from automation.models import AutomationScheduler
 from reminders.models import ReconciliationWatermark
 from reminders.services import reconcile as reconcile_module
 from reminders.services.reconcile import reminder_reconcile
 from reminders.services.sources import document_update, endpoint_metric_source_create
+from scheduler.models import AutomationScheduler
 from tests.factories import FarmFactory
 from tests.reminders.conftest import NOW, date_setting, document, rows_of, statuses
 from tests.reminders.test_thresholds import reading, threshold_setting

@@ -9,12 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from automation.models import (
-    AutomationCommandIntent,
-    AutomationRuleExecution,
-    AutomationScheduler,
-    DeviceCommandReceipt,
-)
+from automation.models import AutomationCommandIntent, AutomationRuleExecution, DeviceCommandReceipt
 from notifications.services import notification_render
 from notifications.services.context import context_decode
 from reminders.models import ReportSubscription
@@ -25,6 +20,7 @@ from reminders.services.reports.subscriptions import (
     report_subscription_update,
     report_subscriptions_ensure_due,
 )
+from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 from tests.reminders.test_thresholds import reading
 

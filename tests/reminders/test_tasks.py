@@ -7,13 +7,13 @@ from datetime import date, timedelta
 
 import pytest
 
-from automation.models import AutomationType
-from automation.scheduler.registry import scheduler_handler_for
 from config.beat import beat_schedule
 from config.celery import TASK_ROUTES
 from config.celery import app as celery_app
 from reminders.scheduler_handlers import ReminderSchedulerHandler, ReportSchedulerHandler
 from reminders.tasks import reminders_reconcile_task, report_subscriptions_ensure_task
+from scheduler.models import AutomationType
+from scheduler.registry import scheduler_handler_for
 from tests.reminders.conftest import NOW, date_setting, document, rows_of
 from tests.reminders.test_reports import subscribe
 

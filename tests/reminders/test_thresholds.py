@@ -11,12 +11,13 @@ from decimal import Decimal
 
 import pytest
 
-from automation.models import AutomationEndpointEvent, AutomationScheduler
+from automation.models import AutomationEndpointEvent
 from devices.models import DeviceInstanceEndpoint, Telemetry
 from reminders.models import ThresholdState
 from reminders.services.handlers import endpoint_metric_evaluate
 from reminders.services.settings import reminder_setting_create, reminder_setting_update
 from reminders.services.sources import endpoint_metric_source_create
+from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import NOW, rows_of, run_due
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from automation.models import AutomationScheduler, AutomationType
-from automation.scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
-from automation.scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
-from automation.scheduler.services import EnsureResult, scheduler_ensure
+from scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
+from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
+from scheduler.services import EnsureResult, scheduler_ensure
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 EFFECT_TABLE = "test_scheduler_effect"

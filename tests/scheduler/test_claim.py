@@ -10,9 +10,9 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from automation.models import AutomationScheduler, SchedulerReason
-from automation.scheduler.selectors import scheduler_due_explain
-from automation.scheduler.services import (
+from scheduler.models import AutomationScheduler
+from scheduler.selectors import scheduler_due_explain
+from scheduler.services import (
     ClaimedRow,
     ClaimStrategy,
     scheduler_claim_due,
@@ -21,6 +21,7 @@ from automation.scheduler.services import (
     scheduler_due_fan_out,
     scheduler_fail,
 )
+from scheduler.states import SchedulerReason
 from tests.scheduler.conftest import NOW, due_rows, ensure_report
 
 pytestmark = pytest.mark.django_db

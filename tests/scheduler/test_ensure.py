@@ -10,14 +10,9 @@ from datetime import date, timedelta
 import pytest
 from django.db import connection
 
-from automation.models import (
-    AutomationScheduler,
-    AutomationSchedulerTransition,
-    SchedulerReason,
-    SchedulerStatus,
-)
-from automation.scheduler.keys import report_manual_key, report_scheduled_key
-from automation.scheduler.services import (
+from scheduler.keys import report_manual_key, report_scheduled_key
+from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.services import (
     EnsureOutcome,
     scheduler_cancel,
     scheduler_claim_due,
@@ -28,6 +23,7 @@ from automation.scheduler.services import (
     scheduler_fail,
     scheduler_release_stale,
 )
+from scheduler.states import SchedulerReason, SchedulerStatus
 from tests.scheduler.conftest import NOW, SUBSCRIPTION, ensure_report
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,9 @@ from django.core.files.storage import default_storage
 from django.db import connection
 from django.utils import timezone
 
-from automation.models import AutomationScheduler, AutomationType, SchedulerReason
-from automation.scheduler.registry import (
+from config.celery import app as celery_app
+from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.registry import (
     HandlerResult,
     HoldForSupport,
     PermanentFailure,
@@ -29,14 +30,14 @@ from automation.scheduler.registry import (
     scheduler_handler_register,
     scheduler_handler_unregister,
 )
-from automation.scheduler.services import (
+from scheduler.services import (
     scheduler_claim_due,
     scheduler_deactivate_by_key,
     scheduler_execute,
     scheduler_process_due,
 )
-from automation.scheduler.tasks import scheduler_poll_due_task, scheduler_release_stale_task
-from config.celery import app as celery_app
+from scheduler.states import SchedulerReason
+from scheduler.tasks import scheduler_poll_due_task, scheduler_release_stale_task
 from tests.scheduler.conftest import NOW, RecordingHandler, effect_counts, ensure_report
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from automation.scheduler.keys import (
+from scheduler.keys import (
     FiringPolicy,
     ReminderDateKey,
     ReportManualKey,

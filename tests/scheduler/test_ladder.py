@@ -8,14 +8,15 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from automation.models import AutomationScheduler, AutomationSchedulerTransition, SchedulerReason
-from automation.scheduler.services import (
+from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.services import (
     scheduler_backoff,
     scheduler_claim_due,
     scheduler_execute,
     scheduler_hold_release,
     scheduler_release_stale,
 )
+from scheduler.states import SchedulerReason
 from tests.scheduler.conftest import NOW, ensure_report
 
 pytestmark = pytest.mark.django_db

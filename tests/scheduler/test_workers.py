@@ -19,15 +19,15 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from automation.models import AutomationScheduler, AutomationSchedulerTransition, AutomationType
-from automation.scheduler.registry import scheduler_handler_override
-from automation.scheduler.services import (
+from scheduler.models import AutomationScheduler, AutomationSchedulerTransition, AutomationType
+from scheduler.registry import scheduler_handler_override
+from scheduler.services import (
     scheduler_complete,
     scheduler_fail,
     scheduler_process_due,
     scheduler_release_stale,
 )
-from automation.states import SchedulerReason
+from scheduler.states import SchedulerReason
 from tests.scheduler.conftest import RecordingHandler, due_rows, effect_counts, ensure_report
 
 pytestmark = pytest.mark.django_db(transaction=True)

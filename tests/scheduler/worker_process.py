@@ -30,13 +30,13 @@ def main(mode: str, table: str, go_file: str | None) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from automation.models import AutomationType
-    from automation.scheduler.registry import (
+    from scheduler.models import AutomationType
+    from scheduler.registry import (
         HandlerResult,
         SchedulerJob,
         scheduler_handler_register,
     )
-    from automation.scheduler.services import (
+    from scheduler.services import (
         scheduler_claim_due,
         scheduler_execute,
         scheduler_process_due,

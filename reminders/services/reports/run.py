@@ -6,23 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from automation.scheduler.keys import (
-    ReportManualKey,
-    ReportScheduledKey,
-    SchedulerKeyError,
-    parse_scheduler_key,
-    scheduler_input_hash,
-)
-from automation.scheduler.registry import (
-    Deactivate,
-    HandlerResult,
-    HoldForSupport,
-    PermanentFailure,
-    ReminderSettingInactive,
-    SchedulerJob,
-    SourceNoLongerValid,
-)
-from automation.states import SchedulerReason
 from reminders.models import ReportManualRun, ReportSubscription
 from reminders.services.delivery import ReportAttachment, delivery_check, notification_hand_off
 from reminders.services.reports.periods import ReportPeriod, period_of
@@ -36,6 +19,23 @@ from reminders.services.reports.summary import (
     farm_report_context,
     farm_report_csv,
 )
+from scheduler.keys import (
+    ReportManualKey,
+    ReportScheduledKey,
+    SchedulerKeyError,
+    parse_scheduler_key,
+    scheduler_input_hash,
+)
+from scheduler.registry import (
+    Deactivate,
+    HandlerResult,
+    HoldForSupport,
+    PermanentFailure,
+    ReminderSettingInactive,
+    SchedulerJob,
+    SourceNoLongerValid,
+)
+from scheduler.states import SchedulerReason
 
 
 @dataclass(frozen=True)

@@ -13,22 +13,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from automation.models import AutomationScheduler, TriggerType
-from automation.scheduler.keys import (
-    ReportScheduledKey,
-    parse_scheduler_key,
-    report_manual_key,
-    report_scheduled_key,
-    scheduler_input_hash,
-    scheduler_key,
-)
-from automation.scheduler.services import (
-    EnsureResult,
-    scheduler_cancel,
-    scheduler_deactivate_by_key,
-    scheduler_ensure,
-)
-from automation.states import SCHEDULER_OPEN, SchedulerReason
 from notifications.states import Channel
 from reminders.models import (
     RecipientsPolicy,
@@ -43,6 +27,22 @@ from reminders.services.reports.periods import (
     period_current,
     period_of,
 )
+from scheduler.keys import (
+    ReportScheduledKey,
+    parse_scheduler_key,
+    report_manual_key,
+    report_scheduled_key,
+    scheduler_input_hash,
+    scheduler_key,
+)
+from scheduler.models import AutomationScheduler, TriggerType
+from scheduler.services import (
+    EnsureResult,
+    scheduler_cancel,
+    scheduler_deactivate_by_key,
+    scheduler_ensure,
+)
+from scheduler.states import SCHEDULER_OPEN, SchedulerReason
 
 EDITABLE_FIELDS = frozenset(
     {"name", "recurrence", "send_time", "recipients_policy", "template_name", "channels", "active"}

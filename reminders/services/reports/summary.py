@@ -13,17 +13,13 @@ from zoneinfo import ZoneInfo
 
 from django.db.models import Count
 
-from automation.models import (
-    AutomationCommandIntent,
-    AutomationScheduler,
-    AutomationType,
-    DeviceCommandReceipt,
-    ReceiptType,
-)
-from automation.states import CommandStatus, SchedulerStatus
+from automation.models import AutomationCommandIntent, DeviceCommandReceipt, ReceiptType
+from automation.states import CommandStatus
 from devices.models import Farm
 from reminders.models import ReminderOccurrence
 from reminders.services.reports.periods import ReportPeriod
+from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.states import SchedulerStatus
 
 UNCERTAIN_LISTED = 20
 TIMEOUT_DEVICES_LISTED = 5

@@ -13,14 +13,14 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from automation.models import AutomationScheduler
-from automation.scheduler.selectors import scheduler_stale
-from automation.scheduler.services.moves import (
+from scheduler.models import AutomationScheduler
+from scheduler.selectors import scheduler_stale
+from scheduler.services.moves import (
     FinishOutcome,
     scheduler_move,
     scheduler_retry_or_hold,
 )
-from automation.states import (
+from scheduler.states import (
     SCHEDULER_DEACTIVATION_REASONS,
     SCHEDULER_OPEN,
     SchedulerReason,

@@ -22,7 +22,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
-from automation.scheduler.registry import (
+from scheduler.registry import (
     Deactivate,
     HoldForSupport,
     PermanentFailure,
@@ -32,17 +32,17 @@ from automation.scheduler.registry import (
     Trace,
     scheduler_handler_for,
 )
-from automation.scheduler.selectors import scheduler_claimed_job
-from automation.scheduler.services.claim import ClaimedRow, scheduler_claim_due
-from automation.scheduler.services.finish import (
+from scheduler.selectors import scheduler_claimed_job
+from scheduler.services.claim import ClaimedRow, scheduler_claim_due
+from scheduler.services.finish import (
     scheduler_complete,
     scheduler_deactivate,
     scheduler_fail,
     scheduler_hold,
     scheduler_unclaim,
 )
-from automation.scheduler.services.moves import FinishOutcome
-from automation.states import SchedulerReason, SchedulerStatus
+from scheduler.services.moves import FinishOutcome
+from scheduler.states import SchedulerReason, SchedulerStatus
 
 logger = logging.getLogger(__name__)
 

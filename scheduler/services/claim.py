@@ -18,9 +18,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from automation.models import AutomationScheduler
-from automation.scheduler.selectors import DUE_SKIP_LOCKED_SQL, TABLE, scheduler_due_candidates
-from automation.states import SchedulerStatus
+from scheduler.models import AutomationScheduler
+from scheduler.selectors import DUE_SKIP_LOCKED_SQL, TABLE, scheduler_due_candidates
+from scheduler.states import SchedulerStatus
 
 
 class ClaimStrategy(StrEnum):

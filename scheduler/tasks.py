@@ -10,13 +10,13 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from automation.scheduler.services import (
+from config.celery import DB_RETRY
+from scheduler.services import (
     ClaimedRow,
     scheduler_due_fan_out,
     scheduler_execute,
     scheduler_release_stale,
 )
-from config.celery import DB_RETRY
 
 EXECUTE_TASK = "automation.scheduler_execute"
 

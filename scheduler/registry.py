@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Protocol
 
-from automation.states import SCHEDULER_DEACTIVATION_REASONS, SchedulerReason
 from common.registry import Registry
+from scheduler.states import SCHEDULER_DEACTIVATION_REASONS, SchedulerReason
 
 Trace = Mapping[str, Any] | str | bytes
 

@@ -28,15 +28,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.db import transaction
 from django.utils import timezone
 
-from automation.models import AutomationScheduler
-from automation.scheduler.keys import SchedulerKeySpec, scheduler_key
-from automation.scheduler.services.moves import scheduler_audit, scheduler_move
-from automation.states import (
-    SCHEDULER_ENSURE_COMPATIBLE,
-    SchedulerReason,
-    SchedulerStatus,
-)
 from common.sql import insert_ignore_returning
+from scheduler.keys import SchedulerKeySpec, scheduler_key
+from scheduler.models import AutomationScheduler
+from scheduler.services.moves import scheduler_audit, scheduler_move
+from scheduler.states import SCHEDULER_ENSURE_COMPATIBLE, SchedulerReason, SchedulerStatus
 
 S = SchedulerStatus
 MAX_RACES = 5

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from automation.models import AutomationScheduler, AutomationSchedulerTransition
-from automation.states import SchedulerReason, SchedulerStatus, scheduler_can_move
+from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.states import SchedulerReason, SchedulerStatus, scheduler_can_move
 
 TABLE = AutomationScheduler._meta.db_table
 _AUDIT_INSERT = (

@@ -23,7 +23,7 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from automation.models import AutomationType, TriggerType
+from scheduler.models import AutomationType, TriggerType
 
 MAX_KEY_LENGTH = 400  # AutomationScheduler.scheduler_key max_length
 _TOKEN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")

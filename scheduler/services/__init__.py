@@ -1,14 +1,14 @@
 """Every write and decision of the due-work scheduler: ensure, claim, execute, finish,
 stale cleanup. One module per step; import from here."""
 
-from automation.scheduler.services.claim import ClaimedRow, ClaimStrategy, scheduler_claim_due
-from automation.scheduler.services.ensure import EnsureOutcome, EnsureResult, scheduler_ensure
-from automation.scheduler.services.execute import (
+from scheduler.services.claim import ClaimedRow, ClaimStrategy, scheduler_claim_due
+from scheduler.services.ensure import EnsureOutcome, EnsureResult, scheduler_ensure
+from scheduler.services.execute import (
     scheduler_due_fan_out,
     scheduler_execute,
     scheduler_process_due,
 )
-from automation.scheduler.services.finish import (
+from scheduler.services.finish import (
     StaleResult,
     scheduler_cancel,
     scheduler_complete,
@@ -20,7 +20,7 @@ from automation.scheduler.services.finish import (
     scheduler_release_stale,
     scheduler_unclaim,
 )
-from automation.scheduler.services.moves import FinishOutcome, scheduler_backoff, scheduler_move
+from scheduler.services.moves import FinishOutcome, scheduler_backoff, scheduler_move
 
 __all__ = [
     "ClaimStrategy",

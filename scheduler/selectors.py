@@ -10,9 +10,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
-from automation.models import AutomationScheduler
-from automation.scheduler.registry import SchedulerJob
-from automation.states import SchedulerStatus
+from scheduler.models import AutomationScheduler
+from scheduler.registry import SchedulerJob
+from scheduler.states import SchedulerStatus
 
 TABLE = AutomationScheduler._meta.db_table
 # Literals, not parameters, so the planner can match the partial index predicate.
