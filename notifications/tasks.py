@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from config.celery import DB_RETRY
 from notifications.services.deliver import notification_deliver
-from notifications.services.moves import DELIVER_TASK
 from notifications.services.sweep import notifications_sweep
+
+DELIVER_TASK = "notifications.deliver"
 
 
 @shared_task(name=DELIVER_TASK, soft_time_limit=90, time_limit=110, **DB_RETRY)

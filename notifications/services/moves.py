@@ -4,7 +4,6 @@ it first: nothing is written and the caller stops."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from datetime import datetime
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from config.celery import app as celery_app
 from notifications.models import Notification, NotificationTransition
 from notifications.states import (
     NOTIFICATION_TERMINAL,
@@ -23,7 +21,6 @@ from notifications.states import (
 
 logger = logging.getLogger(__name__)
 
-DELIVER_TASK = "notifications.deliver"
 DETAIL_MAX_CHARS = 500
 
 
@@ -97,16 +94,17 @@ def notification_touch(notification: Notification, *, now: datetime, **fields: A
 def deliver_nudge(ids: list[int]) -> None:
     """Queue one delivery task per notification. A lost nudge only delays delivery: the beat
     sweep re-derives queued rows from SQL."""
+    from notifications.tasks import notification_deliver_task
+
     try:
-        task = celery_app.tasks.get(DELIVER_TASK)
-        if task is None:  # a process that has not loaded the tasks module yet (web, scripts)
-            importlib.import_module("notifications.tasks")
-            task = celery_app.tasks[DELIVER_TASK]
         for notification_id in ids:
-            task.apply_async(args=(notification_id,))
+            notification_deliver_task.apply_async(args=(notification_id,))
     except Exception as exc:
         logger.warning(
-            "nudge %s for %s failed (the sweep will pick them up): %s", DELIVER_TASK, ids, exc
+            "nudge %s for %s failed (the sweep will pick them up): %s",
+            notification_deliver_task.name,
+            ids,
+            exc,
         )
 
 
