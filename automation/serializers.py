@@ -10,7 +10,13 @@ from typing import Any
 from rest_framework import serializers
 
 from automation.models import AutomationCommandIntent, AutomationRule, AutomationRuleExecution
-from automation.services.rules import RuleInvalid, rule_create, rule_errors, rule_update
+from automation.services.rules import (
+    RULE_FIELDS,
+    RuleInvalid,
+    rule_create,
+    rule_errors,
+    rule_update,
+)
 from devices.selectors import farms_visible, instance_endpoints_visible
 from scheduler.models import AutomationScheduler
 
@@ -18,20 +24,7 @@ from scheduler.models import AutomationScheduler
 class RuleSerializer(serializers.ModelSerializer[AutomationRule]):
     class Meta:
         model = AutomationRule
-        fields = (
-            "id",
-            "farm",
-            "name",
-            "trigger_endpoint",
-            "operator",
-            "threshold_value",
-            "threshold_value_high",
-            "target_endpoint",
-            "target_value",
-            "is_active",
-            "created_at",
-            "updated_at",
-        )
+        fields = ("id", *RULE_FIELDS, "created_at", "updated_at")
         read_only_fields = ("id", "created_at", "updated_at")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
