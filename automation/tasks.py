@@ -39,14 +39,16 @@ METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
 
 
 def _metrics_touched(endpoint_ids: list[int]) -> None:
-    if not endpoint_ids:
+    """The registered task (every worker loads every app's tasks), so eager mode and routing
+    apply as to any other nudge."""
+    task = celery_app.tasks.get(METRICS_TOUCHED_TASK)
+    if task is None:  # a process that has not imported every app's tasks yet (web, scripts)
+        celery_app.loader.import_default_modules()
+        task = celery_app.tasks.get(METRICS_TOUCHED_TASK)
+    if task is None:
+        logger.warning("%s is not registered here: reconciliation repairs it", METRICS_TOUCHED_TASK)
         return
-    try:
-        # The registered task (every worker loads every app's tasks): eager mode and its
-        # routing apply as to any other nudge.
-        celery_app.tasks[METRICS_TOUCHED_TASK].apply_async(args=(endpoint_ids,))
-    except Exception as exc:
-        logger.warning("nudge %s failed (the sweep will pick it up): %s", METRICS_TOUCHED_TASK, exc)
+    nudge(task, endpoint_ids)
 
 
 def _chunks(ids: list[int], size: int) -> list[list[int]]:
