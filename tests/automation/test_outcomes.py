@@ -19,10 +19,10 @@ from automation.models import (
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
-from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
 from devices.mqtt.messages import InboundTelemetry
 from tests.factories import FarmKit, make_farm
+from tests.ops.conftest import reply
 
 pytestmark = pytest.mark.django_db
 
@@ -69,16 +69,9 @@ def _dispatch(intent_id: int) -> AutomationCommandIntent:
 
 
 def _device_says(intent: AutomationCommandIntent, kind: str, body: dict[str, Any]) -> str:
-    message = DeviceMessage(
-        intent.target_serial_number,
-        kind,
-        json.dumps({"commandId": intent.device_command_id, **body}),
-        timezone.now(),
-    )
-    for pk in device_messages_record(messages=[message]):
-        command_intent_reconcile(intent_id=pk)
+    moved = reply(intent, kind, {"commandId": intent.device_command_id, **body})
     intent.refresh_from_db()
-    return f"{intent.status}/{intent.status_reason}"
+    return f"{moved.status}/{moved.status_reason}"
 
 
 def _refuse(intent: AutomationCommandIntent, code: str = "invalid_param") -> str:
