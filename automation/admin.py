@@ -27,7 +27,7 @@ from automation.services.support import (
     command_intent_mark_failed,
     command_intent_retry,
 )
-from devices.admin import OrgScopedAdmin, ReadOnlyAdmin, reason_action
+from common.admin import OrgScopedAdmin, ReadOnlyAdmin, reason_action
 
 
 def _timeline_html(timeline: Timeline) -> SafeString:

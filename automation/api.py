@@ -46,7 +46,7 @@ from automation.serializers import (
 )
 from automation.services.ingest import telemetry_ingest
 from automation.services.support import CommandRetryRefused, command_intent_retry
-from devices.api import (
+from common.api import (
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
     idempotent_post,
@@ -54,8 +54,9 @@ from devices.api import (
     request_scope,
     text_param,
 )
+from common.tenancy import OrgScope, scope_filter
 from devices.mqtt.messages import InboundTelemetry
-from devices.selectors import OrgScope, devices_by_serial, scope_filter
+from devices.selectors import devices_by_serial
 from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
 from scheduler.models import AutomationScheduler
 

@@ -23,7 +23,7 @@ from automation.models import (
 )
 from automation.services.cooldown import command_cooldowns_cooling
 from automation.states import CommandStatus, ExecutionOutcome
-from devices.selectors import OrgScope, scope_filter
+from common.tenancy import OrgScope, scope_filter
 
 # Order of stages at the same instant: cause before effect.
 _STAGE_ORDER = {"telemetry": 0, "event": 1, "execution": 2, "intent": 3, "transition": 4}

@@ -8,7 +8,8 @@ from django.db import models
 from django.db.models import Q
 
 from automation.states import CommandStatus, EventStatus, ExecutionOutcome
-from devices.models import Device, DeviceInstanceEndpoint, Farm, Organization, Telemetry
+from common.models import Organization
+from devices.models import Device, DeviceInstanceEndpoint, Farm, Telemetry
 
 
 class Operator(models.TextChoices):

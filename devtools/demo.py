@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from automation.models import AutomationRule
+from common.models import Organization
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
     DeviceProfile,
     DeviceProfileEndpoint,
     Farm,
-    Organization,
 )
 from devices.services import device_create, device_endpoints_sync
 from devtools.simulator import FaultMode

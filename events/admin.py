@@ -4,45 +4,13 @@ organisation column, so only superusers see these rows."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from devices.admin import DeviceAdmin, ReadOnlyAdmin
-from devices.models import DeviceStatus
+from common.admin import ReadOnlyAdmin
 from events.models import EventDeadLetter, EventInbox
-from events.services import DeadLetterNotReplayable, dead_letter_replay, device_status_change
-
-DeviceAction = Callable[[Any, HttpRequest, QuerySet[Any]], None]
-
-
-def _device_status_action(status: str, title: str) -> DeviceAction:
-    """Support moves a device through the status service, which publishes
-    ``DeviceStatusChanged`` (added to the devices admin here, where the service lives)."""
-
-    def action(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        actor = request.user.get_username()
-        ids = list(queryset.values_list("pk", flat=True))
-        done = sum(device_status_change(device_id=pk, status=status, actor=actor) for pk in ids)
-        modeladmin.message_user(
-            request, f"{title}: {done} changed, {len(ids) - done} already so", messages.SUCCESS
-        )
-
-    action.__name__ = f"device_status_{status}"
-    action.short_description = title  # type: ignore[attr-defined]
-    action.allowed_permissions = ("change",)  # type: ignore[attr-defined]
-    return action
-
-
-DeviceAdmin.actions = (  # type: ignore[misc]  # the devices admin class, extended once at load
-    *(DeviceAdmin.actions or ()),  # type: ignore[misc]
-    _device_status_action(DeviceStatus.ACTIVE, "Set active"),
-    _device_status_action(DeviceStatus.MAINTENANCE, "Put in maintenance"),
-    _device_status_action(DeviceStatus.RETIRED, "Retire"),
-)
+from events.services import DeadLetterNotReplayable, dead_letter_replay
 
 
 @admin.register(EventDeadLetter)

@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from devices.admin import ReadOnlyAdmin, reason_action
+from common.admin import ReadOnlyAdmin, reason_action
 from notifications.models import Notification, NotificationAttempt, NotificationTransition
 from notifications.services.support import notification_cancel, notification_retry
 

@@ -27,14 +27,8 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
-from devices.api import (
-    IDEMPOTENCY_PARAMETER,
-    idempotent_post,
-    int_param,
-    request_scope,
-    text_param,
-)
-from devices.selectors import scope_filter
+from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope, text_param
+from common.tenancy import scope_filter
 from notifications.models import (
     InboxItem,
     Notification,

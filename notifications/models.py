@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from devices.models import Farm, Organization
+from common.models import Organization
+from devices.models import Farm
 from notifications.states import (
     AttemptOutcome,
     Channel,

@@ -11,8 +11,8 @@ from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from devices.admin import ReadOnlyAdmin
-from devices.selectors import organization_scope
+from common.admin import ReadOnlyAdmin
+from common.tenancy import organization_scope
 from reminders.models import Document, EndpointMetricSource, ReminderSetting, ReportSubscription
 
 

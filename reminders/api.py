@@ -18,8 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from devices.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope
-from devices.selectors import OrgScope, scope_filter
+from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope
+from common.tenancy import OrgScope, scope_filter
 from reminders.models import ReminderSetting, ReportSubscription
 from reminders.serializers import (
     ReminderSettingSerializer,

@@ -13,7 +13,8 @@ import uuid
 from django.db import models
 from django.db.models import Q
 
-from devices.models import Device, DeviceInstanceEndpoint, Farm, Organization
+from common.models import Organization
+from devices.models import Device, DeviceInstanceEndpoint, Farm
 
 
 class SourceType(models.TextChoices):

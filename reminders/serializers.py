@@ -12,8 +12,9 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from automation.serializers import SchedulerSerializer
-from devices.models import Organization
-from devices.selectors import OrgScope, farms_visible, scope_filter
+from common.models import Organization
+from common.tenancy import OrgScope, scope_filter
+from devices.selectors import farms_visible
 from notifications.states import Channel
 from reminders.models import (
     ReminderSetting,

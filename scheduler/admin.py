@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import admin
 
-from devices.admin import ReadOnlyAdmin, reason_action
+from common.admin import ReadOnlyAdmin, reason_action
 from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
 from scheduler.services.support import (
     scheduler_support_cancel,

@@ -9,6 +9,7 @@ import factory
 from django.utils import timezone
 
 from automation.models import AutomationRule, Operator
+from common.models import Organization
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -16,7 +17,6 @@ from devices.models import (
     DeviceProfileEndpoint,
     EndpointDataType,
     Farm,
-    Organization,
 )
 from devices.services import device_endpoints_sync
 

@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # The intended order (docs/architecture.md): an app imports only apps of a lower layer, or
 # of its own layer without a cycle.
-LAYERS = {"config": 0, "common": 0, "devices": 1, "events": 2, "scheduler": 2}
+LAYERS = {"config": 0, "common": 0, "events": 1, "devices": 2, "scheduler": 2}
 LAYERS |= {"automation": 3, "reminders": 4, "notifications": 4, "devtools": 5}
 APPS = tuple(LAYERS)
 

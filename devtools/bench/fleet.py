@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from django.db import connection, transaction
 
 from automation.models import AutomationEndpointEvent, AutomationRule, AutomationRuleExecution
+from common.models import Organization
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -20,7 +21,6 @@ from devices.models import (
     DeviceProfileEndpoint,
     EndpointDataType,
     Farm,
-    Organization,
     Telemetry,
 )
 

@@ -8,7 +8,6 @@ from events.services.dead_letters import (
     dead_letter_replay,
 )
 from events.services.deliver import DeliveryResult, event_deliver, event_retry_delay_s
-from events.services.devices import device_status_change
 from events.services.publish import (
     EventPayloadInvalid,
     EventTransport,
@@ -26,7 +25,6 @@ __all__ = [
     "celery_transport",
     "dead_letter_alert",
     "dead_letter_replay",
-    "device_status_change",
     "event_deliver",
     "event_publish",
     "event_retry_delay_s",

@@ -10,12 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from devices.models import (
-    Device,
-    DeviceInstanceEndpoint,
-    DeviceProfile,
-    DeviceProfileEndpoint,
-)
+from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceProfileEndpoint
 from tests.factories import (
     DeviceFactory,
     DeviceProfileFactory,

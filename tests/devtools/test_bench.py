@@ -11,8 +11,9 @@ import pytest
 from django.core.management import call_command
 
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from common.models import Organization
 from config.env import MqttConfig
-from devices.models import Device, Organization, Telemetry
+from devices.models import Device, Telemetry
 from devtools.bench import command_path, ingest, scheduler
 from scheduler.models import AutomationScheduler
 

@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 import pytest
 from celery import Celery
 
-from devices.models import Organization
+from common.models import Organization
 from events.envelope import Envelope
 from events.registry import EventRegistry, EventType, registry
 from events.services import (

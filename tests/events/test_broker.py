@@ -13,9 +13,10 @@ import pytest
 from django.core.management import call_command
 
 from config.celery import app as celery_app
+from devices.services import device_status_change
 from devtools.runtime import in_process_worker
 from events.models import EventDeadLetter, EventInbox
-from events.services import device_status_change, event_publish
+from events.services import event_publish
 from events.services.publish import EVENTS_QUEUE, transport_current
 from tests.events.conftest import PingPayload, dead_letter_lines, effects
 from tests.factories import DeviceFactory

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from django.db import connection
 
-from devices.models import Organization
+from common.models import Organization
 from events.services import event_deliver, event_publish
 from events.states import HandlerOutcome
 from tests.events.conftest import effects

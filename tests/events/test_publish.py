@@ -11,13 +11,9 @@ import pytest
 from django.db import transaction
 
 from devices.models import Device, DeviceStatus
+from devices.services import device_status_change
 from events.envelope import Envelope
-from events.services import (
-    EventPayloadInvalid,
-    device_status_change,
-    event_publish,
-    event_transport,
-)
+from events.services import EventPayloadInvalid, event_publish, event_transport
 from tests.factories import DeviceFactory
 
 PAYLOAD = {"farm": "f", "level": 1}

@@ -18,7 +18,7 @@ from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
-from devices.models import OrganizationMember
+from common.models import OrganizationMember
 from devices.mqtt.messages import InboundTelemetry
 from tests.factories import FarmKit, make_farm
 

@@ -1,5 +1,5 @@
-"""A device status change, the first business write that publishes a domain event. It lives
-here until the devices app grows its own services module for operator actions."""
+"""A device status change: support's move (maintenance, retire, back to active), which
+publishes ``DeviceStatusChanged`` so other apps react after commit."""
 
 from __future__ import annotations
 

@@ -1,0 +1,57 @@
+"""Tenancy and API bookkeeping shared by every app (docs/spec.md §2). The tables were
+created by the devices app and keep its names."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "devices_organization"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class OrganizationMember(models.Model):
+    """A user who works for an organisation (support staff, integrators): the admin and the API
+    show a non-superuser only the rows of the organisations they belong to."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="organization_memberships"
+    )
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "devices_organizationmember"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="member_once_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"user:{self.user_id} @ {self.organization_id}"
+
+
+class ApiIdempotencyRecord(models.Model):
+    """The first response to a POST carrying an ``Idempotency-Key``: a client retrying the same
+    key (a timeout, a lost reply) gets that response again instead of a second create."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    key = models.CharField(max_length=200)
+    method = models.CharField(max_length=8)
+    path = models.CharField(max_length=300)
+    status_code = models.PositiveSmallIntegerField()
+    response_body = models.JSONField(null=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "devices_apiidempotencyrecord"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_per_user")
+        ]
