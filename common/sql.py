@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection, models
 
@@ -90,3 +90,74 @@ def _insert_values(
         cursor.execute(f"{head}VALUES {', '.join([one] * len(chunk))}{tail}", params)
         out.extend(tuple(r) for r in cursor.fetchall())
     return out
+
+
+def update_returning(
+    model: type[models.Model],
+    rows: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    *,
+    bump: str | None = None,
+) -> list[Any]:
+    """One UPDATE for many rows, each with its own values: ``rows`` are (match, set) pairs,
+    and a row moves only while its columns still hold the ``match`` values (a
+    compare-and-set per row: id, status, version). Every pair carries the same keys.
+    ``bump`` names an integer column incremented by one on every row that moves.
+
+    Returns the primary keys of the rows that moved, so a caller writes audit rows for
+    exactly those.
+    """
+    if not rows:
+        return []
+    meta = model._meta
+    qn = connection.ops.quote_name
+    table = qn(meta.db_table)
+    matched: list[Any] = [meta.get_field(name) for name in rows[0][0]]
+    changed: list[Any] = [meta.get_field(name) for name in rows[0][1]]
+    fields = [*matched, *changed]
+    names = [*(f"m{i}" for i in range(len(matched))), *(f"s{i}" for i in range(len(changed)))]
+    sets = [f"{qn(f.column)} = v.s{i}" for i, f in enumerate(changed)]
+    if bump is not None:
+        bumped = qn(cast(Any, meta.get_field(bump)).column)
+        sets.append(f"{bumped} = {bumped} + 1")
+    where = " AND ".join(f"{table}.{qn(f.column)} = v.m{i}" for i, f in enumerate(matched))
+    flat = [{**match, **{f"set:{k}": v for k, v in change.items()}} for match, change in rows]
+    keys = [*rows[0][0], *(f"set:{k}" for k in rows[0][1])]
+    pk = qn(cast(Any, meta.pk).column)
+    tail = f"UPDATE {table} SET {', '.join(sets)} FROM v WHERE {where} RETURNING {table}.{pk}"
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            selects, params = [], []
+            for name, key, f in zip(names, keys, fields, strict=True):
+                is_json = isinstance(f, models.JSONField)
+                selects.append(f"{name}::jsonb AS {name}" if is_json else name)
+                values = [row[key] for row in flat]
+                params.append(
+                    [None if v is None else json.dumps(v) for v in values] if is_json else values
+                )
+            arrays = ", ".join(f"%s::{_array_type(f)}" for f in fields)
+            cursor.execute(
+                f"WITH v AS (SELECT {', '.join(selects)} FROM unnest({arrays}) "
+                f"AS u({', '.join(names)})) {tail}",
+                params,
+            )
+            return [r[0] for r in cursor.fetchall()]
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        moved: list[Any] = []
+        per = max(1, MAX_PARAMS // len(fields))
+        for start in range(0, len(flat), per):
+            chunk = flat[start : start + per]
+            params = [
+                f.get_db_prep_save(row[key], connection)
+                for row in chunk
+                for key, f in zip(keys, fields, strict=True)
+            ]
+            tuples = ", ".join([one] * len(chunk))
+            cursor.execute(f"WITH v({', '.join(names)}) AS (VALUES {tuples}) {tail}", params)
+            moved.extend(r[0] for r in cursor.fetchall())
+        return moved
+
+
+def _array_type(field: Any) -> str:
+    if isinstance(field, models.JSONField):
+        return "text[]"
+    return f"{field.cast_db_type(connection)}[]"

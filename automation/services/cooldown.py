@@ -10,12 +10,12 @@ or of the target endpoint (both compared by time, so no hook is needed in the ed
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from automation.keys import target_value_key
 from automation.models import AutomationCommandIntent, AutomationRule, CommandCooldown
@@ -119,6 +119,17 @@ def command_cooldown_clear(*, endpoint_id: int, value: Any) -> int:
     deleted, _ = CommandCooldown.objects.filter(
         target_device_endpoint_id=endpoint_id, value_key=target_value_key(value)
     ).delete()
+    return deleted
+
+
+def command_cooldowns_clear(pairs: Sequence[tuple[int, Any]]) -> int:
+    """``command_cooldown_clear`` for many (endpoint, value) pairs in one statement."""
+    if not pairs:
+        return 0
+    match = Q()
+    for endpoint_id, value in pairs:
+        match |= Q(target_device_endpoint_id=endpoint_id, value_key=target_value_key(value))
+    deleted, _ = CommandCooldown.objects.filter(match).delete()
     return deleted
 
 

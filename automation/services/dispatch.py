@@ -11,27 +11,25 @@ bounded by ``COMMAND_MAX_AGE_S``) with its budget intact; a connected broker's s
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from automation import coordination
 from automation.gates import command_gate_failure
-from automation.keys import new_device_command_id
-from automation.models import AutomationCommandIntent, AutomationRule
+from automation.models import AutomationCommandIntent, AutomationRule, DeviceCommandReceipt
+from automation.services.claim import DispatchOutcome, intents_claim
 from automation.services.commands import (
     intent_await_broker,
     intent_retry_or_expire,
     intent_transition,
 )
-from automation.services.reconcile import command_intent_reconcile
-from automation.services.targets import targets_lock
+from automation.services.moves import Move, Step, intents_move
+from automation.services.reconcile import command_intents_reconcile
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.client import MqttError
@@ -41,90 +39,24 @@ from devices.mqtt.publisher import BrokerUnreachable
 logger = logging.getLogger(__name__)
 
 PublishFn = Callable[[str, bytes], int]
+# Publishes every request back to back, then waits for the PUBACKs: a message id or the
+# error, per request, in order.
+PublishManyFn = Callable[[Sequence[tuple[str, bytes]]], list["int | MqttError"]]
 ConnectedFn = Callable[[], bool]
 
 
-class DispatchOutcome(StrEnum):
-    DISPATCHED = "dispatched"
-    NOT_DISPATCHABLE = "not_dispatchable"
-    NOT_DUE = "not_due"
-    LEASED = "leased"
-    ENDPOINT_BUSY = "endpoint_busy"
-    LOST_RACE = "lost_race"
-    GATE_FAILED = "gate_failed"
-    RETRY_SCHEDULED = "retry_scheduled"
-    EXPIRED = "expired"
-    BROKER_UNREACHABLE = "broker_unreachable"  # waiting for the publisher; no attempt spent
-
-
-def _claim(intent: AutomationCommandIntent, now: datetime) -> DispatchOutcome | None:
-    """Lease the intent and take the endpoint's inflight slot, or say why not.
-
-    A command never sent is claimed under its endpoint's evaluation lock: evaluation may be
-    replacing it (``automation.services.targets``), and a decision that replaced it must not
-    see it go out after all."""
-    lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
-    command_id = intent.device_command_id or new_device_command_id()
-    try:
-        with transaction.atomic():
-            if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
-                targets_lock([intent.target_device_endpoint_id])
-            moved = AutomationCommandIntent.objects.filter(
-                Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now),
-                pk=intent.pk,
-                status=intent.status,
-                version=intent.version,
-            ).update(
-                version=F("version") + 1,
-                attempt_count=F("attempt_count") + 1,
-                lease_expires_at=lease_until,
-                inflight_endpoint_id=intent.target_device_endpoint_id,
-                device_command_id=command_id,
-                updated_at=now,
-            )
-    except IntegrityError:
-        return DispatchOutcome.ENDPOINT_BUSY  # another live command holds this endpoint
-    if moved != 1:
-        return DispatchOutcome.LOST_RACE
-    intent.version += 1
-    intent.attempt_count += 1
-    intent.lease_expires_at = lease_until
-    intent.inflight_endpoint_id = intent.target_device_endpoint_id
-    intent.device_command_id = command_id
-    return None
-
-
-def _gate(
-    intent: AutomationCommandIntent, now: datetime
-) -> tuple[ReasonCode | None, DeviceInstanceEndpoint]:
-    """Every safety gate of docs/spec.md §3.5, on fresh rows; also the target as read now."""
-    rule = AutomationRule.objects.get(pk=intent.rule_id)
-    target = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").get(
-        pk=intent.target_device_endpoint_id
-    )
-    failure = command_gate_failure(
-        rule,
-        target,
-        value=intent.target_value,
-        now=now,
-        freshness_s=settings.DEVICE_FRESHNESS_S,
-    )
-    return failure, target
-
-
 def _precheck(
-    intent: AutomationCommandIntent | None, now: datetime, trust_cache: bool
+    intent: AutomationCommandIntent, now: datetime, holders: dict[int, int]
 ) -> DispatchOutcome | None:
-    if intent is None or intent.status not in COMMAND_DISPATCHABLE:
+    if intent.status not in COMMAND_DISPATCHABLE:
         return DispatchOutcome.NOT_DISPATCHABLE
     if intent.next_attempt_at is not None and intent.next_attempt_at > now:
         return DispatchOutcome.NOT_DUE
     if intent.lease_expires_at is not None and intent.lease_expires_at > now:
         return DispatchOutcome.LEASED
-    if trust_cache:
-        holder = coordination.inflight_holder(intent.target_device_endpoint_id)
-        if holder is not None and holder != intent.pk:
-            return DispatchOutcome.ENDPOINT_BUSY
+    holder = holders.get(intent.target_device_endpoint_id)
+    if holder is not None and holder != intent.pk:
+        return DispatchOutcome.ENDPOINT_BUSY
     return None
 
 
@@ -136,17 +68,78 @@ def command_intent_dispatch(
     trust_cache: bool = True,
     connected: ConnectedFn | None = None,
 ) -> DispatchOutcome:
-    """Claim, re-check, publish (waiting for the broker's PUBACK) and mark ``dispatched``.
+    """One intent through ``command_intents_dispatch`` (a batch of one)."""
 
-    ``trust_cache=False`` (the sweep) ignores the inflight marker and lets the database decide.
-    ``connected`` (the publisher's state) lets a command already waiting for the broker wait
-    on without a claim, a gate check or a publish while the publisher is still disconnected.
+    def publish_many(requests: Sequence[tuple[str, bytes]]) -> list[int | MqttError]:
+        results: list[int | MqttError] = []
+        for topic, payload in requests:
+            try:
+                results.append(publish(topic, payload))
+            except MqttError as exc:
+                results.append(exc)
+        return results
+
+    outcomes = command_intents_dispatch(
+        intent_ids=[intent_id],
+        publish_many=publish_many,
+        now=now,
+        trust_cache=trust_cache,
+        connected=connected,
+    )
+    return outcomes.get(intent_id, DispatchOutcome.NOT_DISPATCHABLE)
+
+
+def command_intents_dispatch(
+    *,
+    intent_ids: Sequence[int],
+    publish_many: PublishManyFn,
+    now: datetime | None = None,
+    trust_cache: bool = True,
+    connected: ConnectedFn | None = None,
+) -> dict[int, DispatchOutcome]:
+    """Claim, re-check, publish (the batch back to back, then every PUBACK) and mark
+    ``dispatched``; the outcome per intent id.
+
+    A constant number of statements per batch: one read, one claim, one read of rules and
+    targets, one move to ``dispatched`` per kind of move, one audit insert. The rare ways out
+    (a broker away, a gate that fails, a budget spent) go row by row.
+
+    ``trust_cache=False`` (the sweep) ignores the inflight markers and lets the database
+    decide. ``connected`` (the publisher's state) lets a command already waiting for the
+    broker wait on without a claim, a gate check or a publish while it is still away.
     """
     now = now or timezone.now()
-    intent = AutomationCommandIntent.objects.filter(pk=intent_id).first()
-    refused = _precheck(intent, now, trust_cache)
-    if refused is not None or intent is None:
-        return refused or DispatchOutcome.NOT_DISPATCHABLE
+    intents = list(AutomationCommandIntent.objects.filter(pk__in=list(intent_ids)).order_by("pk"))
+    outcomes: dict[int, DispatchOutcome] = {}
+    holders = (
+        coordination.inflight_holders([i.target_device_endpoint_id for i in intents])
+        if trust_cache
+        else {}
+    )
+    ready: list[AutomationCommandIntent] = []
+    for intent in intents:
+        refused = _precheck(intent, now, holders)
+        if refused is None:
+            refused = _before_claim(intent, now, connected)
+        if refused is not None:
+            outcomes[intent.pk] = refused
+        else:
+            ready.append(intent)
+    claimed = intents_claim(ready, now, outcomes)
+    if not claimed:
+        return outcomes
+    coordination.inflights_mark(
+        {i.target_device_endpoint_id: i.pk for i in claimed},
+        settings.DISPATCH_LEASE_S + settings.ACK_TIMEOUT_S + settings.APPLIED_WINDOW_S,
+    )
+    sendable = _gate_batch(claimed, now, outcomes)
+    _publish_batch(sendable, publish_many, now, outcomes)
+    return outcomes
+
+
+def _before_claim(
+    intent: AutomationCommandIntent, now: datetime, connected: ConnectedFn | None
+) -> DispatchOutcome | None:
     if (
         connected is not None
         and intent.status == CommandStatus.RETRYING
@@ -157,73 +150,112 @@ def command_intent_dispatch(
     if intent.attempt_count >= intent.max_attempts:  # claims that crashed used the budget
         intent_retry_or_expire(intent, ReasonCode.RETRY_BUDGET_EXHAUSTED, now=now)
         return DispatchOutcome.EXPIRED
-    refused = _claim(intent, now)
-    if refused is not None:
-        return refused
-    coordination.inflight_mark(
-        intent.target_device_endpoint_id,
-        intent.pk,
-        settings.DISPATCH_LEASE_S + settings.ACK_TIMEOUT_S + settings.APPLIED_WINDOW_S,
-    )
-    gate, target = _gate(intent, now)
-    if gate == ReasonCode.TARGET_OFFLINE:  # briefly offline is transient (docs/spec.md §3.4)
-        intent_retry_or_expire(intent, gate, now=now, detail="device not seen recently")
-        return DispatchOutcome.RETRY_SCHEDULED
-    if gate is not None:
-        intent_transition(intent, CommandStatus.FAILED, gate, now=now, detail="safety gate")
-        return DispatchOutcome.GATE_FAILED
-    return _publish(intent, publish, now, target)
+    return None
 
 
-def _publish(
-    intent: AutomationCommandIntent,
-    publish: PublishFn,
+def _gate_batch(
+    claimed: list[AutomationCommandIntent],
     now: datetime,
-    target: DeviceInstanceEndpoint,
-) -> DispatchOutcome:
-    command_id = intent.device_command_id or ""
+    outcomes: dict[int, DispatchOutcome],
+) -> list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]]:
+    """Every safety gate of docs/spec.md §3.5 on fresh rows (two reads for the batch); a
+    briefly offline device is transient (docs/spec.md §3.4), any other failure final."""
+    rules = AutomationRule.objects.in_bulk({i.rule_id for i in claimed if i.rule_id})
+    targets = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").in_bulk(
+        {i.target_device_endpoint_id for i in claimed}
+    )
+    sendable: list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]] = []
+    for intent in claimed:
+        target = targets[intent.target_device_endpoint_id]
+        gate = command_gate_failure(
+            rules[intent.rule_id],
+            target,
+            value=intent.target_value,
+            now=now,
+            freshness_s=settings.DEVICE_FRESHNESS_S,
+        )
+        if gate == ReasonCode.TARGET_OFFLINE:
+            intent_retry_or_expire(intent, gate, now=now, detail="device not seen recently")
+            outcomes[intent.pk] = DispatchOutcome.RETRY_SCHEDULED
+        elif gate is not None:
+            intent_transition(intent, CommandStatus.FAILED, gate, now=now, detail="safety gate")
+            outcomes[intent.pk] = DispatchOutcome.GATE_FAILED
+        else:
+            sendable.append((intent, target))
+    return sendable
+
+
+def _publish_batch(
+    sendable: list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]],
+    publish_many: PublishManyFn,
+    now: datetime,
+    outcomes: dict[int, DispatchOutcome],
+) -> None:
+    if not sendable:
+        return
     deadline = now + timedelta(seconds=settings.ACK_TIMEOUT_S)
-    request = RpcRequest(
-        command_id=command_id,
-        method=intent.command_method,
-        params=intent.command_params,
-        sent_at=now,
-        deadline_at=deadline,
+    requests = [
+        (
+            rpc_request_topic(intent.target_serial_number),
+            RpcRequest(
+                command_id=intent.device_command_id or "",
+                method=intent.command_method,
+                params=intent.command_params,
+                sent_at=now,
+                deadline_at=deadline,
+            ).to_json(),
+        )
+        for intent, _ in sendable
+    ]
+    coordination.correlations_remember(
+        {intent.device_command_id or "": intent.pk for intent, _ in sendable}
     )
-    coordination.correlation_remember(command_id, intent.pk)
-    try:
-        message_id = publish(rpc_request_topic(intent.target_serial_number), request.to_json())
-    except BrokerUnreachable as exc:
-        return _await_broker(intent, now, str(exc), claimed=True)
-    except MqttError as exc:  # PubackTimeout and local refusals spend the attempt (below)
-        expired_before = intent.attempt_count >= intent.max_attempts
-        intent_retry_or_expire(intent, ReasonCode.PUBLISH_ERROR, now=now, detail=str(exc))
-        return DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
-    first: dict[str, Any] = {}
-    if intent.first_dispatched_at is None:  # what telemetry must differ from to prove it
-        first = {
-            "first_dispatched_at": now,
-            "prior_value": target.last_value,
-            "prior_value_at": target.last_value_at,
-        }
-    marked = intent_transition(
-        intent,
-        CommandStatus.DISPATCHED,
-        ReasonCode.DISPATCHED,
-        now=now,
-        detail=f"attempt {intent.attempt_count}",
-        dispatched_at=now,
-        deadline_at=deadline,
-        lease_expires_at=None,
-        next_attempt_at=None,
-        mqtt_request_id=str(message_id),
-        **first,
-    )
+    moves: list[Move] = []
+    for (intent, target), result in zip(sendable, publish_many(requests), strict=True):
+        if isinstance(result, BrokerUnreachable):
+            outcomes[intent.pk] = _await_broker(intent, now, str(result), claimed=True)
+        elif isinstance(result, MqttError):  # PubackTimeout, local refusals: attempt spent
+            expired_before = intent.attempt_count >= intent.max_attempts
+            intent_retry_or_expire(intent, ReasonCode.PUBLISH_ERROR, now=now, detail=str(result))
+            outcomes[intent.pk] = (
+                DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
+            )
+        else:
+            moves.append(_dispatched(intent, target, result, now, deadline))
+    marked = intents_move(moves, now=now)
+    for move in moves:
+        outcomes[move.intent.pk] = DispatchOutcome.DISPATCHED
     if marked:
         # A fast device may have answered before this commit: its receipts are already
-        # stored and decide now (reconciliation reads them under the row lock).
-        command_intent_reconcile(intent_id=intent.pk)
-    return DispatchOutcome.DISPATCHED
+        # stored and decide now (reconciliation reads them under the row locks).
+        answered = DeviceCommandReceipt.objects.filter(
+            intent_id__in=[m.intent.pk for m in marked]
+        ).values_list("intent_id", flat=True)
+        command_intents_reconcile(intent_ids=sorted(set(answered)), now=now)
+
+
+def _dispatched(
+    intent: AutomationCommandIntent,
+    target: DeviceInstanceEndpoint,
+    message_id: int,
+    now: datetime,
+    deadline: datetime,
+) -> Move:
+    fields: dict[str, Any] = {
+        "dispatched_at": now,
+        "deadline_at": deadline,
+        "lease_expires_at": None,
+        "next_attempt_at": None,
+        "mqtt_request_id": str(message_id),
+    }
+    if intent.first_dispatched_at is None:  # what telemetry must differ from to prove it
+        fields.update(
+            first_dispatched_at=now,
+            prior_value=target.last_value,
+            prior_value_at=target.last_value_at,
+        )
+    step = Step(CommandStatus.DISPATCHED, ReasonCode.DISPATCHED, f"attempt {intent.attempt_count}")
+    return Move(intent, [step], fields)
 
 
 def _await_broker(

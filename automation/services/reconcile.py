@@ -12,6 +12,7 @@ receipt is absorbed by its unique key before it is ever read.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -31,10 +32,16 @@ from automation.operators import values_equal
 from automation.services.commands import intent_retry_or_expire, intent_transition, receipt_mark
 from automation.services.cooldown import (
     COOLDOWN_STATUSES,
-    command_cooldown_clear,
     command_cooldown_record,
+    command_cooldowns_clear,
 )
-from automation.states import COMMAND_AWAITING_DEVICE, CommandStatus, ReasonCode
+from automation.services.moves import Move, Step, intents_move
+from automation.states import (
+    COMMAND_AWAITING_DEVICE,
+    CommandStatus,
+    ReasonCode,
+    command_can_move,
+)
 from devices.mqtt.contract import (
     ResultCode,
 )
@@ -169,12 +176,25 @@ def _if_acked_first(e: Evidence, applied: Decision) -> Decision:
 # --- applying it ------------------------------------------------------------------------
 
 
-def _evidence(intent: AutomationCommandIntent) -> Evidence:
-    receipts = list(
-        DeviceCommandReceipt.objects.filter(intent=intent, mismatch=False)
+def _evidence_batch(intents: Sequence[AutomationCommandIntent]) -> dict[int, Evidence]:
+    """The evidence of every intent of a batch, in two reads (receipts, readings)."""
+    by_intent: dict[int, list[tuple[str, dict[str, Any], int, datetime]]] = defaultdict(list)
+    receipts = (
+        DeviceCommandReceipt.objects.filter(intent_id__in=[i.pk for i in intents], mismatch=False)
         .order_by("received_at", "pk")
-        .values_list("receipt_type", "payload", "attempt", "received_at")
+        .values_list("intent_id", "receipt_type", "payload", "attempt", "received_at")
     )
+    for intent_id, kind, payload, attempt, at in receipts:
+        by_intent[intent_id].append((kind, payload, attempt, at))
+    proofs = _telemetry_proofs(intents)
+    return {i.pk: _evidence(i, by_intent[i.pk], proofs.get(i.pk, "")) for i in intents}
+
+
+def _evidence(
+    intent: AutomationCommandIntent,
+    receipts: Sequence[tuple[str, dict[str, Any], int, datetime]],
+    telemetry_reading: str,
+) -> Evidence:
     responses = [
         (attempt, payload.get("status", ""), payload.get("resultCode", ""), at)
         for kind, payload, attempt, at in receipts
@@ -194,64 +214,136 @@ def _evidence(intent: AutomationCommandIntent) -> Evidence:
         target_value=intent.target_value,
         responses=responses,
         states=states,
-        telemetry_reading=_telemetry_proof(intent),
+        telemetry_reading=telemetry_reading,
         endpoint_key=intent.target_device_endpoint.profile_endpoint.key,
     )
 
 
-def _telemetry_proof(intent: AutomationCommandIntent) -> str:
-    """The first reading of the target received after the request was first published that
-    equals the target, described; "" when none. A reading of the value the endpoint already
-    reported before the command proves nothing about this command, so then none counts."""
-    published = intent.first_dispatched_at or intent.dispatched_at
-    if published is None:
-        return ""
+def _published(intent: AutomationCommandIntent) -> datetime | None:
+    """When the request first went out, if telemetry may prove it: a reading of the value
+    the endpoint already reported before the command proves nothing about this command."""
     if intent.prior_value_at is not None and values_equal(intent.prior_value, intent.target_value):
-        return ""
-    readings = (
+        return None
+    return intent.first_dispatched_at or intent.dispatched_at
+
+
+def _telemetry_proofs(intents: Sequence[AutomationCommandIntent]) -> dict[int, str]:
+    """Per intent, the first reading of its target received after the request was first
+    published that equals the target, described (one read for the batch)."""
+    published = {i.pk: at for i in intents if (at := _published(i)) is not None}
+    if not published:
+        return {}
+    since = min(published.values())
+    readings: dict[int, list[tuple[int, Any, datetime, datetime]]] = defaultdict(list)
+    rows = (
         AutomationEndpointEvent.objects.filter(
-            device_instance_endpoint_id=intent.target_device_endpoint_id,
-            created_at__gte=published,
-            source_telemetry__received_at__gte=published,
+            device_instance_endpoint_id__in={
+                i.target_device_endpoint_id for i in intents if i.pk in published
+            },
+            created_at__gte=since,
+            source_telemetry__received_at__gte=since,
         )
         .order_by("pk")
-        .values_list("pk", "normalized_value", "source_telemetry__received_at")
+        .values_list(
+            "device_instance_endpoint_id",
+            "pk",
+            "normalized_value",
+            "created_at",
+            "source_telemetry__received_at",
+        )
     )
-    for pk, value, received_at in readings:
-        if values_equal(value, intent.target_value):
-            return f"reading {pk} ({value!r}) received {received_at.isoformat()}"
-    return ""
+    for endpoint_id, pk, value, created_at, received_at in rows:
+        readings[endpoint_id].append((pk, value, created_at, received_at))
+    proofs: dict[int, str] = {}
+    for intent in intents:
+        at = published.get(intent.pk)
+        if at is None:
+            continue
+        for pk, value, created_at, received_at in readings[intent.target_device_endpoint_id]:
+            if created_at >= at and received_at >= at and values_equal(value, intent.target_value):
+                proofs[intent.pk] = f"reading {pk} ({value!r}) received {received_at.isoformat()}"
+                break
+    return proofs
 
 
 def command_intent_reconcile(*, intent_id: int, now: datetime | None = None) -> str:
-    """Apply every transition the evidence justifies; returns the status reached. An end on
-    the device's word starts the pair's cool-down; an applied command lifts it."""
+    """One intent through ``command_intents_reconcile``; the status reached ("" if none)."""
+    return command_intents_reconcile(intent_ids=[intent_id], now=now).get(intent_id, "")
+
+
+def command_intents_reconcile(
+    *, intent_ids: Sequence[int], now: datetime | None = None
+) -> dict[int, str]:
+    """Apply every transition the evidence justifies, for a batch under its row locks; the
+    status each intent reached. An end on the device's word starts the pair's cool-down; an
+    applied command lifts it.
+
+    The common moves (acknowledged, applied, uncertain, failed) are decided in memory and
+    written together (``intents_move``); a retry (busy, ack timeout) goes row by row, as it
+    also writes a receipt and may expire the command."""
     now = now or timezone.now()
+    if not intent_ids:
+        return {}
     with transaction.atomic():
-        intent = (
+        intents = list(
             AutomationCommandIntent.objects.select_for_update(of=("self",))
             .select_related("target_device_endpoint__profile_endpoint")
-            .filter(pk=intent_id)
-            .first()
+            .filter(pk__in=list(intent_ids))
+            .order_by("pk")
         )
-        if intent is None:
-            return ""
-        started = intent.status
-        evidence = _evidence(intent)
-        for _ in range(4):
-            evidence = replace(
+        started = {i.pk: i.status for i in intents}
+        evidence = _evidence_batch(intents)
+        moves: list[Move] = []
+        for intent in intents:
+            move = _plan(intent, evidence[intent.pk], now)
+            if move is not None:
+                moves.append(move)
+            else:
+                _walk(intent, evidence[intent.pk], now)  # a retry, or nothing to do
+        intents_move(moves, now=now)
+        _cooldowns_follow([i for i in intents if i.status != started[i.pk]], now)
+    return {i.pk: i.status for i in intents}
+
+
+def _plan(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) -> Move | None:
+    """The chain of moves the evidence justifies, decided in memory; None when there is none
+    or it starts with a retry (left to ``_walk``)."""
+    status, fields = CommandStatus(intent.status), dict[str, Any]()
+    steps: list[Step] = []
+    for _ in range(4):
+        decision = decide(
+            replace(
                 evidence,
-                status=intent.status,
-                attempt=intent.attempt_count,
-                deadline_at=intent.deadline_at,
-                acknowledged_at=intent.acknowledged_at,
-            )
-            decision = decide(evidence, now, settings.APPLIED_WINDOW_S)
-            if decision is None or not _apply(intent, decision, now):
-                break
-        if intent.status != started:
-            _cooldown_follow(intent, now)
-        return intent.status
+                status=status,
+                acknowledged_at=fields.get("acknowledged_at", intent.acknowledged_at),
+            ),
+            now,
+            settings.APPLIED_WINDOW_S,
+        )
+        if decision is None or decision.retry or not command_can_move(status, decision.to):
+            if decision is not None and decision.retry and not steps:
+                return None
+            break
+        steps.append(Step(decision.to, decision.reason, decision.detail))
+        fields.update(decision.fields)
+        if decision.to == CommandStatus.APPLIED:
+            fields["applied_at"] = now
+        status = decision.to
+    return Move(intent, steps, fields) if steps else None
+
+
+def _walk(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) -> None:
+    for _ in range(4):
+        evidence = replace(
+            evidence,
+            status=intent.status,
+            attempt=intent.attempt_count,
+            deadline_at=intent.deadline_at,
+            acknowledged_at=intent.acknowledged_at,
+        )
+        decision = decide(evidence, now, settings.APPLIED_WINDOW_S)
+        if decision is None or not _apply(intent, decision, now):
+            break
 
 
 def _apply(intent: AutomationCommandIntent, decision: Decision, now: datetime) -> bool:
@@ -273,13 +365,17 @@ def _apply(intent: AutomationCommandIntent, decision: Decision, now: datetime) -
     )
 
 
-def _cooldown_follow(intent: AutomationCommandIntent, now: datetime) -> None:
-    if intent.status in COOLDOWN_STATUSES:
-        command_cooldown_record(intent, now=now)
-    elif intent.status == CommandStatus.APPLIED:
-        command_cooldown_clear(
-            endpoint_id=intent.target_device_endpoint_id, value=intent.target_value
-        )
+def _cooldowns_follow(changed: Sequence[AutomationCommandIntent], now: datetime) -> None:
+    for intent in changed:
+        if intent.status in COOLDOWN_STATUSES:
+            command_cooldown_record(intent, now=now)
+    command_cooldowns_clear(
+        [
+            (i.target_device_endpoint_id, i.target_value)
+            for i in changed
+            if i.status == CommandStatus.APPLIED
+        ]
+    )
 
 
 def command_intents_overdue(*, now: datetime, limit: int) -> list[int]:

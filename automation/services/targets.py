@@ -19,7 +19,7 @@ from django.db import connection
 
 from automation.models import AutomationCommandIntent
 from automation.operators import values_equal
-from automation.services.commands import intent_transition
+from automation.services.moves import Move, Step, intents_move
 from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 
@@ -136,12 +136,13 @@ def commands_supersede_unsent(
     stale = AutomationCommandIntent.objects.filter(
         pk__in=list(replaced_by), status=CommandStatus.PENDING_DISPATCH, attempt_count=0
     )
-    for intent in stale:
-        intent_transition(
-            intent,
-            CommandStatus.EXPIRED,
-            ReasonCode.SUPERSEDED,
-            now=now,
-            detail=replaced_by[intent.pk],
-        )
+    intents_move(
+        [
+            Move(
+                intent, [Step(CommandStatus.EXPIRED, ReasonCode.SUPERSEDED, replaced_by[intent.pk])]
+            )
+            for intent in stale
+        ],
+        now=now,
+    )
     return sorted(keep)

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -128,27 +129,43 @@ class Publisher:
         QoS 1). Raises ``BrokerUnreachable`` when not connected or the connection drops
         before the PUBACK, ``PubackTimeout`` when a connected broker stays silent for
         ``timeout_s``, ``PublishError`` when paho refuses the message locally."""
+        result = self.publish_many([(topic, payload)], qos=qos, timeout_s=timeout_s)[0]
+        if isinstance(result, MqttError):
+            raise result
+        return result
+
+    def publish_many(
+        self,
+        messages: Sequence[tuple[str, bytes | str]],
+        *,
+        qos: int = 1,
+        timeout_s: float = PUBLISH_TIMEOUT_S,
+    ) -> list[int | MqttError]:
+        """``publish`` for a batch: every message goes out back to back, then the PUBACKs are
+        awaited together (one round trip for the batch, not one per message). Per message,
+        in order: its message id, or the error ``publish`` would have raised."""
         client = self._client
         if client is None or not client.is_connected():
-            raise BrokerUnreachable(f"MQTT publisher not connected; {topic} not sent")
-        info = client.publish(topic, payload, qos=qos)
-        if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
-            raise BrokerUnreachable(f"MQTT publisher not connected; {topic} queued in paho")
-        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-            raise PublishError(f"publish to {topic} failed: {paho.error_string(info.rc)}")
+            return [
+                BrokerUnreachable(f"MQTT publisher not connected; {topic} not sent")
+                for topic, _ in messages
+            ]
+        sent: list[tuple[str, paho.MQTTMessageInfo] | MqttError] = []
+        for topic, payload in messages:
+            info = client.publish(topic, payload, qos=qos)
+            if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
+                sent.append(BrokerUnreachable(f"MQTT publisher not connected; {topic} queued"))
+            elif info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                sent.append(
+                    PublishError(f"publish to {topic} failed: {paho.error_string(info.rc)}")
+                )
+            else:
+                sent.append((topic, info))
         deadline = time.monotonic() + timeout_s
-        try:
-            while not info.is_published() and (left := deadline - time.monotonic()) > 0:
-                if not client.is_connected():
-                    raise BrokerUnreachable(
-                        f"connection lost before the PUBACK for {topic} (mid {info.mid})"
-                    )
-                info.wait_for_publish(min(left, PUBACK_POLL_S))
-        except (RuntimeError, ValueError) as exc:
-            raise PublishError(f"publish to {topic} failed: {exc}") from exc
-        if not info.is_published():
-            raise PubackTimeout(f"no PUBACK for {topic} (mid {info.mid}) within {timeout_s}s")
-        return info.mid
+        return [
+            item if isinstance(item, MqttError) else _puback(client, *item, deadline, timeout_s)
+            for item in sent
+        ]
 
     def close(self) -> None:
         """Disconnect cleanly and stop the network thread; messages still unacknowledged
@@ -197,6 +214,24 @@ class Publisher:
             self._config.host,
             self._config.port,
         )
+
+
+def _puback(
+    client: paho.Client, topic: str, info: paho.MQTTMessageInfo, deadline: float, timeout_s: float
+) -> int | MqttError:
+    """Wait (until ``deadline``) for one message's PUBACK: its id, or why not."""
+    try:
+        while not info.is_published() and (left := deadline - time.monotonic()) > 0:
+            if not client.is_connected():
+                return BrokerUnreachable(
+                    f"connection lost before the PUBACK for {topic} (mid {info.mid})"
+                )
+            info.wait_for_publish(min(left, PUBACK_POLL_S))
+    except (RuntimeError, ValueError) as exc:
+        return PublishError(f"publish to {topic} failed: {exc}")
+    if not info.is_published():
+        return PubackTimeout(f"no PUBACK for {topic} (mid {info.mid}) within {timeout_s}s")
+    return info.mid
 
 
 def _default_client_id(role: str) -> str:

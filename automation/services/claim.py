@@ -1,0 +1,131 @@
+"""The dispatcher's claim: a lease on each intent and its endpoint's inflight slot, taken
+for a whole batch in one compare-and-set UPDATE (docs/architecture.md, "dispatch")."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from automation.keys import new_device_command_id
+from automation.models import AutomationCommandIntent
+from automation.services.targets import targets_lock
+from automation.states import CommandStatus
+from common.sql import update_returning
+
+
+class DispatchOutcome(StrEnum):
+    DISPATCHED = "dispatched"
+    NOT_DISPATCHABLE = "not_dispatchable"
+    NOT_DUE = "not_due"
+    LEASED = "leased"
+    ENDPOINT_BUSY = "endpoint_busy"
+    LOST_RACE = "lost_race"
+    GATE_FAILED = "gate_failed"
+    RETRY_SCHEDULED = "retry_scheduled"
+    EXPIRED = "expired"
+    BROKER_UNREACHABLE = "broker_unreachable"  # waiting for the publisher; no attempt spent
+
+
+def intents_claim(
+    ready: list[AutomationCommandIntent],
+    now: datetime,
+    outcomes: dict[int, DispatchOutcome],
+) -> list[AutomationCommandIntent]:
+    """Lease the intents and take their endpoints' inflight slots in one UPDATE, each row on
+    the (status, version) it was read with. One command per endpoint: a second of the batch,
+    or one whose endpoint another command holds, is ``endpoint_busy``. Commands never sent
+    are claimed under their endpoints' evaluation locks: evaluation may be replacing them
+    (``automation.services.targets``), and a replaced command must not go out after all."""
+    holders = dict(
+        AutomationCommandIntent.objects.filter(
+            inflight_endpoint_id__in={i.target_device_endpoint_id for i in ready}
+        ).values_list("inflight_endpoint_id", "pk")
+    )
+    chosen: dict[int, AutomationCommandIntent] = {}
+    for intent in ready:
+        endpoint_id = intent.target_device_endpoint_id
+        holder = holders.get(endpoint_id, intent.pk)
+        if holder != intent.pk or endpoint_id in chosen:
+            outcomes[intent.pk] = DispatchOutcome.ENDPOINT_BUSY
+        else:
+            chosen[endpoint_id] = intent
+    lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
+    rows = [
+        (
+            {"id": i.pk, "status": i.status, "version": i.version},
+            {
+                "attempt_count": i.attempt_count + 1,
+                "lease_expires_at": lease_until,
+                "inflight_endpoint": i.target_device_endpoint_id,
+                "device_command_id": i.device_command_id or new_device_command_id(),
+                "updated_at": now,
+            },
+        )
+        for i in chosen.values()
+    ]
+    try:
+        with transaction.atomic():
+            targets_lock(
+                i.target_device_endpoint_id
+                for i in chosen.values()
+                if i.status == CommandStatus.PENDING_DISPATCH and i.attempt_count == 0
+            )
+            moved = set(update_returning(AutomationCommandIntent, rows, bump="version"))
+    except IntegrityError:  # a concurrent claim took one of the endpoints: row by row
+        return [i for i in chosen.values() if _claim_one(i, now, outcomes)]
+    claimed: list[AutomationCommandIntent] = []
+    for intent, (_, change) in zip(chosen.values(), rows, strict=True):
+        if intent.pk not in moved:
+            outcomes[intent.pk] = DispatchOutcome.LOST_RACE
+            continue
+        _claimed_in_memory(intent, change)
+        claimed.append(intent)
+    return claimed
+
+
+def _claimed_in_memory(intent: AutomationCommandIntent, change: dict[str, Any]) -> None:
+    intent.version += 1
+    intent.attempt_count = change["attempt_count"]
+    intent.lease_expires_at = change["lease_expires_at"]
+    intent.inflight_endpoint_id = change["inflight_endpoint"]
+    intent.device_command_id = change["device_command_id"]
+
+
+def _claim_one(
+    intent: AutomationCommandIntent, now: datetime, outcomes: dict[int, DispatchOutcome]
+) -> bool:
+    """The claim of one intent, after a batch claim met a concurrent one."""
+    lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
+    change = {
+        "attempt_count": intent.attempt_count + 1,
+        "lease_expires_at": lease_until,
+        "inflight_endpoint": intent.target_device_endpoint_id,
+        "device_command_id": intent.device_command_id or new_device_command_id(),
+    }
+    try:
+        with transaction.atomic():
+            if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
+                targets_lock([intent.target_device_endpoint_id])
+            moved = AutomationCommandIntent.objects.filter(
+                pk=intent.pk, status=intent.status, version=intent.version
+            ).update(
+                version=F("version") + 1,
+                attempt_count=change["attempt_count"],
+                lease_expires_at=lease_until,
+                inflight_endpoint_id=intent.target_device_endpoint_id,
+                device_command_id=change["device_command_id"],
+                updated_at=now,
+            )
+    except IntegrityError:
+        outcomes[intent.pk] = DispatchOutcome.ENDPOINT_BUSY
+        return False
+    if moved != 1:
+        outcomes[intent.pk] = DispatchOutcome.LOST_RACE
+        return False
+    _claimed_in_memory(intent, change)
+    return True

@@ -1,0 +1,149 @@
+"""Status moves of many command intents at once, with the same guarantees as
+``intent_transition``: each row moves only from the (status, version) it was read with, every
+step it takes gets its audit row in the same transaction, and a command that ends frees its
+endpoint for the next one. A batch costs one UPDATE per distinct set of changed columns
+(two or three kinds in practice), one INSERT of audit rows and, after commit, one query for
+the commands waiting behind the freed endpoints, however many rows it carries."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from automation import coordination
+from automation.models import AutomationCommandIntent, CommandTransition
+from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
+from common.sql import update_returning
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Step:
+    to: CommandStatus
+    reason: ReasonCode
+    detail: str = ""
+
+
+@dataclass
+class Move:
+    """One intent's way from the state it was read in through ``steps`` (audit rows in this
+    order), with ``fields`` set on the row at the end."""
+
+    intent: AutomationCommandIntent
+    steps: list[Step]
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def to(self) -> CommandStatus:
+        return self.steps[-1].to if self.steps else CommandStatus(self.intent.status)
+
+
+def intents_move(moves: Sequence[Move], *, now: datetime) -> list[Move]:
+    """Apply the moves; returns those that happened (the others lost a race and wrote
+    nothing). The intents of moved rows are updated in place."""
+    moves = [m for m in moves if m.steps or m.fields]
+    if not moves:
+        return []
+    groups: dict[tuple[str, ...], list[tuple[Move, dict[str, Any]]]] = defaultdict(list)
+    for move in moves:
+        updates = _updates(move, now)
+        groups[tuple(sorted(updates))].append((move, updates))
+    moved_ids: set[int] = set()
+    with transaction.atomic():
+        for _, members in sorted(groups.items()):
+            rows = [
+                (
+                    {"id": m.intent.pk, "status": m.intent.status, "version": m.intent.version},
+                    updates,
+                )
+                for m, updates in members
+            ]
+            moved_ids.update(update_returning(AutomationCommandIntent, rows, bump="version"))
+        done = [m for m in moves if m.intent.pk in moved_ids]
+        CommandTransition.objects.bulk_create(_audit_rows(done, now))
+        released = [m.intent.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
+        if released:
+            transaction.on_commit(lambda: endpoints_released(released))
+    for move in done:
+        _apply_in_memory(move, _updates(move, now))
+        for step in move.steps:
+            logger.info(
+                "command %s -> %s (%s)",
+                move.intent.device_command_id,
+                step.to,
+                step.reason,
+                extra={
+                    "commandIntentId": move.intent.pk,
+                    "deviceCommandId": move.intent.device_command_id,
+                },
+            )
+    return done
+
+
+def _updates(move: Move, now: datetime) -> dict[str, Any]:
+    updates: dict[str, Any] = {"updated_at": now, **move.fields}
+    if move.steps:
+        updates.update(status=move.to, status_reason=move.steps[-1].reason)
+        if move.to in COMMAND_TERMINAL:
+            updates.update(
+                inflight_endpoint=None, finished_at=now, lease_expires_at=None, next_attempt_at=None
+            )
+    return updates
+
+
+def _apply_in_memory(move: Move, updates: dict[str, Any]) -> None:
+    intent = move.intent
+    for name, value in updates.items():
+        if name == "inflight_endpoint":
+            intent.inflight_endpoint_id = value
+        else:
+            setattr(intent, name, value)
+    intent.version += 1
+
+
+def _audit_rows(done: Sequence[Move], now: datetime) -> list[CommandTransition]:
+    rows: list[CommandTransition] = []
+    for move in done:
+        before = move.intent.status
+        attempt = move.fields.get("attempt_count", move.intent.attempt_count)
+        for step in move.steps:
+            rows.append(
+                CommandTransition(
+                    intent_id=move.intent.pk,
+                    from_status=before,
+                    to_status=step.to,
+                    reason_code=step.reason,
+                    detail=step.detail[:500],
+                    attempt=attempt,
+                    at=now,
+                )
+            )
+            before = step.to
+    return rows
+
+
+def endpoints_released(endpoint_ids: list[int]) -> None:
+    """Hand each freed endpoint to the oldest command waiting for it, in one query and one
+    nudge for the whole batch."""
+    from automation.services.commands import nudge
+    from automation.tasks import command_intents_dispatch_task
+
+    coordination.inflights_clear(endpoint_ids)
+    waiting = (
+        AutomationCommandIntent.objects.filter(
+            target_device_endpoint_id__in=endpoint_ids, status=CommandStatus.PENDING_DISPATCH
+        )
+        .order_by("target_device_endpoint_id", "created_at", "pk")
+        .values_list("target_device_endpoint_id", "pk")
+    )
+    first: dict[int, int] = {}
+    for endpoint_id, pk in waiting:
+        first.setdefault(endpoint_id, pk)
+    nudge(command_intents_dispatch_task, sorted(first.values()))
