@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -50,6 +51,7 @@ from automation.states import (
     ExecutionOutcome,
     ReasonCode,
 )
+from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
@@ -230,19 +232,19 @@ def _persist(decisions: Sequence[_Decision], targets: dict[int, TargetState]) ->
     if not decisions:
         return []
     now = timezone.now()
-    AutomationRuleExecution.objects.bulk_create(
+    insert_ignore_returning(
+        AutomationRuleExecution,
         [
-            AutomationRuleExecution(
-                event=d.event,
-                rule=d.rule,
-                outcome=d.outcome,
-                failure_reason=d.reason,
-                suppressed_by_id=d.suppressed_by,
-                created_at=now,
-            )
+            {
+                "event": d.event.pk,
+                "rule": d.rule.pk,
+                "outcome": d.outcome,
+                "failure_reason": d.reason,
+                "suppressed_by": d.suppressed_by,
+                "created_at": now,
+            }
             for d in decisions
         ],
-        ignore_conflicts=True,
     )
     wanted = [d for d in decisions if d.outcome == ExecutionOutcome.INTENT_CREATED]
     # Insert in reading order, so on each endpoint the newest reading's command has the
@@ -269,10 +271,10 @@ def _intents_insert(wanted: Sequence[_Decision], now: datetime) -> list[tuple[in
         for d in wanted
         if (d.event.pk, d.rule.pk) in execution_ids
     ]
-    AutomationCommandIntent.objects.bulk_create(intents, ignore_conflicts=True)
+    insert_ignore_returning(AutomationCommandIntent, intents)
     return list(
         AutomationCommandIntent.objects.filter(
-            idempotency_key__in=[i.idempotency_key for i in intents],
+            idempotency_key__in=[i["idempotency_key"] for i in intents],
             status=CommandStatus.PENDING_DISPATCH,
         )
         .order_by("pk")
@@ -280,29 +282,29 @@ def _intents_insert(wanted: Sequence[_Decision], now: datetime) -> list[tuple[in
     )
 
 
-def _intent(decision: _Decision, execution_id: int, now: datetime) -> AutomationCommandIntent:
+def _intent(decision: _Decision, execution_id: int, now: datetime) -> dict[str, Any]:
     rule, target = decision.rule, decision.rule.target_endpoint
     params = {target.rpc_param_key: rule.target_value}
-    return AutomationCommandIntent(
-        rule_execution_id=execution_id,
-        rule=rule,
-        target_device_id=target.device_id,
-        target_device_endpoint=target,
-        target_serial_number=target.device.serial_number,
-        command_method=target.rpc_method,
-        command_params=params,
-        target_value=rule.target_value,
-        idempotency_key=intent_idempotency_key(
+    return {
+        "rule_execution": execution_id,
+        "rule": rule.pk,
+        "target_device": target.device_id,
+        "target_device_endpoint": target.pk,
+        "target_serial_number": target.device.serial_number,
+        "command_method": target.rpc_method,
+        "command_params": params,
+        "target_value": rule.target_value,
+        "idempotency_key": intent_idempotency_key(
             rule_id=rule.pk,
             target_endpoint_id=target.pk,
             target_value=rule.target_value,
             event_id=decision.event.pk,
         ),
-        desired_state_fingerprint=desired_state_fingerprint(params),
-        max_attempts=settings.COMMAND_MAX_ATTEMPTS,
-        created_at=now,
-        updated_at=now,
-    )
+        "desired_state_fingerprint": desired_state_fingerprint(params),
+        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def endpoint_events_pending(*, older_than: datetime, limit: int) -> list[int]:

@@ -1,0 +1,103 @@
+"""Cost per batch, not per command: every stage spends the same number of SQL statements on a
+batch of one as on a batch of fifty (docs/architecture.md, "Set-based stages"). Each batch
+here is one crossing per farm, the shape the pipeline sees under load."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from automation.models import AutomationCommandIntent
+from automation.services.dispatch import command_intents_dispatch
+from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.ingest import telemetry_ingest
+from automation.services.receipts import device_messages_record
+from automation.services.reconcile import command_intents_reconcile
+from automation.states import CommandStatus
+from devices.mqtt.messages import DeviceMessage, InboundTelemetry
+from tests.factories import FarmKit, make_farm
+
+pytestmark = pytest.mark.django_db
+
+SMALL, LARGE = 1, 50
+
+
+def _farms(n: int, tag: str) -> list[FarmKit]:
+    kits = [make_farm(prefix=f"{tag}{i}") for i in range(n)]
+    for kit in kits:
+        kit.rule(threshold_value=30, target_value=True)
+    return kits
+
+
+def _counted(fn: Callable[[], Any]) -> tuple[int, Any]:
+    with CaptureQueriesContext(connection) as queries:
+        result = fn()
+    return len(queries.captured_queries), result
+
+
+def _publish_many(requests: Any) -> list[int | Exception]:
+    return list(range(1, len(requests) + 1))
+
+
+def _stages(kits: list[FarmKit]) -> dict[str, int]:
+    """Statements per stage for one crossing on each farm, through to applied."""
+    now = timezone.now()
+    ts = (now - timedelta(seconds=5)).isoformat()
+    messages = [
+        InboundTelemetry(
+            k.sensor.serial_number, json.dumps({"ts": ts, "values": {"temp": 35}}), now
+        )
+        for k in kits
+    ]
+    cost: dict[str, int] = {}
+    cost["ingest"], ingested = _counted(lambda: telemetry_ingest(messages=messages))
+    events = ingested.pending_event_ids
+    assert len(events) == len(kits)
+    cost["evaluate"], evaluated = _counted(lambda: endpoint_events_evaluate(event_ids=events))
+    intents = evaluated.pending_intent_ids
+    assert len(intents) == len(kits)
+    cost["dispatch"], outcomes = _counted(
+        lambda: command_intents_dispatch(
+            intent_ids=intents, publish_many=_publish_many, trust_cache=False
+        )
+    )
+    assert set(outcomes.values()) == {"dispatched"}
+    rows = AutomationCommandIntent.objects.filter(pk__in=intents)
+    replies = [
+        DeviceMessage(
+            i.target_serial_number,
+            kind,
+            json.dumps(body),
+            timezone.now(),
+        )
+        for i in rows
+        for kind, body in (
+            ("rpc_response", {"commandId": i.device_command_id, "status": "accepted"}),
+            (
+                "state",
+                {
+                    "commandId": i.device_command_id,
+                    "reportedState": {"io1": True},
+                    "appliedAt": timezone.now().isoformat(),
+                },
+            ),
+        )
+    ]
+    cost["record replies"], answered = _counted(lambda: device_messages_record(messages=replies))
+    cost["reconcile"], reached = _counted(lambda: command_intents_reconcile(intent_ids=answered))
+    assert set(reached.values()) == {CommandStatus.APPLIED}
+    return cost
+
+
+def test_each_stage_costs_the_same_statements_for_one_command_and_for_fifty() -> None:
+    _stages(_farms(2, "warm"))  # first-use lookups (content types, caches) out of the way
+    small = _stages(_farms(SMALL, "one"))
+    large = _stages(_farms(LARGE, "many"))
+    assert large == small, f"statements per batch: {SMALL} → {small}, {LARGE} → {large}"
