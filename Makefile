@@ -3,12 +3,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lint bench migrate up
+.PHONY: setup test demo lint bench migrate up lock
 
-# A deployment installs requirements.lock only; development and CI add the test lock.
+# A deployment installs requirements.lock only; development and CI add the test lock. Every
+# lock pins every package with its hashes, and pip refuses a file whose hash is not listed.
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check --require-hashes
+
 $(STAMP): requirements.lock requirements-test.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-test.lock
+	$(PIP_INSTALL) -r requirements.lock -r requirements-test.lock
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -41,7 +44,26 @@ bench: migrate
 	$(PY) manage.py bench $(BENCH_ARGS)
 
 lint: setup
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lint.lock
+	$(PIP_INSTALL) -r requirements.lock -r requirements-test.lock -r requirements-lint.lock
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy common devices scheduler automation events notifications reminders config devtools
+
+# The three locks from pyproject.toml (dependencies, then the extras test and lint), hashed,
+# each layered on the ones before it so that they install together. A pin already in a lock is
+# kept while it fits; LOCK_ARGS="--upgrade-package NAME" moves one. uv runs from a throwaway
+# venv, never from .venv.
+UV_VERSION := 0.13.9
+LOCK = "$$tools/bin/uv" pip compile pyproject.toml --quiet --universal --generate-hashes \
+	--custom-compile-command "make lock" $(LOCK_ARGS)
+NO_EMIT = $$(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/--no-emit-package \1/p' $(1))
+
+lock:
+	tools=$$(mktemp -d) && trap 'rm -rf "$$tools"' EXIT && \
+	$(PYTHON) -m venv "$$tools" && \
+	"$$tools/bin/pip" install --quiet --disable-pip-version-check uv==$(UV_VERSION) && \
+	$(LOCK) -o requirements.lock && \
+	$(LOCK) --extra test -c requirements.lock $(call NO_EMIT,requirements.lock) \
+		-o requirements-test.lock && \
+	$(LOCK) --extra test --extra lint -c requirements.lock -c requirements-test.lock \
+		$(call NO_EMIT,requirements.lock requirements-test.lock) -o requirements-lint.lock

@@ -25,10 +25,15 @@ from automation.services.reconcile import (
     command_intents_awaiting_endpoints,
     command_intents_overdue,
 )
-from config.celery import DB_RETRY
+from config.celery import DB_RETRY, routed_to
 from config.celery import app as celery_app
 from config.metrics import metrics_decisions_counted
-from devices.mqtt.messages import DeviceMessage, InboundTelemetry
+from devices.mqtt.messages import (
+    DEVICE_MESSAGES_TASK,
+    TELEMETRY_TASK,
+    DeviceMessage,
+    InboundTelemetry,
+)
 from devices.mqtt.publisher import get_publisher
 
 logger = logging.getLogger(__name__)
@@ -60,9 +65,9 @@ def endpoint_events_enqueue(event_ids: list[int]) -> None:
         nudge(endpoint_events_evaluate_task, chunk)
 
 
-# The name is the bridge's hand-off contract (``devices.mqtt.bridge``): kept from when ingest
+# The name is the bridge's hand-off contract (``devices.mqtt.messages``): kept from when ingest
 # lived in the devices app, so a batch queued across an upgrade still finds its task.
-@shared_task(name="devices.telemetry_ingest", **DB_RETRY)
+@shared_task(name=TELEMETRY_TASK, **routed_to("ingest"), **DB_RETRY)
 def telemetry_ingest_task(messages: list[list[Any]]) -> int:
     """Ingest stage: the bridge hands off batches of telemetry; evaluation follows after
     commit."""
@@ -77,7 +82,7 @@ def _dispatch_nudge(intent_ids: list[int]) -> None:
     nudge(command_intents_dispatch_task, intent_ids)
 
 
-@shared_task(name="automation.endpoint_events_evaluate", **DB_RETRY)
+@shared_task(name="automation.endpoint_events_evaluate", **routed_to("evaluate"), **DB_RETRY)
 def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
     result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
     metrics_decisions_counted(outcomes=result.outcomes)
@@ -88,7 +93,7 @@ def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
     return result.executions
 
 
-@shared_task(name="automation.endpoint_events_sweep")
+@shared_task(name="automation.endpoint_events_sweep", **routed_to("evaluate"))
 def endpoint_events_sweep_task() -> int:
     """Re-queue events left pending (a lost Celery message), in one bounded batch."""
     older_than = timezone.now() - timedelta(seconds=settings.EVENT_SWEEP_AFTER_S)
@@ -97,7 +102,7 @@ def endpoint_events_sweep_task() -> int:
     return len(ids)
 
 
-@shared_task(name="automation.command_intents_dispatch", **DB_RETRY)
+@shared_task(name="automation.command_intents_dispatch", **routed_to("dispatch"), **DB_RETRY)
 def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
     publisher = get_publisher()
     outcomes = [
@@ -112,7 +117,8 @@ def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = Tru
     return sum(1 for o in outcomes if o == "dispatched")
 
 
-@shared_task(name="automation.device_messages_reconcile", **DB_RETRY)
+# The bridge hands device replies to this one by name, like telemetry to ingest.
+@shared_task(name=DEVICE_MESSAGES_TASK, **routed_to("reconcile"), **DB_RETRY)
 def device_messages_reconcile_task(messages: list[list[Any]]) -> int:
     intent_ids = device_messages_record(messages=[DeviceMessage.from_task_arg(m) for m in messages])
     for pk in intent_ids:
@@ -120,14 +126,14 @@ def device_messages_reconcile_task(messages: list[list[Any]]) -> int:
     return len(intent_ids)
 
 
-@shared_task(name="automation.command_intents_reconcile", **DB_RETRY)
+@shared_task(name="automation.command_intents_reconcile", **routed_to("reconcile"), **DB_RETRY)
 def command_intents_reconcile_task(intent_ids: list[int]) -> int:
     for pk in intent_ids:
         command_intent_reconcile(intent_id=pk)
     return len(intent_ids)
 
 
-@shared_task(name="automation.command_intents_sweep")
+@shared_task(name="automation.command_intents_sweep", **routed_to("dispatch"))
 def command_intents_sweep_task() -> int:
     """Dispatch what is due (lost nudges, elapsed backoffs) and reconcile what is overdue
     (ack deadlines, applied windows). Bounded; safe when two beats run it at once."""

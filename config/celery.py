@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
 
 from celery import Celery
@@ -24,32 +26,77 @@ DB_RETRY: dict[str, Any] = {
 
 STAGE_QUEUES = ("ingest", "evaluate", "dispatch", "reconcile", "scheduler", "notify", "events")
 
+
+# The task attribute that holds a task's stage queue (set through ``routed_to``).
+_STAGE_ATTRIBUTE = "stage_queue"
+
+
+def routed_to(queue: str) -> dict[str, Any]:
+    """Task options that declare a task's stage queue next to its name:
+    ``@shared_task(name=..., **routed_to("ingest"))``; Celery keeps decorator options as task
+    attributes, and the router below reads this one. Not ``queue=``: Celery deprecates
+    routing attributes on tasks (no effect from 6.0) in favour of ``task_routes``."""
+    if queue not in STAGE_QUEUES:
+        raise ValueError(f"{queue!r} is not a stage queue ({', '.join(STAGE_QUEUES)})")
+    return {_STAGE_ATTRIBUTE: queue}
+
+
+def task_stage(task: Any) -> str | None:
+    """The stage queue ``task`` declares, if any."""
+    stage = getattr(task, _STAGE_ATTRIBUTE, None)
+    return str(stage) if stage else None
+
+
+class TaskQueues(Mapping[str, str]):
+    """Every registered task that declares its stage queue, by task name, read from the
+    registry: no task name is repeated here (this module imports no app; the apps import
+    it)."""
+
+    def __getitem__(self, name: str) -> str:
+        stage = task_stage(app.tasks.get(name))
+        if stage is None:
+            raise KeyError(name)
+        return stage
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([name for name, task in app.tasks.items() if task_stage(task)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 # Every project task and its stage queue; a test checks that each registered task has one.
-TASK_ROUTES: dict[str, str] = {
-    "devices.telemetry_ingest": "ingest",
-    "automation.endpoint_events_evaluate": "evaluate",
-    "automation.endpoint_events_sweep": "evaluate",
-    "automation.command_intents_dispatch": "dispatch",
-    "automation.command_intents_sweep": "dispatch",
-    "automation.device_messages_reconcile": "reconcile",
-    "automation.command_intents_reconcile": "reconcile",
-    "automation.scheduler_poll_due": "scheduler",
-    "automation.scheduler_execute": "scheduler",
-    "automation.scheduler_release_stale": "scheduler",
-    "events.event_deliver": "events",
-    "notifications.deliver": "notify",
-    "notifications.sweep": "notify",
-    "reminders.reconcile": "scheduler",
-    "reminders.report_subscriptions_ensure": "scheduler",
-    "reminders.endpoint_metrics_touched": "scheduler",
-}
+TASK_ROUTES = TaskQueues()
+
+
+@cache
+def _task_modules_import() -> None:
+    """Register every app's tasks in a process that has not yet (the bridge, web, scripts),
+    as a worker does at start; once per process."""
+    app.loader.import_default_modules()
+
+
+def route_to_stage(
+    name: str, args: Any, kwargs: Any, options: dict[str, Any], task: Any = None, **_: Any
+) -> dict[str, str] | None:
+    """The router (``task_routes``): a task goes to the queue it declares, whether sent as
+    ``apply_async``/``delay`` on the task or by name (``send_task``: the bridge's hand-offs,
+    a beat loop). An explicit ``queue=`` wins; a task that declares none, or a name no app
+    registers, goes to ``task_default_queue``."""
+    if options.get("queue") is not None:
+        return None
+    if task is None and name not in app.tasks:
+        _task_modules_import()
+    stage = task_stage(task) if task is not None else TASK_ROUTES.get(name)
+    return {"queue": stage} if stage else None
+
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
     task_queues=[Queue(name) for name in STAGE_QUEUES],
     task_default_queue="events",
-    task_routes={name: {"queue": queue} for name, queue in TASK_ROUTES.items()},
+    task_routes=(route_to_stage,),
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,

@@ -7,12 +7,13 @@ from typing import Any
 from celery import Task, shared_task
 from django.conf import settings
 
-from config.celery import DB_RETRY
+from config.celery import DB_RETRY, routed_to
 from events.services import event_deliver, event_retry_delay_s
 
 
 @shared_task(
     name="events.event_deliver",
+    **routed_to("events"),
     bind=True,
     **DB_RETRY,
 )

@@ -9,14 +9,16 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from config.celery import DB_RETRY
+from config.celery import DB_RETRY, routed_to
 from notifications.services.deliver import notification_deliver
 from notifications.services.sweep import notifications_sweep
 
 DELIVER_TASK = "notifications.deliver"
 
 
-@shared_task(name=DELIVER_TASK, soft_time_limit=90, time_limit=110, **DB_RETRY)
+@shared_task(
+    name=DELIVER_TASK, **routed_to("notify"), soft_time_limit=90, time_limit=110, **DB_RETRY
+)
 def notification_deliver_task(notification_id: int) -> str:
     return str(notification_deliver(notification_id=notification_id))
 
@@ -25,7 +27,7 @@ def _enqueue(notification_id: int) -> None:
     notification_deliver_task.apply_async(args=[notification_id])
 
 
-@shared_task(name="notifications.sweep")
+@shared_task(name="notifications.sweep", **routed_to("notify"))
 def notifications_sweep_task() -> int:
     """Recover lost claims and queue one delivery task per due notification."""
     result = notifications_sweep(now=timezone.now(), enqueue=_enqueue)

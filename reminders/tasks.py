@@ -8,7 +8,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from config.celery import DB_RETRY
+from config.celery import DB_RETRY, routed_to
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
     endpoint_metrics_touched,
@@ -19,7 +19,7 @@ from reminders.services.reports.subscriptions import report_subscriptions_ensure
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="reminders.reconcile", **DB_RETRY)
+@shared_task(name="reminders.reconcile", **routed_to("scheduler"), **DB_RETRY)
 def reminders_reconcile_task(provider: str | None = None) -> int:
     """One bounded pass per provider (or of ``provider``); how many rows it repaired."""
     now = timezone.now()
@@ -35,13 +35,13 @@ def reminders_reconcile_task(provider: str | None = None) -> int:
     return repaired
 
 
-@shared_task(name="reminders.report_subscriptions_ensure", **DB_RETRY)
+@shared_task(name="reminders.report_subscriptions_ensure", **routed_to("scheduler"), **DB_RETRY)
 def report_subscriptions_ensure_task() -> int:
     """Make sure every active subscription has the row of its current period."""
     return report_subscriptions_ensure_due(now=timezone.now())
 
 
-@shared_task(name="reminders.endpoint_metrics_touched", **DB_RETRY)
+@shared_task(name="reminders.endpoint_metrics_touched", **routed_to("scheduler"), **DB_RETRY)
 def endpoint_metrics_touched_task(endpoint_ids: list[int]) -> int:
     """New telemetry arrived for these endpoints: evaluate the metric sources over them."""
     return endpoint_metrics_touched(endpoint_ids=endpoint_ids, now=timezone.now())

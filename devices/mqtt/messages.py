@@ -13,6 +13,12 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+# The tasks these messages are handed to, by name: the bridge's wire contract, so a batch
+# queued across an upgrade still finds its task. The tasks (``automation/tasks.py``) register
+# under these constants; ingest keeps the name from when it lived in this app.
+TELEMETRY_TASK = "devices.telemetry_ingest"
+DEVICE_MESSAGES_TASK = "automation.device_messages_reconcile"
+
 
 def decode_payload(payload: bytes) -> tuple[str, bool]:
     """Text and bad_encoding: bytes that are not UTF-8 stay visible as escapes."""
@@ -25,7 +31,7 @@ def decode_payload(payload: bytes) -> tuple[str, bool]:
 @dataclass(frozen=True)
 class InboundTelemetry:
     """One telemetry message as the bridge (or an HTTP gateway) received it; for the task
-    ``devices.telemetry_ingest``."""
+    ``TELEMETRY_TASK``."""
 
     serial: str
     payload: str
@@ -50,7 +56,7 @@ class InboundTelemetry:
 @dataclass(frozen=True)
 class DeviceMessage:
     """An rpc/response or state message as the bridge received it; for the task
-    ``automation.device_messages_reconcile``."""
+    ``DEVICE_MESSAGES_TASK``."""
 
     serial: str
     kind: str  # DeviceMessageKind.RPC_RESPONSE or STATE

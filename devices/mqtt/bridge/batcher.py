@@ -14,11 +14,10 @@ from typing import Any
 from django.core.cache import cache
 
 from devices.mqtt.bridge.stats import BridgeStats
+from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
-TELEMETRY_TASK = "devices.telemetry_ingest"
-DEVICE_MESSAGES_TASK = "automation.device_messages_reconcile"
 HANDOFF_FIRST_BACKOFF_S = 0.1
 HANDOFF_MAX_BACKOFF_S = 5.0
 DEDUPE_KEY_PREFIX = "bridge:telemetry:"
@@ -27,8 +26,10 @@ Handoff = Callable[[str, list[list[Any]]], None]
 
 
 def celery_handoff(task_name: str, batch: list[list[Any]]) -> None:
-    """Publish one batch as one task. ``retry=False``: the bridge owns the retry, so its MQTT
-    loop is serviced between attempts instead of blocking inside kombu's retry policy."""
+    """Publish one batch as one task, by name (the tasks sit in an app above this one), to
+    the queue the task declares (the app's router reads it). ``retry=False``: the bridge owns
+    the retry, so its MQTT loop is serviced between attempts instead of blocking inside
+    kombu's retry policy."""
     from config.celery import app as celery_app
 
     celery_app.send_task(task_name, args=[batch], retry=False)
