@@ -15,15 +15,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from automation import coordination
+from automation.services.claim import DispatchOutcome
 from automation.services.commands import nudge
-from automation.services.dispatch import command_intent_dispatch, command_intents_due
+from automation.services.dispatch import command_intents_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
 from automation.services.reconcile import (
-    command_intent_reconcile,
     command_intents_awaiting_endpoints,
     command_intents_overdue,
+    command_intents_reconcile,
 )
 from config.celery import DB_RETRY, routed_to
 from config.celery import app as celery_app
@@ -105,31 +106,26 @@ def endpoint_events_sweep_task() -> int:
 @shared_task(name="automation.command_intents_dispatch", **routed_to("dispatch"), **DB_RETRY)
 def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
     publisher = get_publisher()
-    outcomes = [
-        command_intent_dispatch(
-            intent_id=pk,
-            publish=publisher.publish,
-            trust_cache=trust_cache,
-            connected=publisher.is_connected,
-        )
-        for pk in intent_ids
-    ]
-    return sum(1 for o in outcomes if o == "dispatched")
+    outcomes = command_intents_dispatch(
+        intent_ids=intent_ids,
+        publish_many=publisher.publish_many,
+        trust_cache=trust_cache,
+        connected=publisher.is_connected,
+    )
+    return sum(1 for o in outcomes.values() if o == DispatchOutcome.DISPATCHED)
 
 
 # The bridge hands device replies to this one by name, like telemetry to ingest.
 @shared_task(name=DEVICE_MESSAGES_TASK, **routed_to("reconcile"), **DB_RETRY)
 def device_messages_reconcile_task(messages: list[list[Any]]) -> int:
     intent_ids = device_messages_record(messages=[DeviceMessage.from_task_arg(m) for m in messages])
-    for pk in intent_ids:
-        command_intent_reconcile(intent_id=pk)
+    command_intents_reconcile(intent_ids=intent_ids)
     return len(intent_ids)
 
 
 @shared_task(name="automation.command_intents_reconcile", **routed_to("reconcile"), **DB_RETRY)
 def command_intents_reconcile_task(intent_ids: list[int]) -> int:
-    for pk in intent_ids:
-        command_intent_reconcile(intent_id=pk)
+    command_intents_reconcile(intent_ids=intent_ids)
     return len(intent_ids)
 
 

@@ -12,6 +12,7 @@ from celery.signals import setup_logging, task_postrun, task_prerun
 from django.db import OperationalError
 from kombu import Queue
 
+from config.db_connections import connection_reuse_install
 from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
@@ -137,3 +138,4 @@ def configure_beat_schedule() -> None:
 
 
 app.on_after_configure.connect(lambda sender, **_: configure_beat_schedule(), weak=False)
+connection_reuse_install()

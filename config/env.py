@@ -105,7 +105,7 @@ def database_from_env(base_dir: Path) -> dict[str, Any]:
         "PASSWORD": unquote(parts.password or ""),
         "HOST": parts.hostname or "",
         "PORT": str(port or ""),
-        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 0),
+        "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 300),
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": options,
         "TEST": {"NAME": env_str("DATABASE_TEST_NAME", f"test_{name}")},

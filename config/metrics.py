@@ -71,6 +71,14 @@ APPLIED_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS_S,
 )
 
+STAGE_LATENCY = Histogram(
+    "farm_command_stage_seconds",
+    "Per applied command, the time each hop of the pipeline took: reading received by the "
+    "bridge → ingested → rule decided → request published → acknowledged → applied.",
+    ["hop"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
 _STAGE_OF_TASK = {
     "devices.telemetry_ingest": "ingest",
     "automation.endpoint_events_evaluate": "evaluate",
@@ -101,6 +109,18 @@ def metrics_transition_recorded(*, transition: Any) -> None:
         ACK_LATENCY.observe(seconds)
     elif transition.to_status == "applied":
         APPLIED_LATENCY.observe(seconds)
+
+
+def metrics_transitions_recorded(*, transitions: Iterable[Any]) -> None:
+    """``metrics_transition_recorded`` for audit rows written in bulk (no ``post_save``)."""
+    for transition in transitions:
+        metrics_transition_recorded(transition=transition)
+
+
+def metrics_stage_latencies_observed(*, hops: Iterable[tuple[str, float]]) -> None:
+    """Seconds each hop of an applied command took (``automation.services.latency``)."""
+    for hop, seconds in hops:
+        STAGE_LATENCY.labels(hop=hop).observe(max(0.0, seconds))
 
 
 def metrics_rejections_recorded(*, counts: Mapping[tuple[str, str], int]) -> None:

@@ -210,8 +210,10 @@ def _publish_batch(
     coordination.correlations_remember(
         {intent.device_command_id or "": intent.pk for intent, _ in sendable}
     )
+    results = publish_many(requests)
+    published = timezone.now()  # every PUBACK is in
     moves: list[Move] = []
-    for (intent, target), result in zip(sendable, publish_many(requests), strict=True):
+    for (intent, target), result in zip(sendable, results, strict=True):
         if isinstance(result, BrokerUnreachable):
             outcomes[intent.pk] = _await_broker(intent, now, str(result), claimed=True)
         elif isinstance(result, MqttError):  # PubackTimeout, local refusals: attempt spent
@@ -221,7 +223,7 @@ def _publish_batch(
                 DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
             )
         else:
-            moves.append(_dispatched(intent, target, result, now, deadline))
+            moves.append(_dispatched(intent, target, result, published, deadline))
     marked = intents_move(moves, now=now)
     for move in moves:
         outcomes[move.intent.pk] = DispatchOutcome.DISPATCHED

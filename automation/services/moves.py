@@ -20,6 +20,7 @@ from automation import coordination
 from automation.models import AutomationCommandIntent, CommandTransition
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from common.sql import update_returning
+from config.metrics import metrics_transitions_recorded
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,9 @@ def intents_move(moves: Sequence[Move], *, now: datetime) -> list[Move]:
             ]
             moved_ids.update(update_returning(AutomationCommandIntent, rows, bump="version"))
         done = [m for m in moves if m.intent.pk in moved_ids]
-        CommandTransition.objects.bulk_create(_audit_rows(done, now))
+        audit = CommandTransition.objects.bulk_create(_audit_rows(done, now))
+        # bulk_create sends no post_save: the ledger's counters are fed here instead.
+        transaction.on_commit(lambda: metrics_transitions_recorded(transitions=audit))
         released = [m.intent.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
         if released:
             transaction.on_commit(lambda: endpoints_released(released))
@@ -116,7 +119,7 @@ def _audit_rows(done: Sequence[Move], now: datetime) -> list[CommandTransition]:
         for step in move.steps:
             rows.append(
                 CommandTransition(
-                    intent_id=move.intent.pk,
+                    intent=move.intent,
                     from_status=before,
                     to_status=step.to,
                     reason_code=step.reason,

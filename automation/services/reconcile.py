@@ -35,6 +35,7 @@ from automation.services.cooldown import (
     command_cooldown_record,
     command_cooldowns_clear,
 )
+from automation.services.latency import command_stage_times
 from automation.services.moves import Move, Step, intents_move
 from automation.states import (
     COMMAND_AWAITING_DEVICE,
@@ -42,6 +43,7 @@ from automation.states import (
     ReasonCode,
     command_can_move,
 )
+from config.metrics import metrics_stage_latencies_observed
 from devices.mqtt.contract import (
     ResultCode,
 )
@@ -301,7 +303,11 @@ def command_intents_reconcile(
             else:
                 _walk(intent, evidence[intent.pk], now)  # a retry, or nothing to do
         intents_move(moves, now=now)
-        _cooldowns_follow([i for i in intents if i.status != started[i.pk]], now)
+        changed = [i for i in intents if i.status != started[i.pk]]
+        _cooldowns_follow(changed, now)
+        applied = [i.pk for i in changed if i.status == CommandStatus.APPLIED]
+        if applied:
+            transaction.on_commit(lambda: _latencies_observe(applied))
     return {i.pk: i.status for i in intents}
 
 
@@ -363,6 +369,11 @@ def _apply(intent: AutomationCommandIntent, decision: Decision, now: datetime) -
     return intent_transition(
         intent, decision.to, decision.reason, now=now, detail=decision.detail, **fields
     )
+
+
+def _latencies_observe(intent_ids: list[int]) -> None:
+    for times in command_stage_times(intent_ids=intent_ids).values():
+        metrics_stage_latencies_observed(hops=times.hops())
 
 
 def _cooldowns_follow(changed: Sequence[AutomationCommandIntent], now: datetime) -> None:

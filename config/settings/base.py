@@ -83,6 +83,9 @@ EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.Emai
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL, CELERY_BROKER_EMBEDDED = broker_from_env()
+# Workers reuse their database connections (config.db_connections closes broken or old ones);
+# the fix-up still recycles them after this many tasks.
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000)
 # kombu's in-process transport polls once a second by default: far too slow for a pipeline.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005} if CELERY_BROKER_EMBEDDED else {}
 

@@ -79,7 +79,10 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
         )
         for i in rows
         for kind, body in (
-            ("rpc_response", {"commandId": i.device_command_id, "status": "accepted"}),
+            (
+                "rpc_response",
+                {"commandId": i.device_command_id, "status": "accepted", "resultCode": "ok"},
+            ),
             (
                 "state",
                 {

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from automation.diagnostics import TimelineNotFound, timeline_lookup
+from automation.services.latency import HOPS, TOTALS, command_stage_times
 from config.tables import format_table
 
 
@@ -43,3 +44,11 @@ class Command(BaseCommand):
         self.stdout.write(
             format_table(("at (UTC)", "stage", "try", "what", "reason", "detail"), rows)
         )
+        intent_id = timeline.ids.get("commandIntentId")
+        times = command_stage_times(intent_ids=[intent_id]).get(intent_id) if intent_id else None
+        hops = times.hops(HOPS + TOTALS) if times is not None else []
+        if hops:
+            self.stdout.write("")
+            self.stdout.write(
+                format_table(("hop", "ms"), [(hop, f"{s * 1000:,.1f}") for hop, s in hops])
+            )
