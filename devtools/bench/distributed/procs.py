@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -128,10 +129,13 @@ class CpuMeter:
     """CPU time of each process and its descendants (a prefork pool) over an interval, as %
     of one core; a process that is not a child of the bench (its own) counts alone."""
 
+    MACHINE = "machine"  # every core of the machine busy = 100, whoever keeps it busy
+
     def __init__(self, pids: Mapping[str, int]) -> None:
         self._pids = dict(pids)
         self._started = time.monotonic()
         self._before = {name: _tree_cpu_s(pid) for name, pid in self._pids.items()}
+        self._machine = psutil.cpu_times()
 
     def percent(self) -> dict[str, float]:
         elapsed = max(1e-6, time.monotonic() - self._started)
@@ -139,7 +143,18 @@ class CpuMeter:
         for name, pid in self._pids.items():
             used = _tree_cpu_s(pid) - self._before[name]
             out[name] = max(0.0, used) / elapsed * 100
+        out[self.MACHINE] = _busy_percent(self._machine, psutil.cpu_times())
         return out
+
+
+def _busy_percent(before: Any, after: Any) -> float:
+    """Share of all cores' time not idle between two ``psutil.cpu_times()`` readings: the
+    servers (PostgreSQL, the brokers) and anything else on the machine show here."""
+    idle = (after.idle - before.idle) + (
+        getattr(after, "iowait", 0.0) - getattr(before, "iowait", 0.0)
+    )
+    total = sum(after) - sum(before)
+    return max(0.0, 100 * (1 - idle / total)) if total > 0 else 0.0
 
 
 def _tree_cpu_s(pid: int) -> float:

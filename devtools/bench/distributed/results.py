@@ -140,7 +140,8 @@ def stages_table(steps: Sequence[StepResult]) -> str:
 
 
 def load_table(steps: Sequence[StepResult]) -> str:
-    """Queue backlog at the end of each step's offering and CPU % per process over it."""
+    """Queue backlog at the end of each step's offering and CPU % per process over it (% of
+    one core; ``machine`` is % of all cores)."""
     queues = sorted({q for s in steps for q in s.backlog})
     procs = sorted({p for s in steps for p in s.cpu})
     headers = ["offered/s"] + [f"{q} queue" for q in queues] + [f"{p} cpu%" for p in procs]
