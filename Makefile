@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lint bench migrate up lock
+.PHONY: setup test demo lint bench bench-distributed migrate up lock
 
 # A deployment installs requirements.lock only; development and CI add the test lock. Every
 # lock pins every package with its hashes, and pip refuses a file whose hash is not listed.
@@ -37,6 +37,17 @@ up: setup
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py sync_beat_schedule
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho -f deploy/Procfile.dev start
+
+# The deployed processes (bridge, one worker per stage, beat) measured against real servers:
+# command latency per step of offered crossings, ingest and scheduler next to bare baselines.
+# BENCH_ARGS="--farms 50 --steps 10,30 --step-seconds 10" for a shorter run.
+bench-distributed: setup
+	@missing=""; for v in $(UP_NEEDS); do \
+		[ -n "$$(printenv $$v)" ] || missing="$$missing $$v"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "make bench-distributed runs against real servers; set:$$missing" >&2; \
+		exit 2; fi
+	$(PY) manage.py bench --distributed $(BENCH_ARGS)
 
 # Ingest, command latency and scheduler figures next to bare baselines, at base and 10× sizes
 # (the scheduler part prints why it is skipped on SQLite). BENCH_ARGS="--quick" for a smoke run.

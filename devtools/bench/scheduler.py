@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
 from django.db import connection, connections
+from django.db.models import Count
 
 from config.tables import format_table
 from devtools.bench import BenchError
@@ -184,6 +185,25 @@ class SchedulerBench:
             )
             out.append((workers, label, finish_rows, seconds, rate, ratio(rate, bare_fin[1])))
         return out
+
+    # -- for a bench whose workers are other processes (devtools.bench.distributed) ------
+
+    def seed_due(self, rows: int) -> None:
+        """``rows`` due rows of this bench in the product's table."""
+        self._seed(rows, False)
+
+    def statuses(self) -> dict[str, int]:
+        """This bench's rows in the product's table, by status."""
+        prefix = f"report-subscription:{self.tag}:"
+        rows = AutomationScheduler.objects.filter(scheduler_key__startswith=prefix)
+        return dict(rows.values("status").annotate(n=Count("pk")).values_list("status", "n"))
+
+    def rows_delete(self) -> None:
+        self._cleanup()
+
+    def bare_claim_finish(self, workers: int, rows: int) -> tuple[float, float]:
+        """Seconds and rows/s of the bare claim + finish-per-row loop on ``rows`` rows."""
+        return self._measure(BARE_FINISH_PATH, workers, rows, self._bare_worker(True), True)
 
     def _measure(
         self, label: str, workers: int, rows: int, worker: Worker, bare: bool = False

@@ -7,12 +7,16 @@ starts a worker and beat of its own, and deletes every row it creates."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from devtools.bench import BenchError
+from devtools.bench.distributed import cli as distributed_cli
+from devtools.bench.distributed.plan import PlanError
+from devtools.bench.distributed.run import distributed_run
 from devtools.bench.runner import PHASES, BenchPlan, BenchSizes, bench_run
 
 # Sizes per preset; an option given on the command line wins over its preset.
@@ -67,8 +71,16 @@ class Command(BaseCommand):
             help="comma-separated subset of: ingest,command,scheduler",
         )
         add("--quick", action="store_true", help="tiny sizes (a smoke run, not figures)")
+        distributed_cli.add_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["distributed"]:
+            try:
+                distributed = distributed_cli.plan_from_options(opts)
+            except PlanError as exc:
+                raise CommandError(str(exc)) from exc
+            _stoppable(lambda: distributed_run(distributed, self.stdout.write))
+            return
         preset = PRESETS["quick" if opts["quick"] else "full"]
         size = {name: preset[name] if opts[name] is None else opts[name] for name in preset}
         phases = frozenset(p.strip() for p in opts["only"].split(",") if p.strip())
@@ -92,14 +104,19 @@ class Command(BaseCommand):
             batch=opts["batch"],
             claim_batch=opts["claim_batch"],
         )
-        # A stopped bench still deletes its rows: SIGTERM unwinds like Ctrl-C does.
-        previous = signal.signal(signal.SIGTERM, _terminate)
-        try:
-            bench_run(plan, self.stdout.write)
-        except BenchError as exc:
-            raise CommandError(str(exc)) from exc
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        _stoppable(lambda: bench_run(plan, self.stdout.write))
+
+
+def _stoppable(run: Callable[[], None]) -> None:
+    """A stopped bench still deletes its rows and stops its processes: SIGTERM unwinds like
+    Ctrl-C does."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        run()
+    except BenchError as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:

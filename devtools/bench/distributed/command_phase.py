@@ -1,0 +1,62 @@
+"""The command path under load: threshold crossings offered in steps of rising rate, each
+step measured on its own crossings once they settled, so one step's backlog is not charged
+to the next step's latencies (it shows in the backlog column instead)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from devices.models import Device
+from devtools.bench.distributed.accounting import sensor_ids, step_account, step_settle
+from devtools.bench.distributed.broker import queue_backlog
+from devtools.bench.distributed.devices import TimedSimulator, crossings_offer
+from devtools.bench.distributed.plan import STAGES, DistributedPlan
+from devtools.bench.distributed.procs import CpuMeter
+from devtools.bench.distributed.results import APPLIED, StepResult
+from devtools.bench.distributed.schedule import step_crossings
+from devtools.bench.distributed.stack import Stack
+from devtools.bench.fleet import BenchFleet
+
+Write = Callable[[str], None]
+
+
+def command_phase(
+    plan: DistributedPlan, stack: Stack, fleet: BenchFleet, write: Write
+) -> list[StepResult]:
+    devices = sensor_ids(fleet)
+    simulator = TimedSimulator(fleet, stack.mqtt)
+    results: list[StepResult] = []
+    simulator.start()
+    try:
+        index = 0
+        for step, rate in enumerate(plan.steps, 1):
+            # Relays count as online at dispatch (they send no telemetry of their own here).
+            Device.objects.filter(serial_number__in=fleet.relays).update(
+                last_seen_at=datetime.now(UTC)
+            )
+            crossings = step_crossings(
+                step=step, rate=rate, seconds=plan.step_seconds, farms=len(fleet.sensors),
+                first_index=index,
+            )  # fmt: skip
+            index += len(crossings)
+            write(f"command path: step {step}/{len(plan.steps)}, {rate:g}/s for "
+                  f"{plan.step_seconds:g}s ({len(crossings):,} crossings)")  # fmt: skip
+            meter = CpuMeter(stack.pids())
+            offered, seconds = crossings_offer(simulator, fleet, crossings, f"step {step}")
+            result = StepResult(step, rate, seconds, len(offered))
+            result.cpu = meter.percent()
+            result.backlog = queue_backlog(STAGES)
+            stack.check_alive()
+            settled = step_settle(fleet, devices, offered, plan.settle_s)
+            step_account(result, offered, devices, simulator.first_seen)
+            results.append(result)
+            write(
+                f"command path: step {step} {'settled' if settled else 'NOT settled'}: "
+                f"{result.offered:,} offered, {result.created:,} commands, "
+                f"{result.outcomes[APPLIED]:,} applied, {result.lost:,} lost"
+                + (f" ({result.lost_reasons()})" if result.lost else "")
+            )
+    finally:
+        simulator.stop()
+    return results

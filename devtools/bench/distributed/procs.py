@@ -1,0 +1,174 @@
+"""The product's processes as children of the bench: started from their command lines as
+``deploy/Procfile.dev`` starts them, each in a process group of its own (a prefork worker's
+pool goes down with it), logging to a file of the run, and always torn down: SIGTERM to the
+group, SIGKILL after a grace period."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from devtools.bench.distributed.plan import WorkerSpec
+
+STOP_GRACE_S = 20.0
+MANAGE = "manage.py"
+
+
+@dataclass
+class Child:
+    """One named child process and its log."""
+
+    name: str
+    argv: Sequence[str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self, env: Mapping[str, str], cwd: Path) -> None:
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(
+                list(self.argv),
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own group: a signal reaches the pool too
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid if self.popen is not None else -1
+
+    @property
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal_group(self, sig: int) -> None:
+        if self.popen is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.popen.pid, sig)
+
+    def tail(self, lines: int = 15) -> str:
+        if not self.log.exists():
+            return ""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def python_argv(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def celery_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "config", *args]
+
+
+def bridge_argv(client_id: str) -> list[str]:
+    return python_argv(MANAGE, "mqtt_bridge", "--client-id", client_id)
+
+
+def worker_argv(stage: str, spec: WorkerSpec, node: str) -> list[str]:
+    """As the Procfile starts a stage worker; the node name carries the run so a ping
+    can tell the bench's workers from any other on the broker."""
+    return celery_argv(
+        "worker", "-Q", stage, "-n", node, "--pool", spec.pool, "--concurrency",
+        str(spec.concurrency), "--loglevel", "WARNING",
+    )  # fmt: skip
+
+
+def beat_argv() -> list[str]:
+    return celery_argv(
+        "beat", "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--loglevel", "WARNING"
+    )
+
+
+@dataclass
+class Children:
+    """Every child of a run, stopped all at once (each group signalled, then waited for)."""
+
+    cwd: Path
+    env: Mapping[str, str]
+    procs: dict[str, Child] = field(default_factory=dict)
+
+    def start(self, child: Child) -> Child:
+        self.procs[child.name] = child
+        child.start(self.env, self.cwd)
+        return child
+
+    def dead(self) -> list[Child]:
+        return [c for c in self.procs.values() if c.popen is not None and not c.alive]
+
+    def stop(self, names: Sequence[str] | None = None, grace_s: float = STOP_GRACE_S) -> None:
+        chosen = [self.procs[n] for n in names] if names is not None else list(self.procs.values())
+        for child in chosen:
+            if child.alive:
+                child.signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for child in chosen:
+            if child.popen is None:
+                continue
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.popen.wait(max(0.1, deadline - time.monotonic()))
+            child.signal_group(signal.SIGKILL)  # the rest, and any orphaned pool child
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.popen.wait(5)
+        for child in chosen:
+            self.procs.pop(child.name, None)
+
+
+class CpuMeter:
+    """CPU time of each process and its descendants (a prefork pool) over an interval, as %
+    of one core; a process that is not a child of the bench (its own) counts alone."""
+
+    MACHINE = "machine"  # every core of the machine busy = 100, whoever keeps it busy
+
+    def __init__(self, pids: Mapping[str, int]) -> None:
+        self._pids = dict(pids)
+        self._started = time.monotonic()
+        self._before = {name: _tree_cpu_s(pid) for name, pid in self._pids.items()}
+        self._machine = psutil.cpu_times()
+
+    def percent(self) -> dict[str, float]:
+        elapsed = max(1e-6, time.monotonic() - self._started)
+        out = {}
+        for name, pid in self._pids.items():
+            used = _tree_cpu_s(pid) - self._before[name]
+            out[name] = max(0.0, used) / elapsed * 100
+        out[self.MACHINE] = _busy_percent(self._machine, psutil.cpu_times())
+        return out
+
+
+def _busy_percent(before: Any, after: Any) -> float:
+    """Share of all cores' time not idle between two ``psutil.cpu_times()`` readings: the
+    servers (PostgreSQL, the brokers) and anything else on the machine show here."""
+    idle = (after.idle - before.idle) + (
+        getattr(after, "iowait", 0.0) - getattr(before, "iowait", 0.0)
+    )
+    total = sum(after) - sum(before)
+    return max(0.0, 100 * (1 - idle / total)) if total > 0 else 0.0
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """User + system seconds of ``pid`` and its live descendants; a pool child that exited
+    meanwhile takes its time with it (celery recycles none by default)."""
+    try:
+        root = psutil.Process(pid)
+        own = pid == os.getpid()  # the bench's descendants are the stack, measured apart
+        procs = [root, *([] if own else root.children(recursive=True))]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
