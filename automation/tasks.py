@@ -71,11 +71,20 @@ def endpoint_events_enqueue(event_ids: list[int]) -> None:
 @shared_task(name=TELEMETRY_TASK, **routed_to("ingest"), **DB_RETRY)
 def telemetry_ingest_task(messages: list[list[Any]]) -> int:
     """Ingest stage: the bridge hands off batches of telemetry; evaluation follows after
-    commit."""
+    commit, in this task (``EVALUATE_INLINE``: the hop to the evaluate queue cost more than
+    it bought, docs/architecture.md) or on the evaluate queue."""
+    inline = settings.EVALUATE_INLINE
     result = telemetry_ingest(
         messages=[InboundTelemetry.from_task_arg(m) for m in messages],
-        on_events=endpoint_events_enqueue,
+        on_events=None if inline else endpoint_events_enqueue,
     )
+    if inline:
+        for chunk in _chunks(result.pending_event_ids, settings.EVALUATE_BATCH_SIZE):
+            try:
+                events_evaluate(chunk)
+            except Exception as exc:  # the events are committed: the evaluate queue retries
+                logger.warning("inline evaluation failed, handed to the queue: %s", exc)
+                nudge(endpoint_events_evaluate_task, chunk)
     return result.events
 
 
@@ -85,6 +94,12 @@ def _dispatch_nudge(intent_ids: list[int]) -> None:
 
 @shared_task(name="automation.endpoint_events_evaluate", **routed_to("evaluate"), **DB_RETRY)
 def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
+    return events_evaluate(event_ids)
+
+
+def events_evaluate(event_ids: list[int]) -> int:
+    """Evaluate committed events, then hand on what follows: dispatch of new commands,
+    reconciliation of commands the readings may prove, threshold reminders."""
     result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
     metrics_decisions_counted(outcomes=result.outcomes)
     if result.endpoint_ids:

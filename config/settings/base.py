@@ -100,6 +100,10 @@ MQTT_EMBEDDED_BROKER_STARTER: str | None = None
 EVENT_SWEEP_AFTER_S = env_int("EVENT_SWEEP_AFTER_S", 30, minimum=1)
 SWEEP_BATCH_SIZE = env_int("SWEEP_BATCH_SIZE", 500, minimum=1)
 EVALUATE_BATCH_SIZE = env_int("EVALUATE_BATCH_SIZE", 200, minimum=1)
+# Ingest evaluates the events it committed in the same task instead of queueing them for the
+# evaluate workers (one Celery hop less per reading; the evaluate queue still takes sweeps and
+# any batch whose inline evaluation failed).
+EVALUATE_INLINE = env_bool("EVALUATE_INLINE", True)
 DEVICE_FRESHNESS_S = env_int("DEVICE_FRESHNESS_S", 300, minimum=1)
 COMMAND_MAX_ATTEMPTS = env_int("COMMAND_MAX_ATTEMPTS", 3, minimum=1)
 ACK_TIMEOUT_S = env_float("ACK_TIMEOUT_S", 5.0, minimum=0.1)
@@ -161,8 +165,12 @@ EVENT_PRODUCER = env_str("EVENT_PRODUCER", "farm-core")
 SCHEDULER_LEASE_S = env_int("SCHEDULER_LEASE_S", 300, minimum=1)
 # Rows claimed per statement (batches: ~50× the single-row rate on PostgreSQL, docs/spec.md §11).
 SCHEDULER_CLAIM_BATCH = env_int("SCHEDULER_CLAIM_BATCH", 50, minimum=1)
-# Upper bound of rows one due poll claims and fans out (bounded sweeps).
+# Upper bound of rows one due poll claims and fans out (bounded sweeps); a poll that reached
+# it queues the next one at once instead of waiting for beat.
 SCHEDULER_POLL_MAX_ROWS = env_int("SCHEDULER_POLL_MAX_ROWS", 1000, minimum=1)
+# Claimed rows per execute task: the task's overhead is paid per chunk, and a batch still
+# spreads over every scheduler worker.
+SCHEDULER_EXECUTE_CHUNK = env_int("SCHEDULER_EXECUTE_CHUNK", 25, minimum=1)
 SCHEDULER_POLL_INTERVAL_S = env_float("SCHEDULER_POLL_INTERVAL_S", 10.0, minimum=0.1)
 SCHEDULER_STALE_INTERVAL_S = env_float("SCHEDULER_STALE_INTERVAL_S", 60.0, minimum=0.1)
 SCHEDULER_STALE_BATCH = env_int("SCHEDULER_STALE_BATCH", 500, minimum=1)

@@ -93,16 +93,16 @@ def test_a_stale_token_changes_nothing() -> None:
 def test_fan_out_hands_each_claimed_row_off_once_and_stays_bounded() -> None:
     due_rows(30)
     sent: list[ClaimedRow] = []
-    assert scheduler_due_fan_out(now=NOW, enqueue=sent.append, batch=8, max_rows=20) == 20
-    assert len({r.scheduler_id for r in sent}) == 20
-    assert scheduler_due_fan_out(now=NOW, enqueue=sent.append, batch=8, max_rows=100) == 10
-    assert len({r.scheduler_id for r in sent}) == 30
+    assert scheduler_due_fan_out(now=NOW, enqueue=sent.extend, batch=8, max_rows=20, chunk=3) == 20
+    assert len({r.scheduler_id for r in sent}) == 20 == len(sent)
+    assert scheduler_due_fan_out(now=NOW, enqueue=sent.extend, batch=8, max_rows=100) == 10
+    assert len({r.scheduler_id for r in sent}) == 30 == len(sent)
 
 
 def test_a_row_the_broker_refused_is_unclaimed_without_counting_an_attempt() -> None:
     pk = ensure_report().scheduler_id
 
-    def broker_down(row: ClaimedRow) -> None:
+    def broker_down(rows: list[ClaimedRow]) -> None:
         raise ConnectionError("broker unreachable")
 
     assert scheduler_due_fan_out(now=NOW, enqueue=broker_down) == 1

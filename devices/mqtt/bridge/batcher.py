@@ -87,6 +87,7 @@ class Batcher:
             DEVICE_MESSAGES_TASK: _Group(DEVICE_MESSAGES_TASK),
         }
         self._oldest_at = 0.0  # monotonic time of the oldest message waiting
+        self._flushed_at = time.monotonic()  # of the last complete flush (or the start)
         self._retry_at = 0.0
         self._retry_delay = HANDOFF_FIRST_BACKOFF_S
 
@@ -104,22 +105,29 @@ class Batcher:
         return sum(len(group.entries) for group in self._groups.values())
 
     def wait_s(self, max_wait_s: float) -> float:
-        """How long the loop may wait for traffic before the next flush is due."""
+        """How long the loop may wait for traffic before the next flush is due; on a quiet
+        bridge not at all (it only looks whether more messages are ready, see ``flush_due``)."""
         if not self.pending():
             return max_wait_s
-        due = max(self._retry_at, self._oldest_at + self._flush_s)
-        return min(max_wait_s, max(0.0, due - time.monotonic()))
+        now = time.monotonic()
+        due = self._oldest_at + self._flush_s
+        if now - self._flushed_at >= self._flush_s:
+            due = now
+        return min(max_wait_s, max(0.0, max(self._retry_at, due) - now))
 
-    def flush_due(self, unacked: int) -> bool:
-        """A full batch, a full inflight window (``unacked`` messages on this connection:
-        the broker sends no more until some are acknowledged) or the timer; not before a
-        retry's backoff ends."""
+    def flush_due(self, unacked: int, arrived: int = 1) -> bool:
+        """What waits goes out: on a quiet bridge (no flush within ``flush_s``) as soon as the
+        socket has nothing more ready (``arrived`` 0 in the last loop pass), so no window adds
+        latency; on a busy one with a full batch, a full inflight window (``unacked``
+        messages on this connection: the broker sends no more until some are acknowledged)
+        or the timer, so batches grow with the load. Not before a retry's backoff ends."""
         pending = self.pending()
         now = time.monotonic()
         if pending == 0 or now < self._retry_at:
             return False
         return (
-            pending >= self._batch_size
+            (arrived == 0 and now - self._flushed_at >= self._flush_s)
+            or pending >= self._batch_size
             or unacked >= self._window
             or now >= self._oldest_at + self._flush_s
         )
@@ -137,6 +145,7 @@ class Batcher:
                 return
         self._retry_at, self._retry_delay = 0.0, HANDOFF_FIRST_BACKOFF_S
         self._oldest_at = 0.0
+        self._flushed_at = time.monotonic()
 
     def _flush_group(self, group: _Group) -> bool:
         if group.task_name == TELEMETRY_TASK and self._dedupe_ttl_s > 0:

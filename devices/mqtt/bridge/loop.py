@@ -200,13 +200,14 @@ class MqttBridge:
 
     def _serve(self, client: paho.Client) -> None:
         while not self._stop_event.is_set():
+            before = self._batcher.pending()
             rc = client.loop(timeout=self._batcher.wait_s(LOOP_MAX_WAIT_S))
             if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
                 self._connection_lost(rc)
                 if not self._connect(client):
                     return
                 continue
-            if self._batcher.flush_due(self._unacked):
+            if self._batcher.flush_due(self._unacked, self._batcher.pending() - before):
                 self._batcher.flush()
             self._limits.maintain()
             self._beat(connected=True)
