@@ -206,3 +206,18 @@ def test_the_json_document_is_serialisable_and_holds_every_step() -> None:
         {"from": s["from"], "to": s["to"]} for s in step["stages"] if s["samples"]
     ]
     assert not any(math.isnan(v) for v in step["cpu_percent"].values())
+
+
+def test_profile_samples_are_sorted_into_kinds_by_the_first_kind_their_stack_touches() -> None:
+    from devtools.bench.distributed.where import profile_shares
+
+    lines = [
+        "main (celery/worker.py:1);execute (django/db/models/sql/compiler.py:9);"
+        "wait (psycopg/waiting.py:3) 30",
+        "main (celery/worker.py:1);evaluate (automation/services/evaluate.py:5) 10",
+        "main (celery/worker.py:1);loads (json/decoder.py:2) 5",
+        "garbage line",
+    ]
+    total, shares = profile_shares(lines)
+    assert total == 45
+    assert shares == {"PostgreSQL I/O": 30, "JSON": 5, "product code": 10}

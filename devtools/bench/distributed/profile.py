@@ -16,7 +16,11 @@ from pathlib import Path
 from devtools.bench import BenchError
 from devtools.bench.distributed.stack import Stack
 
-FORMATS = {"svg": ("flamegraph", "svg"), "speedscope": ("speedscope", "speedscope.json")}
+FORMATS = {
+    "svg": ("flamegraph", "svg"),
+    "speedscope": ("speedscope", "speedscope.json"),
+    "raw": ("raw", "txt"),  # collapsed stacks: the "where the time goes" table reads them
+}
 SAMPLES_PER_S = 100
 STOP_S = 60.0  # writing a large profile takes a while
 Write = Callable[[str], None]

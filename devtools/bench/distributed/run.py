@@ -32,6 +32,7 @@ from devtools.bench.distributed.results import (
 )
 from devtools.bench.distributed.scheduler_phase import scheduler_phase, scheduler_skip_reason
 from devtools.bench.distributed.stack import stack_running
+from devtools.bench.distributed.where import profiles_table
 from devtools.bench.fleet import fleet_seeded
 
 Write = Callable[[str], None]
@@ -108,9 +109,25 @@ def distributed_run(plan: DistributedPlan, write: Write) -> None:
                 if profiles is not None:
                     write("\nProfiles (py-spy, command path):")
                     write("\n".join(f"  {p}" for p in profiles) or "  none written")
+                    if plan.profile_format == "raw":
+                        write("\nWhere each process spends its samples (py-spy, on CPU):")
+                        write(profiles_table(profiles))
                     extra["profiles"] = [str(p) for p in profiles]
             if ingest_fleet is not None:
-                figures = ingest_phase(stack, ingest_fleet, plan.messages, write)
+                with ExitStack() as profiling:
+                    ingest_profiles = (
+                        profiling.enter_context(
+                            profiles_recording(
+                                stack, out / "profiles-ingest", plan.profile_format, write
+                            )
+                        )
+                        if plan.profile
+                        else None
+                    )
+                    figures = ingest_phase(stack, ingest_fleet, plan.messages, write)
+                if ingest_profiles and plan.profile_format == "raw":
+                    write("\nWhere each process spends its samples during ingest (py-spy):")
+                    write(profiles_table(ingest_profiles))
                 write(f"\nIngest: {plan.messages:,} telemetry messages × 4 values, first publish "
                       "to persisted")  # fmt: skip
                 write(figures.table())
