@@ -221,3 +221,17 @@ def test_profile_samples_are_sorted_into_kinds_by_the_first_kind_their_stack_tou
     total, shares = profile_shares(lines)
     assert total == 45
     assert shares == {"PostgreSQL I/O": 30, "JSON": 5, "product code": 10}
+
+
+def test_the_bench_starts_each_stage_as_the_development_procfile_does() -> None:
+    import re
+    from pathlib import Path
+
+    from devtools.bench.distributed.plan import PROCFILE_WORKERS
+
+    procfile = (Path(__file__).resolve().parents[2] / "deploy" / "Procfile.dev").read_text()
+    for stage, spec in PROCFILE_WORKERS.items():
+        line = next(x for x in procfile.splitlines() if x.startswith(f"{stage}:"))
+        concurrency = int(re.search(r"--concurrency (\d+)", line).group(1))  # type: ignore[union-attr]
+        pool = "threads" if "--pool threads" in line else "prefork"
+        assert (spec.concurrency, spec.pool) == (concurrency, pool), stage
