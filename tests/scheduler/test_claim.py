@@ -147,7 +147,7 @@ def test_two_beats_polling_at_once_fan_out_each_row_once() -> None:
         try:
             barrier.wait()
             while scheduler_due_fan_out(
-                now=NOW, enqueue=lambda row: sent[n].append(row.scheduler_id), batch=25
+                now=NOW, enqueue=lambda rows: sent[n].extend(r.scheduler_id for r in rows), batch=25
             ):
                 pass
         finally:
