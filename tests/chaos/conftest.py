@@ -38,7 +38,7 @@ from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
 from tests.chaos.harness import Proc, Servers, Stack
 from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 
 KITS = 16  # farms: one sensor and one relay (io1, fan, mode) each

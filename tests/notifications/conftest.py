@@ -17,7 +17,7 @@ from django.contrib.auth.models import AbstractUser
 from config.celery import app as celery_app
 from devices.models import Farm
 from notifications.models import ExternalContact, Membership, MembershipRole
-from tests.factories import FarmFactory
+from tests.devices.factories import FarmFactory
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 

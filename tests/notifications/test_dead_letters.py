@@ -9,7 +9,7 @@ from django.utils import timezone
 from events.services.dead_letters import dead_letter_record
 from events.states import DeadLetterReason
 from notifications.models import InboxItem, Membership, MembershipRole, Notification
-from tests.factories import OrganizationFactory
+from tests.common.factories import OrganizationFactory
 from tests.notifications.conftest import make_user
 
 pytestmark = pytest.mark.django_db

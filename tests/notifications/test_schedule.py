@@ -89,7 +89,7 @@ def test_recipient_policy_decides_who(team, policy, expected):
 
 def test_members_of_another_farm_or_organisation_are_not_told(team):
     from notifications.models import Membership, MembershipRole
-    from tests.factories import FarmFactory
+    from tests.devices.factories import FarmFactory
     from tests.notifications.conftest import make_user
 
     other = FarmFactory()

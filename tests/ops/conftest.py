@@ -20,7 +20,7 @@ from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
 from common.models import OrganizationMember
 from devices.mqtt.messages import InboundTelemetry
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 
 
 def fake_publish(topic: str, payload: bytes) -> int:

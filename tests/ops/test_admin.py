@@ -142,7 +142,7 @@ def test_staff_sees_only_their_organisations_intents(
 
 
 def test_intent_page_shows_timeline_and_mark_failed_is_guarded(support: Client) -> None:
-    from tests.factories import make_farm
+    from tests.devices.factories import make_farm
 
     kit = make_farm(prefix="adm")
     kit.rule()

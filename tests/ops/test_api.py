@@ -96,7 +96,7 @@ def test_invalid_rules_are_400_with_field_errors(tenants: tuple[Tenant, Tenant])
         assert field in response.json(), response.json()
     other_farm = _rule(alpha)
     other_farm["farm"] = alpha.kit.farm.pk
-    from tests.factories import make_farm
+    from tests.devices.factories import make_farm
 
     sibling = make_farm(farm=None, prefix="sib")
     sibling.farm.organization = alpha.kit.farm.organization

@@ -16,7 +16,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from devices.services.heartbeat import bridge_heartbeat
-from tests.factories import make_farm
+from tests.devices.factories import make_farm
 from tests.ops.conftest import make_intent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

@@ -23,7 +23,7 @@ from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import document_create
 from scheduler.models import AutomationScheduler
 from scheduler.services import scheduler_process_due
-from tests.factories import FarmFactory, FarmKit, make_farm
+from tests.devices.factories import FarmFactory, FarmKit, make_farm
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 
