@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import factory
 
-from common.models import Organization
+from common.models import Organization, OrganizationMember
 
 
 class OrganizationFactory(factory.django.DjangoModelFactory):
@@ -12,3 +12,12 @@ class OrganizationFactory(factory.django.DjangoModelFactory):
         model = Organization
 
     name = factory.Sequence(lambda n: f"Org {n}")
+
+
+class OrganizationMemberFactory(factory.django.DjangoModelFactory):
+    """A user who works for an organisation; the user is always given."""
+
+    class Meta:
+        model = OrganizationMember
+
+    organization = factory.SubFactory(OrganizationFactory)

@@ -18,8 +18,8 @@ from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
-from common.models import OrganizationMember
 from devices.mqtt.messages import InboundTelemetry
+from tests.common.factories import OrganizationMemberFactory
 from tests.devices.factories import FarmKit, make_farm
 
 
@@ -79,7 +79,7 @@ class Tenant:
 def make_tenant(name: str, *, staff: bool = True) -> Tenant:
     kit = make_farm(prefix=name)
     user = User.objects.create_user(username=name, password="pw", is_staff=staff)
-    OrganizationMember.objects.create(user=user, organization=kit.farm.organization)
+    OrganizationMemberFactory(user=user, organization=kit.farm.organization)
     return Tenant(kit=kit, user=user)
 
 

@@ -16,13 +16,13 @@ from automation.states import CommandStatus
 from events.models import EventDeadLetter
 from events.services import event_transport
 from scheduler.models import (
-    AutomationScheduler,
     AutomationSchedulerTransition,
     AutomationType,
     TriggerType,
 )
 from scheduler.states import SchedulerStatus
 from tests.ops.conftest import Tenant, dispatch, make_intent
+from tests.scheduler.factories import AutomationSchedulerFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
@@ -38,7 +38,7 @@ def support(client: Client) -> Client:
 
 def _row(key: str, *, held: bool = False, status: str = SchedulerStatus.PENDING) -> Any:
     now = timezone.now()
-    return AutomationScheduler.objects.create(
+    return AutomationSchedulerFactory(
         automation_type=AutomationType.REPORT_SUBSCRIPTION,
         trigger_type=TriggerType.MANUAL_RUN,
         scheduler_key=key,
