@@ -21,7 +21,8 @@ from scheduler.models import (
     TriggerType,
 )
 from scheduler.states import SchedulerStatus
-from tests.ops.conftest import Tenant, dispatch, make_intent
+from tests.automation.conftest import dispatch, make_intent
+from tests.conftest import Tenant
 from tests.scheduler.factories import AutomationSchedulerFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

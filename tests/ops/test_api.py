@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 from automation.models import AutomationRule
 from devices.models import Telemetry
 from scheduler.models import AutomationScheduler
-from tests.ops.conftest import Tenant, make_intent
+from tests.automation.conftest import make_intent
+from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from devices.services.heartbeat import bridge_heartbeat
+from tests.automation.conftest import make_intent
 from tests.devices.factories import make_farm
-from tests.ops.conftest import make_intent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ from reminders.models import (
 from reminders.services.reports.subscriptions import report_subscription_create
 from reminders.services.settings import reminder_setting_create
 from scheduler.models import AutomationScheduler
-from tests.ops.conftest import Tenant
+from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 

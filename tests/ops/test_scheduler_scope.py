@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 from scheduler.keys import report_manual_key
 from scheduler.models import AutomationScheduler, AutomationType, TriggerType
 from scheduler.services import EnsureOutcome, scheduler_ensure
-from tests.ops.conftest import Tenant
+from tests.conftest import Tenant
 from tests.scheduler.factories import AutomationSchedulerFactory
 
 pytestmark = pytest.mark.django_db

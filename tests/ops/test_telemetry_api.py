@@ -12,7 +12,7 @@ import time_machine
 
 from automation.models import AutomationEndpointEvent
 from devices.models import DeviceMessageRejection, Telemetry
-from tests.ops.conftest import Tenant
+from tests.conftest import Tenant
 from tests.ops.test_api import _client
 
 pytestmark = pytest.mark.django_db
