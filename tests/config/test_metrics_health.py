@@ -37,7 +37,7 @@ def test_counters_and_histograms_add_up_across_two_worker_processes(
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.ops.metrics_worker", str(n)], cwd=ROOT, env=env
+            [sys.executable, "-m", "tests.config.metrics_worker", str(n)], cwd=ROOT, env=env
         )
         for n in (3, 4)
     ]
