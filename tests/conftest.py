@@ -13,6 +13,7 @@ import pytest
 import time_machine
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 
 from devtools.runtime import private_task_queues
 from tests.common.factories import OrganizationMemberFactory
@@ -84,3 +85,11 @@ def make_tenant(name: str, *, staff: bool = True) -> Tenant:
 @pytest.fixture
 def tenants(db: None) -> tuple[Tenant, Tenant]:
     return make_tenant("alpha"), make_tenant("beta")
+
+
+@pytest.fixture
+def support(client: Client) -> Client:
+    """The admin as support sees it: a superuser, logged in."""
+    User.objects.create_superuser("support", "s@example.com", "pw")
+    client.login(username="support", password="pw")
+    return client

@@ -164,7 +164,7 @@ def test_scheduler_rows_are_for_superusers_and_schema_is_served(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, _ = tenants
-    from tests.ops.test_admin import _row
+    from tests.scheduler.test_admin import _row
 
     row = _row("report-subscription:api:manual:1")
     assert _client(alpha.user).get(f"/api/v1/scheduler/{row.pk}/").status_code == 404
