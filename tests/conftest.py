@@ -1,17 +1,23 @@
 """Shared fixtures. PostgreSQL-only tests carry the ``postgres`` marker and are skipped, with
-the reason printed, when the suite runs on the embedded SQLite default."""
+the reason printed, when the suite runs on the embedded SQLite default. Tenants: a farm per
+organisation and a staff user who is a member of it, for the admin and API tests of every app."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import pytest
 import time_machine
+from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 
 from devtools.runtime import private_task_queues
+from tests.common.factories import OrganizationMemberFactory
+from tests.devices.factories import FarmKit, make_farm
 
 pytest_plugins = ["tests.mqtt_fixtures"]
 
@@ -61,3 +67,29 @@ def _fresh_coordination_cache() -> None:
     from django.core.cache import cache
 
     cache.clear()
+
+
+@dataclass
+class Tenant:
+    kit: FarmKit
+    user: User
+
+
+def make_tenant(name: str, *, staff: bool = True) -> Tenant:
+    kit = make_farm(prefix=name)
+    user = User.objects.create_user(username=name, password="pw", is_staff=staff)
+    OrganizationMemberFactory(user=user, organization=kit.farm.organization)
+    return Tenant(kit=kit, user=user)
+
+
+@pytest.fixture
+def tenants(db: None) -> tuple[Tenant, Tenant]:
+    return make_tenant("alpha"), make_tenant("beta")
+
+
+@pytest.fixture
+def support(client: Client) -> Client:
+    """The admin as support sees it: a superuser, logged in."""
+    User.objects.create_superuser("support", "s@example.com", "pw")
+    client.login(username="support", password="pw")
+    return client

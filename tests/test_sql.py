@@ -9,7 +9,7 @@ from django.utils import timezone
 from automation.models import AutomationEndpointEvent
 from automation.states import EventStatus
 from common.sql import insert_ignore_returning
-from tests.factories import make_farm
+from tests.devices.factories import make_farm
 
 pytestmark = pytest.mark.django_db
 

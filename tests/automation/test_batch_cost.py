@@ -22,7 +22,7 @@ from automation.services.receipts import device_messages_record
 from automation.services.reconcile import command_intents_reconcile
 from automation.states import CommandStatus
 from devices.mqtt.messages import DeviceMessage, InboundTelemetry
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from automation.services.reconcile import command_intent_reconcile
 from devices.models import DeviceMessageRejection
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]

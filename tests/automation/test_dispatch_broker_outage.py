@@ -23,7 +23,7 @@ from automation.services.reconcile import command_intent_reconcile
 from config.env import MqttConfig
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import Publisher
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 
 pytestmark = pytest.mark.django_db

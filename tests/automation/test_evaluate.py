@@ -22,7 +22,7 @@ from automation.tasks import endpoint_events_sweep_task
 from config.celery import app as celery_app
 from devices.models import DeviceStatus, Farm
 from devices.mqtt.messages import InboundTelemetry
-from tests.factories import FarmFactory, make_farm
+from tests.devices.factories import FarmFactory, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 

@@ -21,8 +21,8 @@ from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.reconcile import command_intent_reconcile
 from devices.mqtt.messages import InboundTelemetry
-from tests.factories import FarmKit, make_farm
-from tests.ops.conftest import reply
+from tests.automation.conftest import reply
+from tests.devices.factories import FarmKit, make_farm
 
 pytestmark = pytest.mark.django_db
 

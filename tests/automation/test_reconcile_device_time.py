@@ -13,8 +13,8 @@ import time_machine
 from automation.models import DeviceCommandReceipt, ReceiptType
 from automation.states import CommandStatus
 from devices.models import DeviceMessageRejection
-from tests.factories import make_farm
-from tests.ops.conftest import ack, dispatch, make_intent, reply
+from tests.automation.conftest import ack, dispatch, make_intent, reply
+from tests.devices.factories import make_farm
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.test import Client
 
 from automation.models import AutomationRule
 from automation.services.rules import RuleInvalid, rule_create, rule_update
-from tests.factories import make_farm
+from tests.devices.factories import make_farm
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from automation.services.receipts import DeviceMessage, device_messages_record
 from devices.models import DeviceMessageRejection, DeviceMessageRejectionReason, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.messages import decode_payload as _decode
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 

@@ -19,7 +19,7 @@ from automation.tasks import telemetry_ingest_task
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devices.timestamps import device_time_violation
-from tests.factories import make_farm
+from tests.devices.factories import make_farm
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_ingest
 from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
 from devices.mqtt.messages import InboundTelemetry
-from tests.factories import make_farm
+from tests.devices.factories import make_farm
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

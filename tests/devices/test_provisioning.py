@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceProfileEndpoint
-from tests.factories import (
+from tests.devices.factories import (
     DeviceFactory,
     DeviceProfileFactory,
     FarmFactory,

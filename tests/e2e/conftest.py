@@ -22,7 +22,7 @@ from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.client import forget_session
 from devtools.runtime import in_process_beat, in_process_worker
 from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 
 FINAL_TIMEOUT_S = 30.0

@@ -19,7 +19,7 @@ from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
 from devtools.runtime import in_process_beat, in_process_worker
 from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
-from tests.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

@@ -15,8 +15,8 @@ from automation.models import AutomationCommandIntent, AutomationRuleExecution
 from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
 from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
+from tests.devices.factories import make_farm
 from tests.e2e.conftest import Pipeline, wait_final
-from tests.factories import make_farm
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

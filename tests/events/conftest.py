@@ -22,6 +22,7 @@ from events.services import (
     event_deliver,
     event_transport,
 )
+from tests.common.factories import OrganizationFactory
 
 UNREACHABLE_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
@@ -88,7 +89,7 @@ class Switchable:
     def __call__(self, event: Envelope) -> None:
         self.calls += 1
         self.seen.append(event)
-        Organization.objects.create(name=f"{self.name}|{event.idempotency_key}|{uuid.uuid4().hex}")
+        OrganizationFactory(name=f"{self.name}|{event.idempotency_key}|{uuid.uuid4().hex}")
         if self.broken:
             raise RuntimeError(f"{self.name} is broken")
 

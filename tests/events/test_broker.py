@@ -18,8 +18,8 @@ from devtools.runtime import in_process_worker
 from events.models import EventDeadLetter, EventInbox
 from events.services import event_publish
 from events.services.publish import EVENTS_QUEUE, transport_current
+from tests.devices.factories import DeviceFactory
 from tests.events.conftest import PingPayload, dead_letter_lines, effects
-from tests.factories import DeviceFactory
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ import uuid
 import pytest
 from django.db import connection
 
-from common.models import Organization
 from events.services import event_deliver, event_publish
 from events.states import HandlerOutcome
+from tests.common.factories import OrganizationFactory
 from tests.events.conftest import effects
 
 WORKERS = 4
@@ -28,7 +28,7 @@ def test_concurrent_deliveries_of_one_event_run_the_handler_once(
     @event_registry.handler(ping, name="test.slow")
     def slow(event) -> None:
         calls.append(1)
-        Organization.objects.create(name=f"test.slow|{event.idempotency_key}|{uuid.uuid4().hex}")
+        OrganizationFactory(name=f"test.slow|{event.idempotency_key}|{uuid.uuid4().hex}")
         time.sleep(0.3)  # hold the inbox row's lock while the others arrive
 
     event_publish(ping, idempotency_key="ping:race", payload={"farm": "f", "level": 1})

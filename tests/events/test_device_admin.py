@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from devices.models import Device
-from tests.factories import make_farm
+from tests.devices.factories import make_farm
 
 pytestmark = pytest.mark.django_db
 URL = "/admin/devices/device/"

@@ -14,7 +14,7 @@ from devices.models import Device, DeviceStatus
 from devices.services import device_status_change
 from events.envelope import Envelope
 from events.services import EventPayloadInvalid, event_publish, event_transport
-from tests.factories import DeviceFactory
+from tests.devices.factories import DeviceFactory
 
 PAYLOAD = {"farm": "f", "level": 1}
 

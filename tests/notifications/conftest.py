@@ -16,8 +16,9 @@ from django.contrib.auth.models import AbstractUser
 
 from config.celery import app as celery_app
 from devices.models import Farm
-from notifications.models import ExternalContact, Membership, MembershipRole
-from tests.factories import FarmFactory
+from notifications.models import ExternalContact, MembershipRole
+from tests.devices.factories import FarmFactory
+from tests.notifications.factories import ExternalContactFactory, MembershipFactory
 
 NOW = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
@@ -48,13 +49,11 @@ def team(db: None) -> Team:
     owner = make_user("owner")
     manager = make_user("manager")
     worker = make_user("worker")
-    Membership.objects.create(user=owner, farm=farm, role=MembershipRole.OWNER)
-    Membership.objects.create(
-        user=manager, organization=farm.organization, role=MembershipRole.MANAGER
-    )
-    Membership.objects.create(user=worker, farm=farm, role=MembershipRole.MEMBER)
-    vet = ExternalContact.objects.create(farm=farm, name="Vet", email="vet@example.test")
-    hook = ExternalContact.objects.create(
+    MembershipFactory(user=owner, farm=farm, role=MembershipRole.OWNER)
+    MembershipFactory(user=manager, organization=farm.organization, role=MembershipRole.MANAGER)
+    MembershipFactory(user=worker, farm=farm, role=MembershipRole.MEMBER)
+    vet = ExternalContactFactory(farm=farm, name="Vet", email="vet@example.test")
+    hook = ExternalContactFactory(
         farm=farm,
         name="Integrator",
         webhook_url="http://127.0.0.1:9/unused",

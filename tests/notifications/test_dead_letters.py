@@ -8,9 +8,10 @@ from django.utils import timezone
 
 from events.services.dead_letters import dead_letter_record
 from events.states import DeadLetterReason
-from notifications.models import InboxItem, Membership, MembershipRole, Notification
-from tests.factories import OrganizationFactory
+from notifications.models import InboxItem, MembershipRole, Notification
+from tests.common.factories import OrganizationFactory
 from tests.notifications.conftest import make_user
+from tests.notifications.factories import MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +33,7 @@ def test_operators_and_staff_are_told_by_email_and_inbox_once(
     eager_celery, django_capture_on_commit_callbacks
 ):
     operator = make_user("operator")
-    Membership.objects.create(
+    MembershipFactory(
         user=operator, organization=OrganizationFactory(), role=MembershipRole.OPERATOR
     )
     staff = make_user("staff", is_staff=True)

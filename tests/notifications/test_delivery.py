@@ -16,11 +16,9 @@ from django.core import mail
 from notifications.channels import Delivery, NotificationChannel, Recipient, SendResult
 from notifications.channels.base import channel_override
 from notifications.models import (
-    ChannelPreference,
     InboxItem,
     Notification,
     NotificationAttempt,
-    NotificationProfile,
     NotificationTransition,
 )
 from notifications.services import (
@@ -36,6 +34,7 @@ from notifications.services.moves import notification_move
 from notifications.states import NotificationReason, NotificationStatus
 from notifications.tasks import notification_deliver_task, notifications_sweep_task
 from tests.notifications.conftest import NOW, write_template
+from tests.notifications.factories import ChannelPreferenceFactory, NotificationProfileFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -118,7 +117,7 @@ def test_dates_follow_the_farm_locale(team, templates):
     write_template(
         templates, "locale_test", subject_txt="Due {{ due_on }}", body_txt="At {{ due_at }}"
     )
-    NotificationProfile.objects.create(farm=team.farm, locale="de")
+    NotificationProfileFactory(farm=team.farm, locale="de")
     [notification_id] = queued_ids(schedule(team, "locale_test", policy="farm_managers")[:1])
     notification_deliver(notification_id=notification_id, now=NOW)
     assert mail.outbox[0].subject == "Due 2. März 2026"
@@ -281,9 +280,7 @@ def test_a_lost_worker_past_the_budget_fails_the_notification(team, due_template
 def test_an_opt_out_after_the_hand_off_stops_the_pending_message(team, due_template):
     ids = queued_ids(schedule(team, due_template, policy="farm_managers"))
     owner_row = Notification.objects.get(pk__in=ids, user=team.owner)
-    ChannelPreference.objects.create(
-        user=team.owner, channel="email", enabled=False, opted_out_at=NOW
-    )
+    ChannelPreferenceFactory(user=team.owner, channel="email", enabled=False, opted_out_at=NOW)
     assert notification_deliver(notification_id=owner_row.pk, now=NOW) == "skipped"
     owner_row.refresh_from_db()
     assert (owner_row.status, owner_row.status_reason) == ("skipped", "opted_out")

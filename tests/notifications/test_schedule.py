@@ -12,14 +12,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from notifications.models import (
-    ChannelPreference,
     Notification,
-    NotificationProfile,
     NotificationTransition,
 )
 from notifications.services import Attachment, notification_schedule
 from notifications.services.context import context_decode
 from tests.notifications.conftest import NOW
+from tests.notifications.factories import ChannelPreferenceFactory, NotificationProfileFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -88,18 +87,17 @@ def test_recipient_policy_decides_who(team, policy, expected):
 
 
 def test_members_of_another_farm_or_organisation_are_not_told(team):
-    from notifications.models import Membership, MembershipRole
-    from tests.factories import FarmFactory
+    from notifications.models import MembershipRole
+    from tests.devices.factories import FarmFactory
     from tests.notifications.conftest import make_user
+    from tests.notifications.factories import MembershipFactory
 
     other = FarmFactory()
     outsider = make_user("outsider")
-    Membership.objects.create(user=outsider, farm=other, role=MembershipRole.OWNER)
-    Membership.objects.create(
-        user=outsider, organization=other.organization, role=MembershipRole.MANAGER
-    )
+    MembershipFactory(user=outsider, farm=other, role=MembershipRole.OWNER)
+    MembershipFactory(user=outsider, organization=other.organization, role=MembershipRole.MANAGER)
     # A viewer on this farm is a member but not a manager.
-    Membership.objects.create(user=outsider, farm=team.farm, role=MembershipRole.VIEWER)
+    MembershipFactory(user=outsider, farm=team.farm, role=MembershipRole.VIEWER)
     managers = {c["recipient"] for c in schedule(team, recipient_policy="farm_managers")}
     members = {
         c["recipient"] for c in schedule(team, recipient_policy="farm_members", source_key="other")
@@ -117,10 +115,8 @@ def test_unknown_policy_or_channel_is_refused_naming_it(team):
 
 
 def test_opted_out_channel_is_skipped_with_a_recorded_reason(team):
-    ChannelPreference.objects.create(
-        user=team.worker, channel="email", enabled=False, opted_out_at=NOW
-    )
-    ChannelPreference.objects.create(contact=team.vet, channel="email", enabled=False)
+    ChannelPreferenceFactory(user=team.worker, channel="email", enabled=False, opted_out_at=NOW)
+    ChannelPreferenceFactory(contact=team.vet, channel="email", enabled=False)
     schedule(team, channels=["email", "inbox"])
     worker_email = Notification.objects.get(recipient_key=f"user:{team.worker.pk}", channel="email")
     assert worker_email.status == "skipped"
@@ -185,7 +181,7 @@ def test_naive_datetime_in_context_is_refused(team):
 
 
 def test_rows_carry_the_farm_zone_and_locale(team):
-    NotificationProfile.objects.create(farm=team.farm, locale="vi")
+    NotificationProfileFactory(farm=team.farm, locale="vi")
     schedule(team, channels=["email"])
     row = Notification.objects.filter(channel="email").first()
     assert (row.time_zone, row.locale) == ("Asia/Ho_Chi_Minh", "vi")

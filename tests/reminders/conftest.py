@@ -17,13 +17,14 @@ import time_machine
 
 from devices.models import Farm
 from events.services import DeliveryResult, event_deliver, event_transport
-from notifications.models import ExternalContact, Notification
+from notifications.models import Notification
 from reminders.models import Document, ReminderOccurrence, ReminderSetting, SourceType
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import document_create
 from scheduler.models import AutomationScheduler
 from scheduler.services import scheduler_process_due
-from tests.factories import FarmFactory, FarmKit, make_farm
+from tests.devices.factories import FarmFactory, FarmKit, make_farm
+from tests.notifications.factories import ExternalContactFactory
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
 
@@ -36,7 +37,7 @@ def _trace_storage(settings: Any, tmp_path: Path) -> None:
 @pytest.fixture
 def farm(db: None) -> Farm:
     farm = FarmFactory(time_zone="Europe/Berlin")
-    ExternalContact.objects.create(farm=farm, name="Vet", email="vet@example.org")
+    ExternalContactFactory(farm=farm, name="Vet", email="vet@example.org")
     return farm
 
 

@@ -21,7 +21,7 @@ from reminders.services.sources import (
     document_update,
 )
 from scheduler.models import AutomationScheduler
-from tests.factories import DeviceFactory, FarmFactory
+from tests.devices.factories import DeviceFactory, FarmFactory
 from tests.reminders.conftest import (
     NOW,
     Row,

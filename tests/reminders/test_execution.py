@@ -10,7 +10,7 @@ from datetime import UTC, date, datetime
 import pytest
 from django.core.files.storage import default_storage
 
-from notifications.models import ExternalContact, Notification
+from notifications.models import Notification
 from notifications.services import notification_render
 from notifications.services.context import context_decode
 from reminders.models import Document, ReminderSetting
@@ -18,6 +18,7 @@ from reminders.scheduler_handlers import ReminderSchedulerHandler
 from scheduler.models import AutomationScheduler
 from scheduler.selectors import scheduler_claimed_job
 from scheduler.services import scheduler_claim_due
+from tests.notifications.factories import ExternalContactFactory
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +77,7 @@ def test_a_missing_template_fails_without_retrying(due_row) -> None:
 
 
 def test_recipients_and_channels_are_read_when_the_row_runs(farm, due_row) -> None:
-    ExternalContact.objects.create(farm=farm, name="Insurer", email="broker@example.org")
+    ExternalContactFactory(farm=farm, name="Insurer", email="broker@example.org")
     ReminderSetting.objects.update(channels=["email", "inbox"])
     assert run_due(DUE) == {"completed": 1}
     sent = notifications_for(due_row.scheduler_key)
@@ -102,7 +103,7 @@ def test_running_the_handler_twice_queues_each_notification_once(due_row) -> Non
 
 def test_coordinates_stay_small_and_the_full_list_goes_to_the_trace(farm, due_row) -> None:
     for n in range(60):
-        ExternalContact.objects.create(farm=farm, name=f"c{n}", email=f"c{n}@example.org")
+        ExternalContactFactory(farm=farm, name=f"c{n}", email=f"c{n}@example.org")
     assert run_due(DUE) == {"completed": 1}
     due_row.refresh_from_db()
     result = due_row.dispatch_result_json

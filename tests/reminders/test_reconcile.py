@@ -20,7 +20,7 @@ from reminders.services import reconcile as reconcile_module
 from reminders.services.reconcile import reminder_reconcile
 from reminders.services.sources import document_update, endpoint_metric_source_create
 from scheduler.models import AutomationScheduler
-from tests.factories import FarmFactory
+from tests.devices.factories import FarmFactory
 from tests.reminders.conftest import NOW, date_setting, document, rows_of, statuses
 from tests.reminders.test_thresholds import reading, threshold_setting
 

@@ -17,7 +17,8 @@ from schemathesis import APIOperation, Case
 from schemathesis.checks import not_a_server_error
 
 from config.wsgi import application
-from tests.ops.conftest import Tenant, dispatch, make_intent
+from tests.automation.conftest import dispatch, make_intent
+from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 EXAMPLES_PER_OPERATION = 15

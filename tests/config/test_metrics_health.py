@@ -16,8 +16,8 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from devices.services.heartbeat import bridge_heartbeat
-from tests.factories import make_farm
-from tests.ops.conftest import make_intent
+from tests.automation.conftest import make_intent
+from tests.devices.factories import make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_counters_and_histograms_add_up_across_two_worker_processes(
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.ops.metrics_worker", str(n)], cwd=ROOT, env=env
+            [sys.executable, "-m", "tests.config.metrics_worker", str(n)], cwd=ROOT, env=env
         )
         for n in (3, 4)
     ]

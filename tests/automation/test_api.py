@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 from automation.models import AutomationRule
 from devices.models import Telemetry
 from scheduler.models import AutomationScheduler
-from tests.ops.conftest import Tenant, make_intent
+from tests.automation.conftest import make_intent
+from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
@@ -96,7 +97,7 @@ def test_invalid_rules_are_400_with_field_errors(tenants: tuple[Tenant, Tenant])
         assert field in response.json(), response.json()
     other_farm = _rule(alpha)
     other_farm["farm"] = alpha.kit.farm.pk
-    from tests.factories import make_farm
+    from tests.devices.factories import make_farm
 
     sibling = make_farm(farm=None, prefix="sib")
     sibling.farm.organization = alpha.kit.farm.organization
@@ -163,7 +164,7 @@ def test_scheduler_rows_are_for_superusers_and_schema_is_served(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, _ = tenants
-    from tests.ops.test_admin import _row
+    from tests.scheduler.test_admin import _row
 
     row = _row("report-subscription:api:manual:1")
     assert _client(alpha.user).get(f"/api/v1/scheduler/{row.pk}/").status_code == 404

@@ -1,24 +1,22 @@
-"""Reminders and notifications on the operations surface: every API resource is scoped to the
-caller's organisations (another organisation's row is a 404), writes go through the services
-(a refused setting is a 400 naming the field, a manual run asked twice with one run id is one
-scheduler row, support moves record who and why), and the admin lists render scoped and run
-the notification actions."""
+"""Reminders on the operations surface: every API resource (and the notifications listed with
+them) is scoped to the caller's organisations (another organisation's row is a 404), writes
+go through the services (a refused setting is a 400 naming the field, a manual run asked twice
+with one run id is one scheduler row), and the admin lists render scoped and run the
+notification actions."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import time
-from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from devices.models import Farm
-from notifications.models import Notification, NotificationAttempt, NotificationTransition
+from notifications.models import Notification, NotificationTransition
 from reminders.models import (
     Document,
     DocumentSubject,
@@ -31,16 +29,10 @@ from reminders.models import (
 from reminders.services.reports.subscriptions import report_subscription_create
 from reminders.services.settings import reminder_setting_create
 from scheduler.models import AutomationScheduler
-from tests.ops.conftest import Tenant
+from tests.conftest import Tenant
+from tests.notifications.test_support import _client, _notification
 
 pytestmark = pytest.mark.django_db
-
-
-def _client(user: User) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
 
 
 def _setting(farm: Farm) -> ReminderSetting:
@@ -63,23 +55,6 @@ def _subscription(farm: Farm) -> ReportSubscription:
         recurrence="weekly",
         send_time=time(8, 0),
         channels=["email"],
-    )
-
-
-def _notification(farm: Farm, status: str = "failed", key: str = "src:1") -> Notification:
-    now = timezone.now()
-    return Notification.objects.create(
-        source_key=f"{key}:{farm.pk}",
-        recipient_key="contact:1",
-        channel="email",
-        farm=farm,
-        address="vet@example.org",
-        template_name="document_expiry",
-        status=status,
-        status_reason="permanent_error" if status == "failed" else "queued",
-        attempt_count=1 if status == "failed" else 0,
-        created_at=now,
-        updated_at=now,
     )
 
 
@@ -244,42 +219,6 @@ def test_report_subscription_create_and_update(tenants: tuple[Tenant, Tenant]) -
     assert bad.status_code == 400 and "recurrence" in bad.json()
 
 
-def test_notification_retry_and_cancel_record_actor_and_reason(
-    tenants: tuple[Tenant, Tenant],
-) -> None:
-    alpha, _ = tenants
-    client = _client(alpha.user)
-    failed = _notification(alpha.kit.farm, "failed", key="a")
-    queued = _notification(alpha.kit.farm, "queued", key="b")
-    NotificationAttempt.objects.create(
-        notification=failed,
-        attempt=1,
-        started_at=timezone.now(),
-        error="550 no such mailbox",
-        outcome="permanent_error",
-    )
-    listed = client.get("/api/v1/notifications/", {"status": "failed", "channel": "email"})
-    assert [row["id"] for row in listed.json()["results"]] == [failed.pk]
-    detail = client.get(f"/api/v1/notifications/{failed.pk}/").json()
-    assert detail["attempts"][0]["error"] == "550 no such mailbox"
-
-    assert client.post(f"/api/v1/notifications/{failed.pk}/retry/", {}).status_code == 400
-    retried = client.post(f"/api/v1/notifications/{failed.pk}/retry/", {"reason": "fixed"})
-    assert retried.status_code == 200 and retried.json()["status"] == "queued"
-    assert retried.json()["transitions"][-1]["actor"] == "alpha"
-    cancelled = client.post(f"/api/v1/notifications/{queued.pk}/cancel/", {"reason": "asked"})
-    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
-    audit = NotificationTransition.objects.order_by("pk")
-    assert [(t.notification_id, t.reason, t.actor, t.detail) for t in audit] == [
-        (failed.pk, "support_retry", "alpha", "fixed"),
-        (queued.pk, "support_cancelled", "alpha", "asked"),
-    ]
-    # A cancelled row cannot be cancelled again: 409, nothing recorded.
-    again = client.post(f"/api/v1/notifications/{queued.pk}/cancel/", {"reason": "twice"})
-    assert again.status_code == 409
-    assert NotificationTransition.objects.count() == 2
-
-
 ADMIN_PAGES = {
     "reminders/remindersetting": "view_remindersetting",
     "reminders/document": "view_document",
@@ -340,20 +279,3 @@ def test_admin_lists_render_scoped_and_retry_needs_a_reason(
         follow=True,
     )
     assert Notification.objects.get(pk=theirs["notifications"]).status == "failed"
-
-
-def test_superuser_admin_cancel(client: Client, tenants: tuple[Tenant, Tenant]) -> None:
-    alpha, _ = tenants
-    User.objects.create_superuser("root", "r@example.com", "pw")
-    client.login(username="root", password="pw")
-    queued = _notification(alpha.kit.farm, "queued", key="c")
-    url = "/admin/notifications/notification/"
-    data: dict[str, Any] = {
-        "action": "cancel",
-        "_selected_action": [str(queued.pk)],
-        "apply": "1",
-        "reason": "duplicate",
-    }
-    client.post(url, data, follow=True)
-    queued.refresh_from_db()
-    assert (queued.status, queued.status_detail) == ("cancelled", "duplicate")

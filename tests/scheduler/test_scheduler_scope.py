@@ -17,7 +17,8 @@ from rest_framework.test import APIClient
 from scheduler.keys import report_manual_key
 from scheduler.models import AutomationScheduler, AutomationType, TriggerType
 from scheduler.services import EnsureOutcome, scheduler_ensure
-from tests.ops.conftest import Tenant
+from tests.conftest import Tenant
+from tests.scheduler.factories import AutomationSchedulerFactory
 
 pytestmark = pytest.mark.django_db
 SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
@@ -25,7 +26,7 @@ SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
 
 def _row(key: str, farm: Any = None) -> AutomationScheduler:
     now = timezone.now()
-    return AutomationScheduler.objects.create(
+    return AutomationSchedulerFactory(
         automation_type=AutomationType.REPORT_SUBSCRIPTION,
         trigger_type=TriggerType.MANUAL_RUN,
         scheduler_key=key,

@@ -20,8 +20,8 @@ from automation.diagnostics import (
 )
 from automation.models import AutomationCommandIntent
 from automation.states import CommandStatus
-from tests.factories import make_farm
-from tests.ops.conftest import ack, dispatch, make_intent, state, time_out
+from tests.automation.conftest import ack, dispatch, make_intent, state, time_out
+from tests.devices.factories import make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 

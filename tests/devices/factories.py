@@ -1,4 +1,5 @@
-"""factory_boy factories and a ready-made farm for tests and the demo's shape."""
+"""factory_boy factories for the devices app's models, and a ready-made farm for tests and the
+demo's shape."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ from typing import Any
 import factory
 from django.utils import timezone
 
-from automation.models import AutomationRule, Operator
-from common.models import Organization
+from automation.models import AutomationRule
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -19,13 +19,8 @@ from devices.models import (
     Farm,
 )
 from devices.services import device_endpoints_sync
-
-
-class OrganizationFactory(factory.django.DjangoModelFactory):
-    class Meta:
-        model = Organization
-
-    name = factory.Sequence(lambda n: f"Org {n}")
+from tests.automation.factories import RuleFactory
+from tests.common.factories import OrganizationFactory
 
 
 class FarmFactory(factory.django.DjangoModelFactory):
@@ -80,16 +75,6 @@ class InstanceEndpointFactory(factory.django.DjangoModelFactory):
 
     device = factory.SubFactory(DeviceFactory)
     profile_endpoint = factory.SubFactory(ProfileEndpointFactory)
-
-
-class RuleFactory(factory.django.DjangoModelFactory):
-    class Meta:
-        model = AutomationRule
-
-    name = factory.Sequence(lambda n: f"Rule {n}")
-    operator = Operator.GT
-    threshold_value = 30
-    target_value = True
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""Support's admin: scheduler actions ask for a reason and leave an audit row; intents and
-executions show their timeline; a staff user sees only their organisations' rows."""
+"""Support's scheduler admin: actions ask for a reason and leave an audit row; the object page
+is read-only."""
 
 from __future__ import annotations
 
@@ -7,38 +7,24 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent, CommandTransition
-from automation.states import CommandStatus
-from events.models import EventDeadLetter
-from events.services import event_transport
 from scheduler.models import (
-    AutomationScheduler,
     AutomationSchedulerTransition,
     AutomationType,
     TriggerType,
 )
 from scheduler.states import SchedulerStatus
-from tests.ops.conftest import Tenant, dispatch, make_intent
+from tests.scheduler.factories import AutomationSchedulerFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
-INTENT_URL = "/admin/automation/automationcommandintent/"
-
-
-@pytest.fixture
-def support(client: Client) -> Client:
-    User.objects.create_superuser("support", "s@example.com", "pw")
-    client.login(username="support", password="pw")
-    return client
 
 
 def _row(key: str, *, held: bool = False, status: str = SchedulerStatus.PENDING) -> Any:
     now = timezone.now()
-    return AutomationScheduler.objects.create(
+    return AutomationSchedulerFactory(
         automation_type=AutomationType.REPORT_SUBSCRIPTION,
         trigger_type=TriggerType.MANUAL_RUN,
         scheduler_key=key,
@@ -113,76 +99,3 @@ def test_scheduler_object_page_is_read_only(support: Client) -> None:
     support.post(url, {"status": "completed", "scheduler_key": "x"})
     row.refresh_from_db()
     assert row.status == SchedulerStatus.PENDING and row.scheduler_key.endswith(":r:manual:1")
-
-
-def _staff_permissions(user: User) -> None:
-    codenames = ["view_automationcommandintent", "change_automationcommandintent"]
-    codenames += ["view_automationscheduler", "change_automationscheduler"]
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
-
-
-def test_staff_sees_only_their_organisations_intents(
-    client: Client, tenants: tuple[Tenant, Tenant]
-) -> None:
-    alpha, beta = tenants
-    alpha.kit.rule()
-    beta.kit.rule()
-    mine, theirs = make_intent(alpha.kit), make_intent(beta.kit)
-    _staff_permissions(alpha.user)
-    _row("report-subscription:s:manual:1")
-    client.login(username="alpha", password="pw")
-    page = client.get(INTENT_URL)
-    assert page.status_code == 200
-    assert f"{INTENT_URL}{mine.pk}/change/".encode() in page.content
-    assert f"{INTENT_URL}{theirs.pk}/change/".encode() not in page.content
-    assert client.get(f"{INTENT_URL}{mine.pk}/change/").status_code == 200
-    assert client.get(f"{INTENT_URL}{theirs.pk}/change/").status_code == 302  # "doesn't exist"
-    # Scheduler rows carry no organisation yet: superusers only.
-    assert b"report-subscription:s" not in client.get(SCHEDULER_URL).content
-
-
-def test_intent_page_shows_timeline_and_mark_failed_is_guarded(support: Client) -> None:
-    from tests.factories import make_farm
-
-    kit = make_farm(prefix="adm")
-    kit.rule()
-    intent = dispatch(make_intent(kit))
-    page = support.get(f"{INTENT_URL}{intent.pk}/change/")
-    assert b"pending_dispatch -&gt; dispatched" in page.content
-    _act(support, INTENT_URL, "mark_failed", [intent.pk], "relay wired wrong")
-    intent = AutomationCommandIntent.objects.get(pk=intent.pk)
-    assert intent.status == CommandStatus.FAILED and intent.status_reason == "manual"
-    assert intent.inflight_endpoint_id is None
-    last = CommandTransition.objects.filter(intent=intent).order_by("-pk").first()
-    assert last is not None and last.detail == "by support: relay wired wrong"
-    page = _act(support, INTENT_URL, "mark_failed", [intent.pk], "again")
-    assert b"0 done, 1 skipped" in page.content
-
-
-def test_dead_letter_replay_action(support: Client, django_capture_on_commit_callbacks) -> None:
-    envelope = {
-        "event_id": "e1",
-        "idempotency_key": "k1",
-        "type": "test.Ping",
-        "occurred_at": "2026-01-01T00:00:00.000000Z",
-        "producer": "test",
-        "version": 1,
-        "payload": {},
-    }
-    dead = EventDeadLetter.objects.create(
-        envelope=envelope,
-        event_type="test.Ping",
-        idempotency_key="k1",
-        handler="h",
-        reason="retries_exhausted",
-        created_at=timezone.now(),
-    )
-    sent: list[dict[str, Any]] = []
-    with event_transport(sent.append), django_capture_on_commit_callbacks(execute=True):
-        support.post(
-            "/admin/events/eventdeadletter/",
-            {"action": "replay", "_selected_action": [str(dead.pk)]},
-        )
-    dead.refresh_from_db()
-    assert dead.status == "replayed" and dead.replayed_by == "support"
-    assert [m["idempotency_key"] for m in sent] == ["k1"]

@@ -21,7 +21,7 @@ from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_ov
 from scheduler.services import scheduler_ensure, scheduler_process_due
 from scheduler.services.finish import scheduler_hold
 from scheduler.states import SchedulerReason, SchedulerStatus
-from tests.ops.conftest import Tenant, make_tenant
+from tests.conftest import Tenant, make_tenant
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -12,8 +12,8 @@ import time_machine
 
 from automation.models import AutomationEndpointEvent
 from devices.models import DeviceMessageRejection, Telemetry
-from tests.ops.conftest import Tenant
-from tests.ops.test_api import _client
+from tests.automation.test_api import _client
+from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 

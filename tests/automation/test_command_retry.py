@@ -21,7 +21,8 @@ from automation.services.support import CommandRetryRefused, command_intent_retr
 from automation.states import CommandStatus, ReasonCode
 from automation.tasks import command_intents_dispatch_task as DISPATCH_TASK
 from scheduler.services.support import SupportReasonMissing
-from tests.ops.conftest import Tenant, dispatch, fake_publish, make_intent, time_out
+from tests.automation.conftest import dispatch, fake_publish, make_intent, time_out
+from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 INTENT_URL = "/admin/automation/automationcommandintent/"
