@@ -211,7 +211,6 @@ def _publish_batch(
         {intent.device_command_id or "": intent.pk for intent, _ in sendable}
     )
     results = publish_many(requests)
-    published = timezone.now()  # every PUBACK is in
     moves: list[Move] = []
     for (intent, target), result in zip(sendable, results, strict=True):
         if isinstance(result, BrokerUnreachable):
@@ -223,7 +222,7 @@ def _publish_batch(
                 DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
             )
         else:
-            moves.append(_dispatched(intent, target, result, published, deadline))
+            moves.append(_dispatched(intent, target, result, now, deadline))
     marked = intents_move(moves, now=now)
     for move in moves:
         outcomes[move.intent.pk] = DispatchOutcome.DISPATCHED

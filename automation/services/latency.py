@@ -1,6 +1,7 @@
 """Where a command's time went, from timestamps the pipeline records anyway: the bridge's
-receive time on the telemetry row, the event's insert (ingest commit), the intent's insert
-(evaluate commit), its first publish, the device's ack and the applied move. The same figures
+receive time on the telemetry row, the event's insert (ingest), the intent's insert
+(evaluate), the start of its first publish (``first_dispatched_at``: telemetry received
+after it may prove the command), the device's ack and the applied move. The same figures
 feed ``manage.py timeline``, the ``farm_command_stage_seconds`` histogram and the bench."""
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class StageTimes:
     received_at: datetime | None  # the triggering reading reached the bridge
     ingested_at: datetime | None  # its endpoint event committed
     decided_at: datetime | None  # the intent committed
-    published_at: datetime | None  # first request acknowledged by the broker
+    published_at: datetime | None  # the first request's batch began to go out
     acknowledged_at: datetime | None
     applied_at: datetime | None
 

@@ -424,3 +424,20 @@ def test_a_command_replaced_while_the_dispatcher_claims_it_never_goes_out(monkey
     assert sent == []
     intent = AutomationCommandIntent.objects.get(pk=on)
     assert (intent.status, intent.status_reason) == ("expired", "superseded")
+
+
+def test_telemetry_the_device_sends_before_the_brokers_puback_proves_the_command() -> None:
+    """A fast relay switches and reports while the dispatcher still waits for the PUBACK:
+    that reading came after the request went out, so it proves the command."""
+    kit = make_farm()
+    kit.rule(operator="gt", threshold_value=30, target_value=True)
+    [pk] = _reading(kit, 35)
+
+    def publish(topic: str, body: bytes) -> int:
+        _telemetry(kit.actuator.serial_number, io1=True)
+        return 1
+
+    command_intent_dispatch(intent_id=pk, publish=publish, trust_cache=False)
+    command_intent_reconcile(intent_id=pk)
+    intent = AutomationCommandIntent.objects.get(pk=pk)
+    assert (intent.status, intent.status_reason) == ("applied", "telemetry_matched")

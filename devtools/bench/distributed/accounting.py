@@ -156,7 +156,7 @@ def step_account(
             _moments(
                 reading=o.ts, bridge_received=received_at, ingest_started=created_at,
                 intent_created=intent_at, event_processed=processed_at,
-                device_received=seen, puback=dispatched, ack_received=ack_at,
+                dispatch_started=dispatched, device_received=seen, ack_received=ack_at,
                 state_received=states.get(pk), ack_reconciled=acked.get(pk),
                 applied=applied_at,
             )
@@ -167,7 +167,7 @@ def step_account(
 def _moments(**moments: datetime | None) -> dict[str, datetime | None]:
     """A crossing's recorded moments, by ``stages.TIMELINE`` name; a moment the pipeline
     does not record (``bridge_handed_off``, ``ingest_committed``, ``evaluate_started``,
-    ``dispatch_started``) has no source yet and is simply absent."""
+    ``puback``) has no source yet and is simply absent."""
     return moments
 
 
