@@ -24,10 +24,6 @@ def _safe(op: str, default: Any, fn: Any, *args: Any) -> Any:
         return default
 
 
-def correlation_remember(command_id: str, intent_id: int) -> None:
-    _safe("set", None, cache.set, f"cmd:{command_id}", intent_id, CORRELATION_TTL_S)
-
-
 def correlations_remember(pairs: dict[str, int]) -> None:
     """Many commandId -> intent id entries in one round trip (a dispatched batch)."""
     entries = {f"cmd:{command_id}": pk for command_id, pk in pairs.items()}
@@ -38,10 +34,6 @@ def correlation_lookup(command_ids: list[str]) -> dict[str, int]:
     """commandId -> intent id for the ids the cache knows; callers query the rest."""
     found = _safe("get_many", {}, cache.get_many, [f"cmd:{c}" for c in command_ids])
     return {key[4:]: int(value) for key, value in found.items()}
-
-
-def inflight_mark(endpoint_id: int, intent_id: int, ttl_s: float) -> None:
-    _safe("set", None, cache.set, f"inflight:{endpoint_id}", intent_id, max(1, int(ttl_s)))
 
 
 def inflights_mark(holders: dict[int, int], ttl_s: float) -> None:
@@ -58,15 +50,6 @@ def inflight_holders(endpoint_ids: list[int]) -> dict[int, int]:
 
 def inflights_clear(endpoint_ids: list[int]) -> None:
     _safe("delete_many", None, cache.delete_many, [f"inflight:{pk}" for pk in endpoint_ids])
-
-
-def inflight_holder(endpoint_id: int) -> int | None:
-    value = _safe("get", None, cache.get, f"inflight:{endpoint_id}")
-    return int(value) if value is not None else None
-
-
-def inflight_clear(endpoint_id: int) -> None:
-    _safe("delete", None, cache.delete, f"inflight:{endpoint_id}")
 
 
 def lock_try(name: str, ttl_s: float) -> bool:

@@ -62,19 +62,10 @@ def _insert_unnest(
 ) -> list[tuple[Any, ...]]:
     """PostgreSQL: one array parameter per column, so the statement stays small however many
     rows it carries (a VALUES list of thousands of placeholders costs more to bind than to run)."""
-    selects, casts, params = [], [], []
-    for i, field in enumerate(fields):
-        is_json = isinstance(field, models.JSONField)
-        db_type = "text" if is_json else field.cast_db_type(connection)
-        casts.append(f"%s::{db_type}[]")
-        selects.append(f"c{i}::jsonb" if is_json else f"c{i}")
-        column = [row[field.name] for row in rows]
-        params.append([json.dumps(v) for v in column] if is_json else column)
-    names = ", ".join(f"c{i}" for i in range(len(fields)))
-    cursor.execute(
-        f"{head}SELECT {', '.join(selects)} FROM unnest({', '.join(casts)}) AS u({names}){tail}",
-        params,
-    )
+    names = [f"c{i}" for i in range(len(fields))]
+    columns = [[row[field.name] for row in rows] for field in fields]
+    relation, params = _unnest(fields, names, columns, json_none_is_null=False)
+    cursor.execute(f"{head}SELECT * FROM {relation}{tail}", params)
     return [tuple(r) for r in cursor.fetchall()]
 
 
@@ -126,20 +117,9 @@ def update_returning(
     tail = f"UPDATE {table} SET {', '.join(sets)} FROM v WHERE {where} RETURNING {table}.{pk}"
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            selects, params = [], []
-            for name, key, f in zip(names, keys, fields, strict=True):
-                is_json = isinstance(f, models.JSONField)
-                selects.append(f"{name}::jsonb AS {name}" if is_json else name)
-                values = [row[key] for row in flat]
-                params.append(
-                    [None if v is None else json.dumps(v) for v in values] if is_json else values
-                )
-            arrays = ", ".join(f"%s::{_array_type(f)}" for f in fields)
-            cursor.execute(
-                f"WITH v AS (SELECT {', '.join(selects)} FROM unnest({arrays}) "
-                f"AS u({', '.join(names)})) {tail}",
-                params,
-            )
+            columns = [[row[key] for row in flat] for key in keys]
+            relation, params = _unnest(fields, names, columns, json_none_is_null=True)
+            cursor.execute(f"WITH v AS (SELECT * FROM {relation}) {tail}", params)
             return [r[0] for r in cursor.fetchall()]
         one = "(" + ", ".join(["%s"] * len(fields)) + ")"
         moved: list[Any] = []
@@ -157,7 +137,31 @@ def update_returning(
         return moved
 
 
-def _array_type(field: Any) -> str:
-    if isinstance(field, models.JSONField):
-        return "text[]"
-    return f"{field.cast_db_type(connection)}[]"
+def _unnest(
+    fields: Sequence[Any],
+    names: Sequence[str],
+    columns: Sequence[Sequence[Any]],
+    *,
+    json_none_is_null: bool,
+) -> tuple[str, list[Any]]:
+    """PostgreSQL: ``rows`` as a relation of one array parameter per column (JSON travels as
+    text and is cast back), so a statement stays small however many rows it carries. A JSON
+    ``None`` is SQL NULL when ``json_none_is_null`` (an update, as the ORM stores it), else
+    JSON null (an insert, as before)."""
+    selects, casts, params = [], [], []
+    for name, field, values in zip(names, fields, columns, strict=True):
+        if isinstance(field, models.JSONField):
+            casts.append("%s::text[]")
+            selects.append(f"{name}::jsonb AS {name}")
+            params.append(
+                [None if v is None and json_none_is_null else json.dumps(v) for v in values]
+            )
+        else:
+            casts.append(f"%s::{field.cast_db_type(connection)}[]")
+            selects.append(name)
+            params.append(list(values))
+    relation = (
+        f"(SELECT {', '.join(selects)} FROM unnest({', '.join(casts)}) "
+        f"AS u({', '.join(names)})) AS rows_in"
+    )
+    return relation, params

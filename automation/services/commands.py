@@ -15,8 +15,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from automation import coordination
 from automation.models import AutomationCommandIntent, CommandTransition, DeviceCommandReceipt
+from automation.services.moves import endpoints_released
 from automation.states import (
     COMMAND_TERMINAL,
     CommandStatus,
@@ -78,7 +78,7 @@ def intent_transition(
         intent.version += 1
         if to in COMMAND_TERMINAL:
             endpoint_id = intent.target_device_endpoint_id
-            transaction.on_commit(lambda: _endpoint_released(endpoint_id))
+            transaction.on_commit(lambda: endpoints_released([endpoint_id]))
     logger.info(
         "command %s -> %s (%s)",
         intent.device_command_id,
@@ -87,23 +87,6 @@ def intent_transition(
         extra={"commandIntentId": intent.pk, "deviceCommandId": intent.device_command_id},
     )
     return True
-
-
-def _endpoint_released(endpoint_id: int) -> None:
-    """Hand the endpoint to the oldest command waiting for it."""
-    coordination.inflight_clear(endpoint_id)
-    next_id = (
-        AutomationCommandIntent.objects.filter(
-            target_device_endpoint_id=endpoint_id, status=CommandStatus.PENDING_DISPATCH
-        )
-        .order_by("created_at", "pk")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if next_id is not None:
-        from automation.tasks import command_intents_dispatch_task
-
-        nudge(command_intents_dispatch_task, [next_id])
 
 
 def retry_delay_s(attempt: int) -> float:

@@ -116,10 +116,7 @@ def command_cooldown_record(intent: AutomationCommandIntent, *, now: datetime) -
 
 def command_cooldown_clear(*, endpoint_id: int, value: Any) -> int:
     """The pair was applied, or support asked to try again: no cool-down any more."""
-    deleted, _ = CommandCooldown.objects.filter(
-        target_device_endpoint_id=endpoint_id, value_key=target_value_key(value)
-    ).delete()
-    return deleted
+    return command_cooldowns_clear([(endpoint_id, value)])
 
 
 def command_cooldowns_clear(pairs: Sequence[tuple[int, Any]]) -> int:
