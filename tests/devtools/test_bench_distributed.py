@@ -208,6 +208,28 @@ def test_the_json_document_is_serialisable_and_holds_every_step() -> None:
     assert not any(math.isnan(v) for v in step["cpu_percent"].values())
 
 
+def test_cost_per_command_divides_each_counter_and_prints_the_spread_across_steps() -> None:
+    from devtools.bench.distributed.cost import Counters, StepCost, cost_table
+
+    def spent(tx: int, cpu_s: float, broker: int | None = 900) -> Counters:
+        return Counters(tx, tx * 10, broker, cpu_s, cpu_s * 2, 25.0)
+
+    low = StepCost(10, 300, 100, spent(3_000, 2.0))
+    high = StepCost(300, 3000, 1_000, spent(36_000, 24.0, None))
+    assert low.per_command() == {
+        "pg_transactions": 30.0, "pg_rows_read": 300.0, "broker_commands": 9.0,
+        "process_cpu_ms": 20.0, "machine_cpu_ms": 40.0,
+    }  # fmt: skip
+    assert high.per_command()["broker_commands"] is None  # a broker other than Redis
+    rows = cost_table([low, high]).splitlines()
+    assert rows[2].split() == ["300", "10/s", "100", "30.0", "300", "9.0", "20.0", "40.0"]
+    assert rows[3].split()[:3] == ["3,000", "300/s", "1,000"] and rows[3].split()[5] == "–"
+    assert rows[4].split() == ["max/min", "1.20×", "1.20×", "1.00×", "1.20×", "1.20×"]
+    assert json.loads(json.dumps(high.as_json()))["per_command"]["pg_transactions"] == 36.0
+    later = Counters(10, 20, 30, 1.5, 3.0, 9.0)
+    assert later - Counters(4, 5, None, 0.5, 1.0, 4.0) == Counters(6, 15, None, 1.0, 2.0, 5.0)
+
+
 def test_profile_samples_are_sorted_into_kinds_by_the_first_kind_their_stack_touches() -> None:
     from devtools.bench.distributed.where import profile_shares
 

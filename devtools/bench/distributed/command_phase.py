@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from devices.models import Device
 from devtools.bench.distributed.accounting import sensor_ids, step_account, step_settle
 from devtools.bench.distributed.broker import queue_backlog
+from devtools.bench.distributed.cost import StepCost, counters_read
 from devtools.bench.distributed.devices import TimedSimulator, crossings_offer
 from devtools.bench.distributed.plan import STAGES, DistributedPlan
 from devtools.bench.distributed.procs import CpuMeter
@@ -42,6 +43,7 @@ def command_phase(
             index += len(crossings)
             write(f"command path: step {step}/{len(plan.steps)}, {rate:g}/s for "
                   f"{plan.step_seconds:g}s ({len(crossings):,} crossings)")  # fmt: skip
+            before = counters_read(stack.pids())
             meter = CpuMeter(stack.pids())
             offered, seconds = crossings_offer(simulator, fleet, crossings, f"step {step}")
             result = StepResult(step, rate, seconds, len(offered))
@@ -49,7 +51,9 @@ def command_phase(
             result.backlog = queue_backlog(STAGES)
             stack.check_alive()
             settled = step_settle(fleet, devices, offered, plan.settle_s)
+            spent = counters_read(stack.pids()) - before
             step_account(result, offered, devices, simulator.first_seen)
+            result.cost = StepCost(rate, len(fleet.sensors), result.created, spent)
             results.append(result)
             write(
                 f"command path: step {step} {'settled' if settled else 'NOT settled'}: "

@@ -134,14 +134,14 @@ class CpuMeter:
     def __init__(self, pids: Mapping[str, int]) -> None:
         self._pids = dict(pids)
         self._started = time.monotonic()
-        self._before = {name: _tree_cpu_s(pid) for name, pid in self._pids.items()}
+        self._before = {name: tree_cpu_s(pid) for name, pid in self._pids.items()}
         self._machine = psutil.cpu_times()
 
     def percent(self) -> dict[str, float]:
         elapsed = max(1e-6, time.monotonic() - self._started)
         out = {}
         for name, pid in self._pids.items():
-            used = _tree_cpu_s(pid) - self._before[name]
+            used = tree_cpu_s(pid) - self._before[name]
             out[name] = max(0.0, used) / elapsed * 100
         out[self.MACHINE] = _busy_percent(self._machine, psutil.cpu_times())
         return out
@@ -157,7 +157,7 @@ def _busy_percent(before: Any, after: Any) -> float:
     return max(0.0, 100 * (1 - idle / total)) if total > 0 else 0.0
 
 
-def _tree_cpu_s(pid: int) -> float:
+def tree_cpu_s(pid: int) -> float:
     """User + system seconds of ``pid`` and its live descendants; a pool child that exited
     meanwhile takes its time with it (celery recycles none by default)."""
     try:

@@ -8,11 +8,14 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.tables import format_table
 from devtools.bench.distributed.stages import MISSING, Hop
 from devtools.bench.report import percentile, ratio
+
+if TYPE_CHECKING:
+    from devtools.bench.distributed.cost import StepCost
 
 APPLIED, SUPERSEDED, NOT_NEEDED = "applied", "superseded", "not needed"
 LOST = "lost"
@@ -66,6 +69,7 @@ class StepResult:
     hops: list[Hop] = field(default_factory=list)
     backlog: dict[str, int] = field(default_factory=dict)  # queue → messages at step end
     cpu: dict[str, float] = field(default_factory=dict)  # process → % of one core
+    cost: StepCost | None = None  # offer + settle, per command created
 
     @property
     def lost(self) -> int:
@@ -110,6 +114,7 @@ class StepResult:
             "stages": [h.as_json() for h in self.hops],
             "backlog": dict(self.backlog),
             "cpu_percent": {k: round(v, 1) for k, v in self.cpu.items()},
+            "cost": self.cost.as_json() if self.cost is not None else None,
         }
 
 

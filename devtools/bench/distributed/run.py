@@ -20,6 +20,7 @@ from django.db import connection
 from config.env import MqttConfig
 from devtools.bench import BenchError
 from devtools.bench.distributed.command_phase import command_phase
+from devtools.bench.distributed.cost import cost_table
 from devtools.bench.distributed.ingest_phase import ingest_phase
 from devtools.bench.distributed.plan import DistributedPlan
 from devtools.bench.distributed.profile import profiles_recording, py_spy
@@ -161,6 +162,10 @@ def _command_write(steps: list[StepResult], write: Write) -> None:
     write(stages_table(steps))
     write("\nLoad: queue backlog at the end of each step, CPU % of one core over the step")
     write(load_table(steps))
+    costs = [s.cost for s in steps if s.cost is not None]
+    if costs:
+        write("\nCost per command created (offer + settle; servers' counters, processes' CPU)")
+        write(cost_table(costs))
 
 
 def _cpu_line(cpu: dict[str, float]) -> str:
