@@ -226,6 +226,11 @@ def test_cost_per_command_divides_each_counter_and_prints_the_spread_across_step
     assert rows[3].split()[:3] == ["3,000", "300/s", "1,000"] and rows[3].split()[5] == "–"
     assert rows[4].split() == ["max/min", "1.20×", "1.20×", "1.00×", "1.20×", "1.20×"]
     assert json.loads(json.dumps(high.as_json()))["per_command"]["pg_transactions"] == 36.0
+    # The idle stack's own cost in as long is the clock's, not the commands': it is taken off.
+    idle = Counters(100, 1_000, 50, 0.4, 0.8, 5.0)  # 5 s idle; the step took 25 s
+    net = StepCost(10, 300, 100, spent(3_000, 2.0), idle).per_command()
+    assert net["pg_transactions"] == 25.0 and net["broker_commands"] == 6.5
+    assert net["process_cpu_ms"] == pytest.approx(0.0)
     later = Counters(10, 20, 30, 1.5, 3.0, 9.0)
     assert later - Counters(4, 5, None, 0.5, 1.0, 4.0) == Counters(6, 15, None, 1.0, 2.0, 5.0)
 

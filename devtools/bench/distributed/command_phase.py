@@ -4,13 +4,18 @@ to the next step's latencies (it shows in the backlog column instead)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from devices.models import Device
 from devtools.bench.distributed.accounting import sensor_ids, step_account, step_settle
 from devtools.bench.distributed.broker import queue_backlog
-from devtools.bench.distributed.cost import StepCost, counters_read
+from devtools.bench.distributed.cost import (
+    StepCost,
+    counters_read,
+    vacuum_when_autovacuum_is_off,
+)
 from devtools.bench.distributed.devices import TimedSimulator, crossings_offer
 from devtools.bench.distributed.plan import STAGES, DistributedPlan
 from devtools.bench.distributed.procs import CpuMeter
@@ -20,6 +25,7 @@ from devtools.bench.distributed.stack import Stack
 from devtools.bench.fleet import BenchFleet
 
 Write = Callable[[str], None]
+IDLE_S = 10.0
 
 
 def command_phase(
@@ -30,6 +36,13 @@ def command_phase(
     results: list[StepResult] = []
     simulator.start()
     try:
+        if vacuum_when_autovacuum_is_off():
+            write("command path: autovacuum is off on this server: VACUUM ANALYZE before "
+                  "each step, as a deployment's autovacuum would keep up")  # fmt: skip
+        write(f"command path: the idle stack's own cost over {IDLE_S:g}s (subtracted per step)")
+        idle_from = counters_read(stack.pids())
+        time.sleep(IDLE_S)
+        idle = counters_read(stack.pids()) - idle_from
         index = 0
         for step, rate in enumerate(plan.steps, 1):
             # Relays count as online at dispatch (they send no telemetry of their own here).
@@ -53,7 +66,8 @@ def command_phase(
             settled = step_settle(fleet, devices, offered, plan.settle_s)
             spent = counters_read(stack.pids()) - before
             step_account(result, offered, devices, simulator.first_seen)
-            result.cost = StepCost(rate, len(fleet.sensors), result.created, spent)
+            result.cost = StepCost(rate, len(fleet.sensors), result.created, spent, idle)
+            vacuum_when_autovacuum_is_off()
             results.append(result)
             write(
                 f"command path: step {step} {'settled' if settled else 'NOT settled'}: "

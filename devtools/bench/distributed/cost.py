@@ -71,6 +71,19 @@ def counters_read(pids: Mapping[str, int]) -> Counters:
     )
 
 
+def vacuum_when_autovacuum_is_off() -> bool:
+    """VACUUM ANALYZE the database when the server runs no autovacuum (some development
+    servers turn it off), so a run does not measure the dead rows of the runs before it: a
+    deployment vacuums. True when it vacuumed."""
+    with connection.cursor() as cur:
+        cur.execute("SHOW autovacuum")
+        (autovacuum,) = cur.fetchone()
+        if autovacuum == "on":
+            return False
+        cur.execute("VACUUM ANALYZE")
+    return True
+
+
 def _broker_commands() -> int | None:
     if broker_kind() != "redis":
         return None
@@ -84,18 +97,38 @@ def _broker_commands() -> int | None:
         client.close()
 
 
+def idle_scaled(idle: Counters | None, seconds: float) -> Counters | None:
+    """What the idle stack (beat's sweeps, workers' polls) spends in ``seconds``."""
+    if idle is None or idle.at <= 0:
+        return None
+    k = seconds / idle.at
+    return Counters(
+        round(idle.pg_transactions * k), round(idle.pg_rows_read * k),
+        None if idle.broker_commands is None else round(idle.broker_commands * k),
+        idle.process_cpu_s * k, idle.machine_cpu_s * k, seconds,
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StepCost:
-    """A step's counter differences over the commands it created."""
+    """A step's counter differences over the commands it created, less what the idle stack
+    spends in as long (``idle``, measured before the first step): the cost of the work,
+    not of the clock."""
 
     rate: float
     farms: int
     commands: int
     spent: Counters
+    idle: Counters | None = None
+
+    @property
+    def net(self) -> Counters:
+        background = idle_scaled(self.idle, self.spent.at)
+        return self.spent if background is None else self.spent - background
 
     def per_command(self) -> dict[str, float | None]:
         n = max(1, self.commands)
-        s = self.spent
+        s = self.net
         return {
             "pg_transactions": s.pg_transactions / n,
             "pg_rows_read": s.pg_rows_read / n,
@@ -108,6 +141,7 @@ class StepCost:
         return {
             "commands": self.commands,
             "seconds": round(self.spent.at, 2),
+            "idle_subtracted": self.idle is not None,
             "per_command": {k: _round(v) for k, v in self.per_command().items()},
         }
 

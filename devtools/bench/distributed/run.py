@@ -164,7 +164,8 @@ def _command_write(steps: list[StepResult], write: Write) -> None:
     write(load_table(steps))
     costs = [s.cost for s in steps if s.cost is not None]
     if costs:
-        write("\nCost per command created (offer + settle; servers' counters, processes' CPU)")
+        write("\nCost per command created (offer + settle, less the idle stack's own cost in as "
+              "long; servers' counters, processes' CPU)")  # fmt: skip
         write(cost_table(costs))
 
 
