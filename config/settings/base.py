@@ -139,6 +139,9 @@ LOGGING = logging_settings(fmt=LOG_FORMAT, level=LOG_LEVEL)
 BRIDGE_CLIENT_ID = env_str("BRIDGE_CLIENT_ID", "")
 BRIDGE_BATCH_SIZE = env_int("BRIDGE_BATCH_SIZE", 500, minimum=1)
 BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
+# While a stage's queue holds batches no worker has taken, new messages wait in the bridge up
+# to this long so the next batch is larger (0: hand off as before, whatever waits).
+BRIDGE_HOLD_MAX_MS = env_float("BRIDGE_HOLD_MAX_MS", 500.0, minimum=0.0)
 BRIDGE_DEDUPE_TTL_S = env_int("BRIDGE_DEDUPE_TTL_S", 60)  # 0 turns the cache fast path off
 BRIDGE_MAX_PAYLOAD_BYTES = env_int("BRIDGE_MAX_PAYLOAD_BYTES", 64 * 1024, minimum=1)
 BRIDGE_SESSION_EXPIRY_S = env_int("BRIDGE_SESSION_EXPIRY_S", 24 * 3600, minimum=1)

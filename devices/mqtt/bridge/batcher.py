@@ -1,6 +1,10 @@
 """The bridge's hand-offs: received messages wait in one group per task and go to Celery in
 chunks of ``batch_size``; each message is acknowledged only after the chunk holding it was
-handed off, and a failed hand-off is retried with a capped backoff, acknowledging nothing."""
+handed off, and a failed hand-off is retried with a capped backoff, acknowledging nothing.
+
+Batches form from what is waiting: while the task's queue already holds batches no worker
+has taken (every worker is busy), new messages wait here instead of becoming more small
+tasks behind them, so the next batch is larger and costs the same statements."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
+from kombu.exceptions import ChannelError
 
 from devices.mqtt.bridge.stats import BridgeStats
 from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK
@@ -22,7 +27,42 @@ HANDOFF_FIRST_BACKOFF_S = 0.1
 HANDOFF_MAX_BACKOFF_S = 5.0
 DEDUPE_KEY_PREFIX = "bridge:telemetry:"
 
+# While workers are busy, how often the queue is looked at again, and the longest a message
+# is held for a larger batch (it then goes out whatever the queue holds).
+BACKLOG_CHECK_S = 0.005
+HOLD_MAX_S = 0.5
+
 Handoff = Callable[[str, list[list[Any]]], None]
+Backlog = Callable[[str], int]  # task name -> hand-offs waiting in its queue, untaken
+
+
+def celery_backlog(task_name: str) -> int:
+    """Hand-offs waiting in the queue ``task_name`` is routed to, untaken by any worker."""
+    from config.celery import app as celery_app
+    from config.celery import route_to_stage
+
+    route = route_to_stage(task_name, (), {}, {}) or {}
+    return queue_length(route.get("queue", celery_app.conf.task_default_queue))
+
+
+def queue_length(queue: str) -> int:
+    """Messages in ``queue`` over a pooled broker connection: a virtual transport's own count
+    (Redis: LLEN over the priority lists, where an empty queue has no key for a passive
+    declare to find), else a passive declare (RabbitMQ's message count)."""
+    from config.celery import app as celery_app
+
+    conn: Any
+    with celery_app.pool.acquire(block=True, timeout=1.0) as conn:
+        size = getattr(conn.default_channel, "_size", None)
+        if size is not None:
+            return int(size(queue))
+        # A passive declare of a queue no worker declared yet closes its channel: a channel
+        # of its own, and no queue means nothing waits in it.
+        with conn.channel() as own:
+            try:
+                return int(own.queue_declare(queue=queue, passive=True).message_count)
+            except ChannelError:
+                return 0
 
 
 def celery_handoff(task_name: str, batch: list[list[Any]]) -> None:
@@ -70,16 +110,20 @@ class Batcher:
         batch_size: int,
         flush_s: float,
         window: int,
-        handoff: Handoff,
+        handoff: Handoff | None,
         dedupe_ttl_s: int,
         ack: Callable[[Entry], None],
+        backlog: Backlog | None = None,
+        hold_s: float = HOLD_MAX_S,
     ) -> None:
+        """``handoff`` None is Celery's; only then is ``backlog`` by default Celery's queues
+        (another hand-off has no queue to look at)."""
         self._client_id = client_id
         self._stats = stats
         self._batch_size = batch_size
         self._flush_s = flush_s
         self._window = window
-        self._handoff = handoff
+        self._handoff = handoff or celery_handoff
         self._dedupe_ttl_s = dedupe_ttl_s
         self._ack = ack
         self._groups = {
@@ -90,6 +134,9 @@ class Batcher:
         self._flushed_at = time.monotonic()  # of the last complete flush (or the start)
         self._retry_at = 0.0
         self._retry_delay = HANDOFF_FIRST_BACKOFF_S
+        self._backlog = backlog if backlog is not None or handoff else celery_backlog
+        self._hold_s = hold_s
+        self._held_until = 0.0  # while holding, the queue is not looked at before this
 
     @property
     def dedupes(self) -> bool:
@@ -113,6 +160,7 @@ class Batcher:
         due = self._oldest_at + self._flush_s
         if now - self._flushed_at >= self._flush_s:
             due = now
+        due = max(due, min(self._held_until, self._oldest_at + self._hold_s))
         return min(max_wait_s, max(0.0, max(self._retry_at, due) - now))
 
     def flush_due(self, unacked: int, arrived: int = 1) -> bool:
@@ -120,17 +168,36 @@ class Batcher:
         socket has nothing more ready (``arrived`` 0 in the last loop pass), so no window adds
         latency; on a busy one with a full batch, a full inflight window (``unacked``
         messages on this connection: the broker sends no more until some are acknowledged)
-        or the timer, so batches grow with the load. Not before a retry's backoff ends."""
+        or the timer, so batches grow with the load. Not before a retry's backoff ends, and
+        not while the queue still holds untaken batches (up to ``hold_s``, see ``_held``)."""
         pending = self.pending()
         now = time.monotonic()
         if pending == 0 or now < self._retry_at:
             return False
-        return (
-            (arrived == 0 and now - self._flushed_at >= self._flush_s)
-            or pending >= self._batch_size
-            or unacked >= self._window
-            or now >= self._oldest_at + self._flush_s
+        if pending >= self._batch_size or unacked >= self._window:
+            return True
+        timely = (arrived == 0 and now - self._flushed_at >= self._flush_s) or (
+            now >= self._oldest_at + self._flush_s
         )
+        return timely and not self._held(now)
+
+    def _held(self, now: float) -> bool:
+        """Whether the waiting messages stay for a larger batch: some queue they go to still
+        holds a batch no worker has taken, and the oldest has waited less than ``hold_s``.
+        An unanswered look at the queue holds nothing (the hand-off decides then)."""
+        if self._backlog is None or now >= self._oldest_at + self._hold_s:
+            return False
+        if now < self._held_until:
+            return True
+        try:
+            busy = any(self._backlog(g.task_name) > 0 for g in self._groups.values() if g.entries)
+        except Exception as exc:
+            logger.debug("bridge %s: queue backlog unknown: %s", self._client_id, exc)
+            busy = False
+        if busy:
+            self._stats.holds += 1
+            self._held_until = now + BACKLOG_CHECK_S
+        return busy
 
     def retry_due(self) -> bool:
         return bool(self.pending()) and time.monotonic() >= self._retry_at
@@ -144,7 +211,7 @@ class Batcher:
                 self._retry_delay = min(self._retry_delay * 2, HANDOFF_MAX_BACKOFF_S)
                 return
         self._retry_at, self._retry_delay = 0.0, HANDOFF_FIRST_BACKOFF_S
-        self._oldest_at = 0.0
+        self._oldest_at = self._held_until = 0.0
         self._flushed_at = time.monotonic()
 
     def _flush_group(self, group: _Group) -> bool:
@@ -175,6 +242,7 @@ class Batcher:
                     )
                     return False
                 self._stats.handed_off += len(batch)
+                self._stats.handoffs += 1
             del group.entries[: len(chunk)]
             self._remember(chunk)
             for entry in chunk:

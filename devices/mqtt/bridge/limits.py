@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.db import close_old_connections
 
 from devices.models import DeviceMessageRejectionReason as Reason
@@ -54,7 +55,7 @@ class DeviceLimits:
         client_id: str,
         stats: BridgeStats,
         max_payload: int,
-        rate: float,
+        rate: float | None,
         burst: float,
         drop_flush_s: float,
         drop_recorder: DropRecorder,
@@ -62,7 +63,7 @@ class DeviceLimits:
         self._client_id = client_id
         self._stats = stats
         self._max_payload = max_payload
-        self._rate = rate
+        self._rate: float = settings.BRIDGE_DEVICE_RATE_PER_S if rate is None else rate
         self._burst = burst
         self._buckets: dict[str, _Bucket] = {}
         self._drops: dict[tuple[str, str, Reason], DroppedMessages] = {}

@@ -33,10 +33,10 @@ from config.env import MqttConfig
 from devices.mqtt.bridge.batcher import (
     DEVICE_MESSAGES_TASK,
     TELEMETRY_TASK,
+    Backlog,
     Batcher,
     Entry,
     Handoff,
-    celery_handoff,
     dedupe_key,
 )
 from devices.mqtt.bridge.limits import DeviceLimits, DropRecorder, database_drop_recorder
@@ -89,6 +89,7 @@ class MqttBridge:
         device_burst: int | None = None,
         drop_flush_s: float | None = None,
         drop_recorder: DropRecorder | None = None,
+        backlog: Backlog | None = None,
     ) -> None:
         self._config: MqttConfig = config or settings.MQTT
         self._client_id = client_id or default_client_id()
@@ -99,23 +100,19 @@ class MqttBridge:
             stats=self._stats,
             batch_size=max(1, batch_size or settings.BRIDGE_BATCH_SIZE),
             flush_s=(settings.BRIDGE_FLUSH_MS if flush_ms is None else flush_ms) / 1000,
-            # The broker sends at most this many unacknowledged messages; waiting for more
-            # than that before a flush would only wait for the timer.
             window=max(1, inflight_window or settings.BRIDGE_INFLIGHT_WINDOW),
-            handoff=handoff or celery_handoff,
+            handoff=handoff,
             dedupe_ttl_s=settings.BRIDGE_DEDUPE_TTL_S if dedupe_ttl_s is None else dedupe_ttl_s,
             ack=self._ack,
+            backlog=backlog,
+            hold_s=settings.BRIDGE_HOLD_MAX_MS / 1000,
         )
         # Flood bounds: one device cannot take the pipeline's capacity from the others.
         self._limits = DeviceLimits(
             client_id=self._client_id,
             stats=self._stats,
             max_payload=settings.BRIDGE_MAX_PAYLOAD_BYTES,
-            rate=(
-                settings.BRIDGE_DEVICE_RATE_PER_S
-                if device_rate_per_s is None
-                else device_rate_per_s
-            ),
+            rate=device_rate_per_s,  # None: BRIDGE_DEVICE_RATE_PER_S
             burst=float(max(1, device_burst or settings.BRIDGE_DEVICE_BURST)),
             drop_flush_s=settings.BRIDGE_DROP_FLUSH_S if drop_flush_s is None else drop_flush_s,
             drop_recorder=drop_recorder or database_drop_recorder,

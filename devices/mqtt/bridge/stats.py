@@ -15,6 +15,8 @@ class BridgeStats:
 
     received: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BRIDGED_KINDS, 0))
     handed_off: int = 0
+    handoffs: int = 0  # tasks sent: handed_off / handoffs is the mean batch
+    holds: int = 0  # looks at a busy queue that kept messages for a larger batch
     acked: int = 0
     duplicates_dropped: int = 0
     unknown_topic: int = 0
@@ -27,7 +29,8 @@ class BridgeStats:
     def summary(self) -> str:
         kinds = " ".join(f"{kind}={count}" for kind, count in self.received.items())
         return (
-            f"received[{kinds}] handed_off={self.handed_off} acked={self.acked} "
+            f"received[{kinds}] handed_off={self.handed_off} in {self.handoffs} batch(es) "
+            f"holds={self.holds} acked={self.acked} "
             f"duplicates={self.duplicates_dropped} unknown_topic={self.unknown_topic} "
             f"oversized={self.oversized} rate_limited={self.rate_limited} "
             f"drop_record_failures={self.drop_record_failures} "

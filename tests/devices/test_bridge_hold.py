@@ -1,0 +1,129 @@
+"""Batches form from what is waiting: while a stage's queue still holds hand-offs no worker
+has taken, the bridge keeps new messages for one larger batch (up to BRIDGE_HOLD_MAX_MS);
+with an idle queue, or when the queue cannot be looked at, it hands off at once."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+from kombu import Exchange, Queue
+
+from config.celery import app as celery_app
+from config.env import MqttConfig
+from devices.mqtt.bridge import MqttBridge
+from devices.mqtt.bridge.batcher import queue_length
+from devices.mqtt.client import forget_session
+from tests.devices.test_bridge import Recorder, publish_all, telemetry
+from tests.mqtt_fixtures import MqttClientFactory
+from tests.waiting import WAIT_S, wait_for
+
+
+class Backlog:
+    """A queue that looks busy until ``idle`` is set; counts the looks."""
+
+    def __init__(self, busy: bool = True) -> None:
+        self.busy = threading.Event()
+        if busy:
+            self.busy.set()
+        self.looks = 0
+
+    def __call__(self, task_name: str) -> int:
+        self.looks += 1
+        return 3 if self.busy.is_set() else 0
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"TH{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def device(mqtt_client_factory: MqttClientFactory) -> paho.Client:
+    return mqtt_client_factory()
+
+
+@pytest.fixture
+def bridge_with(mqtt_config: MqttConfig, settings: Any) -> Iterator[Callable[..., MqttBridge]]:
+    started: list[MqttBridge] = []
+
+    def make(hold_ms: float, **kwargs: Any) -> MqttBridge:
+        settings.BRIDGE_HOLD_MAX_MS = hold_ms
+        bridge = MqttBridge(
+            config=mqtt_config, client_id=f"test-bridge-{uuid.uuid4().hex[:10]}",
+            session_expiry_s=60, flush_ms=5, batch_size=1000, inflight_window=1000, **kwargs,
+        )  # fmt: skip
+        bridge.start()
+        started.append(bridge)
+        assert bridge.wait_connected(WAIT_S), "bridge did not connect and subscribe"
+        return bridge
+
+    yield make
+    for bridge in started:
+        bridge.stop()
+        forget_session(mqtt_config, bridge.client_id)
+
+
+def test_while_the_queue_is_busy_messages_wait_for_one_larger_batch(
+    bridge_with: Callable[..., MqttBridge], device: paho.Client, prefix: str
+) -> None:
+    recorder, backlog = Recorder(), Backlog()
+    bridge = bridge_with(60_000, handoff=recorder, backlog=backlog)
+    publish_all(device, [telemetry(f"{prefix}-{n}", n) for n in range(8)])
+    wait_for(lambda: bridge.stats.received["telemetry"] >= 8, "eight received")
+    time.sleep(0.1)  # twenty flush timers
+    assert recorder.args(prefix) == [] and bridge.stats.holds > 0
+
+    backlog.busy.clear()
+
+    wait_for(lambda: len(recorder.args(prefix)) == 8, "the held messages handed off")
+    assert len(recorder.batches_with(prefix)) == 1
+    wait_for(lambda: bridge.stats.acked >= 8, "acknowledged after the hand-off")
+
+
+def test_a_hold_ends_after_its_longest_wait_however_busy_the_queue(
+    bridge_with: Callable[..., MqttBridge], device: paho.Client, prefix: str
+) -> None:
+    recorder = Recorder()
+    bridge_with(300, handoff=recorder, backlog=Backlog())
+    started = time.monotonic()
+    publish_all(device, [telemetry(f"{prefix}-1", 1)])
+    wait_for(lambda: recorder.args(prefix), "handed off once the hold ran out")
+    assert time.monotonic() - started >= 0.3
+
+
+@pytest.mark.parametrize("backlog", [Backlog(busy=False), "broken"])
+def test_an_idle_or_unreadable_queue_holds_nothing(
+    bridge_with: Callable[..., MqttBridge], device: paho.Client, prefix: str, backlog: Any
+) -> None:
+    def unreadable(task_name: str) -> int:
+        raise ConnectionError("broker away")
+
+    recorder = Recorder()
+    bridge = bridge_with(60_000, handoff=recorder,
+                         backlog=unreadable if backlog == "broken" else backlog)  # fmt: skip
+    publish_all(device, [telemetry(f"{prefix}-1", 1)])
+    wait_for(lambda: recorder.args(prefix), "handed off without waiting", timeout_s=5)
+    assert bridge.stats.holds == 0
+
+
+def test_the_queue_length_is_read_from_the_configured_broker() -> None:
+    name = f"test-backlog-{uuid.uuid4().hex[:8]}"
+    queue = Queue(name, Exchange(name), routing_key=name)
+    assert queue_length(name) == 0  # never declared: nothing waits
+    with celery_app.connection_for_write() as conn:
+        bound = queue(conn.default_channel)
+        bound.declare()
+        try:
+            with conn.Producer() as producer:
+                for n in range(3):
+                    producer.publish({"n": n}, exchange=queue.exchange, routing_key=name,
+                                     declare=[queue])  # fmt: skip
+            wait_for(lambda: queue_length(name) == 3, "three messages counted")
+        finally:
+            bound.delete()
