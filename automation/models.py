@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from automation.states import CommandStatus, EventStatus, ExecutionOutcome
 from common.models import Organization
+from common.validators import validate_json_bounds
 from devices.models import Device, DeviceInstanceEndpoint, Farm, Telemetry
 
 
@@ -32,12 +33,12 @@ class AutomationRule(models.Model):
         DeviceInstanceEndpoint, on_delete=models.PROTECT, related_name="triggering_rules"
     )
     operator = models.CharField(max_length=8, choices=Operator.choices)
-    threshold_value = models.JSONField()
-    threshold_value_high = models.JSONField(null=True, blank=True)
+    threshold_value = models.JSONField(validators=[validate_json_bounds])
+    threshold_value_high = models.JSONField(null=True, blank=True, validators=[validate_json_bounds])
     target_endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.PROTECT, related_name="targeting_rules"
     )
-    target_value = models.JSONField()
+    target_value = models.JSONField(validators=[validate_json_bounds])
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.db import models
 
 from common.models import Organization
+from common.validators import validate_json_bounds, validate_time_zone
 
 
 class Farm(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="farms")
     name = models.CharField(max_length=200)
-    time_zone = models.CharField(max_length=64, default="UTC")
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -44,7 +45,7 @@ class DeviceProfileEndpoint(models.Model):
     writable = models.BooleanField(default=False)
     min_value = models.FloatField(null=True, blank=True)
     max_value = models.FloatField(null=True, blank=True)
-    allowed_values = models.JSONField(null=True, blank=True)
+    allowed_values = models.JSONField(null=True, blank=True, validators=[validate_json_bounds])
     rpc_method = models.CharField(max_length=64, blank=True, default="")
     rpc_param_key = models.CharField(max_length=64, blank=True, default="")
 
@@ -133,6 +134,7 @@ class DeviceMessageRejectionReason(models.TextChoices):
     DEVICE_RETIRED = "device_retired"
     INVALID_ENCODING = "invalid_encoding"
     INVALID_JSON = "invalid_json"
+    JSON_TOO_DEEP = "json_too_deep"  # nested deeper than common.validators.JSON_MAX_DEPTH
     NOT_AN_OBJECT = "not_an_object"
     MISSING_VALUES = "missing_values"
     MISSING_FIELD = "missing_field"

@@ -19,6 +19,7 @@ from django.utils.dateparse import parse_datetime
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
 from common.sql import insert_ignore_returning
+from common.validators import JSON_MAX_DEPTH, json_bounds_violation
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -94,8 +95,13 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
         raise Rejected(Reason.PAYLOAD_TOO_LARGE, f"more than {MAX_TELEMETRY_BYTES} bytes")
     try:
         body = json.loads(payload)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise Rejected(Reason.JSON_TOO_DEEP, f"nested deeper than {JSON_MAX_DEPTH} levels") from None
+    except ValueError as exc:
         raise Rejected(Reason.INVALID_JSON, str(exc)[:200]) from None
+    violation = json_bounds_violation(body, max_bytes=None)  # the bytes were bounded above
+    if violation is not None:
+        raise Rejected(Reason.JSON_TOO_DEEP, violation.message)
     if not isinstance(body, dict):
         raise Rejected(Reason.NOT_AN_OBJECT, type(body).__name__)
     values = body.get("values")

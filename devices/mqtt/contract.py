@@ -1,10 +1,11 @@
 """The firmware contract (docs/spec.md §3.7): topic names and payloads, validated at the edge.
 
-Pure module (no Django, no MQTT client): every payload that crosses the broker is built
+Pure module (no database, no MQTT client): every payload that crosses the broker is built
 here and every payload that arrives is parsed here into a frozen dataclass, or rejected
 with a :class:`ContractError` whose reason code is an enum. A parser never raises anything
 else, whatever the bytes, so a malformed device message can be recorded and dropped
-without crashing the bridge or the simulator.
+without crashing the bridge or the simulator. JSON nests at most ``JSON_MAX_DEPTH`` levels
+either way (``common.validators``, the bound every JSON field of the API has too).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from common.validators import JSON_MAX_DEPTH, json_bounds_violation
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 COMMAND_ID_MAX_CHARS = 40
@@ -53,6 +56,7 @@ class ContractReason(StrEnum):
 
     INVALID_ENCODING = "invalid_encoding"
     INVALID_JSON = "invalid_json"
+    JSON_TOO_DEEP = "json_too_deep"
     NOT_AN_OBJECT = "not_an_object"
     MISSING_FIELD = "missing_field"
     INVALID_FIELD = "invalid_field"
@@ -183,7 +187,14 @@ def _check_enum(enum: type[StrEnum], value: object, name: str) -> Any:
         raise ContractError(ContractReason.INVALID_FIELD, f"{name} must be {allowed}") from None
 
 
+def _check_depth(document: object) -> None:
+    violation = json_bounds_violation(document, max_bytes=None)  # bytes are bounded apart
+    if violation is not None:
+        raise ContractError(ContractReason.JSON_TOO_DEEP, violation.message)
+
+
 def _dumps(document: dict[str, Any]) -> bytes:
+    _check_depth(document)
     try:
         raw = json.dumps(document, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -325,8 +336,12 @@ def _load_object(raw: bytes | bytearray) -> dict[str, Any]:
         raise ContractError(ContractReason.INVALID_ENCODING, f"not UTF-8: {exc.reason}") from None
     try:
         document = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        detail = f"nested deeper than {JSON_MAX_DEPTH} levels"
+        raise ContractError(ContractReason.JSON_TOO_DEEP, detail) from None
+    except ValueError as exc:
         raise ContractError(ContractReason.INVALID_JSON, str(exc)[:200]) from None
+    _check_depth(document)
     if not isinstance(document, dict):
         raise ContractError(ContractReason.NOT_AN_OBJECT, f"top level is {type(document).__name__}")
     return document
