@@ -134,7 +134,7 @@ class CommandIntentViewSet(ScopedViewSet):
                 reason=body.validated_data["reason"],
             )
         except CommandRetryRefused as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response(CommandIntentSerializer(result.intent).data, status=code)
 

@@ -1,5 +1,5 @@
 """URL map: the admin for support staff, the REST API with its OpenAPI schema, metrics and
-health."""
+health. Django's own error pages answer in the API's JSON error shape under ``/api/``."""
 
 from django.contrib import admin
 from django.urls import include, path
@@ -19,3 +19,9 @@ urlpatterns = [
     path("metrics", metrics, name="metrics"),
     path("health", health, name="health"),
 ]
+
+# Under /api/ these answer JSON in the API's error shape; elsewhere Django's own pages.
+handler400 = "common.errors.bad_request"
+handler403 = "common.errors.permission_denied"
+handler404 = "common.errors.page_not_found"
+handler500 = "common.errors.server_error"

@@ -28,6 +28,7 @@ from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
 from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope, text_param
+from common.errors import error_body
 from common.tenancy import scope_filter
 from notifications.models import (
     InboxItem,
@@ -75,7 +76,7 @@ class InboxMarkReadApi(APIView):
         try:
             item = inbox_item_mark_read(user_id=cast(int, request.user.pk), item_id=item_id)
         except InboxItemNotFound:
-            return Response({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+            return Response(error_body("not_found", "Not found."), status=status.HTTP_404_NOT_FOUND)
         return Response(InboxItemSerializer(item).data)
 
 
@@ -145,10 +146,8 @@ class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-a
             reason=body.validated_data["reason"],
         )
         if not moved:
-            return Response(
-                {"detail": f"notification is {notification.status}: {self.action} refused"},
-                status=status.HTTP_409_CONFLICT,
-            )
+            detail = f"notification is {notification.status}: {self.action} refused"
+            return Response(error_body("conflict", detail), status=status.HTTP_409_CONFLICT)
         return Response(NotificationDetailSerializer(self.get_object()).data)
 
 

@@ -311,6 +311,22 @@ REST_FRAMEWORK = {
         "anon": env_str("API_THROTTLE_ANON", "60/min"),
     },
 }
+
+# Every API error in one JSON shape with a machine code (common/errors.py, docs/api-errors.md);
+# a JSON body nested too deep is a 400 (common/parsers.py), any body over
+# DATA_UPLOAD_MAX_MEMORY_SIZE a 413. Field types are strict (common/serializers.py).
+REST_FRAMEWORK |= {
+    "EXCEPTION_HANDLER": "common.errors.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "common.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+}
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # a telemetry batch of 500 messages needs ~100 KiB
+# How long an Idempotency-Key replays its first response; beat prunes older records.
+API_IDEMPOTENCY_TTL_S = env_int("API_IDEMPOTENCY_TTL_S", 24 * 3600, minimum=60)
+API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S", 3600.0, minimum=1)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Farm Automation Core API",
     "DESCRIPTION": "Farms, devices, rules, telemetry ingest, commands and their timelines.",
