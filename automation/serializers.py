@@ -17,11 +17,12 @@ from automation.services.rules import (
     rule_errors,
     rule_update,
 )
+from common.serializers import StrictCharField, StrictModelSerializer
 from devices.selectors import farms_visible, instance_endpoints_visible
 from scheduler.models import AutomationScheduler
 
 
-class RuleSerializer(serializers.ModelSerializer[AutomationRule]):
+class RuleSerializer(StrictModelSerializer[AutomationRule]):
     class Meta:
         model = AutomationRule
         fields = ("id", *RULE_FIELDS, "created_at", "updated_at")
@@ -106,7 +107,7 @@ class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandInten
 class CommandRetryRequestSerializer(serializers.Serializer[Any]):
     """Why support retries: kept with the user name in the original command's audit trail."""
 
-    reason = serializers.CharField(max_length=400, allow_blank=False, trim_whitespace=True)
+    reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
 
 
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):

@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.serializers import BoundedJSONField, StrictCharField
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -78,8 +79,8 @@ class InstanceEndpointSerializer(serializers.ModelSerializer[DeviceInstanceEndpo
 class TelemetryMessageSerializer(serializers.Serializer[Any]):
     """One device message as an HTTP gateway forwards it: the MQTT payload, verbatim."""
 
-    serial = serializers.CharField(max_length=64)
-    payload = serializers.JSONField(help_text='The device payload: {"ts": …, "values": {…}}')
+    serial = StrictCharField(max_length=64)
+    payload = BoundedJSONField(help_text='The device payload: {"ts": …, "values": {…}}')
     received_at = serializers.DateTimeField(required=False)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from common.serializers import StrictCharField
 from notifications.models import (
     InboxItem,
     Notification,
@@ -103,4 +104,4 @@ class NotificationDetailSerializer(NotificationSerializer):
 class NotificationActionSerializer(serializers.Serializer[Any]):
     """Why support retries or cancels: kept with the user name in the transition row."""
 
-    reason = serializers.CharField(max_length=400, allow_blank=False, trim_whitespace=True)
+    reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
