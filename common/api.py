@@ -2,43 +2,54 @@
 parameters, scoped read-only viewsets and idempotent POST.
 
 ``idempotent_post`` gives every create an ``Idempotency-Key`` header: the first response is
-stored per (user, key) and returned again for a retry, so a gateway that lost a reply cannot
-create twice.
+stored per (user, key) with a hash of the request and returned again for a retry of the same
+request, so a gateway that lost a reply cannot create twice; the same key with another method,
+path or body is a 422. A key counts for ``API_IDEMPOTENCY_TTL_S`` (24 h); beat prunes older
+records (``idempotency_records_prune``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any, cast
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
+from django.http import QueryDict
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import status, viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from common.models import ApiIdempotencyRecord
 from common.tenancy import OrgScope, organization_scope
+from common.validators import ID_MAX
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_CHARS = 200
+IDEMPOTENCY_PRUNE_BATCH = 1000  # rows per DELETE
+IDEMPOTENCY_PRUNE_MAX_BATCHES = 50  # per prune run: the next run takes the rest
 IDEMPOTENCY_PARAMETER = OpenApiParameter(
     IDEMPOTENCY_HEADER,
     str,
     OpenApiParameter.HEADER,
-    description="Replaying the same key returns the first response instead of creating again.",
+    description=(
+        "Repeating the same request with the same key within API_IDEMPOTENCY_TTL_S (24 hours "
+        "by default) returns the first response instead of creating again; the key with a "
+        "different method, path or body is a 422."
+    ),
 )
 
 
 def request_scope(request: Request) -> OrgScope:
     return organization_scope(request.user)
-
-
-ID_MAX = 2**63 - 1  # the largest id a (big) integer primary key can hold
 
 
 def int_param(request: Request, name: str) -> int | None:
@@ -63,34 +74,65 @@ def text_param(request: Request, name: str) -> str | None:
     return raw
 
 
+class IdempotencyKeyReused(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "idempotency_key_reused"
+    default_detail = (
+        f"{IDEMPOTENCY_HEADER} was already used for a different request (method, path or "
+        "body); send a new key for a new request."
+    )
+
+
+def request_hash(request: Request) -> str:
+    """sha256 over the method, the path and the body in canonical form (keys sorted, compact),
+    so the same JSON sent with other spacing or key order is the same request."""
+    data = request.data
+    if isinstance(data, QueryDict):
+        data = {name: data.getlist(name) for name in data}
+    body = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    digest = hashlib.sha256()
+    for part in (request.method or "POST", request.path, body):
+        digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+    return digest.hexdigest()
+
+
+def _idempotency_cutoff(now: datetime) -> datetime:
+    return now - timedelta(seconds=settings.API_IDEMPOTENCY_TTL_S)
+
+
 class _Replay(Exception):
     def __init__(self, record: ApiIdempotencyRecord) -> None:
         self.record = record
 
 
-def _replayed(record: ApiIdempotencyRecord, request: Request) -> Response:
-    if record.method != request.method or record.path != request.path:
-        return Response(
-            {"detail": f"{IDEMPOTENCY_HEADER} was already used for another request."},
-            status=status.HTTP_422_UNPROCESSABLE_ENTITY,
-        )
+def _replayed(record: ApiIdempotencyRecord, request: Request, fingerprint: str) -> Response:
+    """The stored response, if this is the request it answered (a record from before hashes
+    were kept is compared on method and path only)."""
+    if record.method != request.method or record.path != request.path[:300]:
+        raise IdempotencyKeyReused()
+    if record.request_hash and record.request_hash != fingerprint:
+        raise IdempotencyKeyReused()
     response = Response(record.response_body, status=record.status_code)
     response["Idempotent-Replayed"] = "true"
     return response
 
 
 def idempotent_post(request: Request, handle: Callable[[], Response]) -> Response:
-    """Run ``handle`` once per (user, Idempotency-Key); later calls get the stored response.
-    Two concurrent first calls: one commits, the other rolls back and replays the winner."""
+    """Run ``handle`` once per (user, Idempotency-Key); later calls with the same request get
+    the stored response. Two concurrent first calls: one commits, the other rolls back and
+    replays the winner (or is a 422 if its request differs)."""
     key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
     if not key:
         return handle()
     if len(key) > IDEMPOTENCY_KEY_MAX_CHARS:
         raise ValidationError({IDEMPOTENCY_HEADER: "at most 200 characters"})
     user_id = cast(int, request.user.pk)  # the views that call this require a login
-    found = ApiIdempotencyRecord.objects.filter(user_id=user_id, key=key).first()
+    fingerprint = request_hash(request)
+    mine = ApiIdempotencyRecord.objects.filter(user_id=user_id, key=key)
+    mine.filter(created_at__lt=_idempotency_cutoff(timezone.now())).delete()  # expired: new
+    found = mine.first()
     if found is not None:
-        return _replayed(found, request)
+        return _replayed(found, request, fingerprint)
     try:
         with transaction.atomic():
             response = handle()
@@ -103,6 +145,7 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
                             key=key,
                             method=request.method or "POST",
                             path=request.path[:300],
+                            request_hash=fingerprint,
                             status_code=response.status_code,
                             response_body=body,
                         )
@@ -110,8 +153,22 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
                     winner = ApiIdempotencyRecord.objects.get(user_id=user_id, key=key)
                     raise _Replay(winner) from None
     except _Replay as replay:
-        return _replayed(replay.record, request)
+        return _replayed(replay.record, request, fingerprint)
     return response
+
+
+def idempotency_records_prune(*, now: datetime, batch: int = IDEMPOTENCY_PRUNE_BATCH) -> int:
+    """Delete records older than ``API_IDEMPOTENCY_TTL_S``, oldest first, in bounded batches
+    (at most ``IDEMPOTENCY_PRUNE_MAX_BATCHES`` per call); the number deleted."""
+    expired = ApiIdempotencyRecord.objects.filter(created_at__lt=_idempotency_cutoff(now))
+    deleted = 0
+    for _ in range(IDEMPOTENCY_PRUNE_MAX_BATCHES):
+        ids = list(expired.order_by("created_at").values_list("pk", flat=True)[:batch])
+        if ids:
+            deleted += ApiIdempotencyRecord.objects.filter(pk__in=ids).delete()[0]
+        if len(ids) < batch:
+            break
+    return deleted
 
 
 class ScopedViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]

@@ -40,12 +40,16 @@ class OrganizationMember(models.Model):
 
 class ApiIdempotencyRecord(models.Model):
     """The first response to a POST carrying an ``Idempotency-Key``: a client retrying the same
-    key (a timeout, a lost reply) gets that response again instead of a second create."""
+    key (a timeout, a lost reply) gets that response again instead of a second create. The
+    request's hash tells a retry from another request under a reused key; a record counts for
+    ``API_IDEMPOTENCY_TTL_S`` and is pruned after."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
     key = models.CharField(max_length=200)
     method = models.CharField(max_length=8)
     path = models.CharField(max_length=300)
+    # sha256 of method, path and canonical body; empty on records written before it was kept.
+    request_hash = models.CharField(max_length=64, blank=True, default="")
     status_code = models.PositiveSmallIntegerField()
     response_body = models.JSONField(null=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -55,3 +59,4 @@ class ApiIdempotencyRecord(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_per_user")
         ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created_idx")]

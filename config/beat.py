@@ -46,6 +46,11 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "reminders-reconcile": BeatEntry(
             "reminders.reconcile", float(settings.REMINDERS_RECONCILE_INTERVAL_S)
         ),
+        # Idempotency-Key records past API_IDEMPOTENCY_TTL_S, in bounded batches.
+        "api-idempotency-records-prune": BeatEntry(
+            "common.idempotency_records_prune",
+            float(settings.API_IDEMPOTENCY_PRUNE_INTERVAL_S),
+        ),
         # Each active report subscription gets the row of its current period.
         "reminders-report-subscriptions-ensure": BeatEntry(
             "reminders.report_subscriptions_ensure",
