@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from common.models import Organization
+from common.validators import validate_time_zone
 from devices.models import Farm
 from notifications.states import (
     AttemptOutcome,
@@ -171,7 +172,7 @@ class Notification(models.Model):
     context = models.JSONField(default=dict)  # tagged JSON: datetimes and dates survive retries
     attachments = models.JSONField(default=list)
     locale = models.CharField(max_length=16, default="en")
-    time_zone = models.CharField(max_length=64, default="UTC")
+    time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     status = models.CharField(
         max_length=16, choices=NotificationStatus.choices, default=NotificationStatus.QUEUED
     )

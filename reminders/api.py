@@ -26,6 +26,7 @@ from reminders.serializers import (
     ReportRunRequestSerializer,
     ReportRunResultSerializer,
     ReportSubscriptionSerializer,
+    farm_with_known_zone,
 )
 from reminders.services.reports.subscriptions import (
     ReportSubscriptionInvalid,
@@ -129,6 +130,7 @@ class ReportSubscriptionViewSet(_WritableScopedViewSet):
         sub = self.get_object()
         body = ReportRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        farm_with_known_zone(sub.farm)
         run_id = body.validated_data["run_id"]
         try:
             result = report_manual_run_request(

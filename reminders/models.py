@@ -9,12 +9,48 @@ setting without scanning the scheduler table.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from common.models import Organization
+from common.validators import (
+    validate_date_bounds,
+    validate_json_bounds,
+    validate_local_time,
+)
 from devices.models import Device, DeviceInstanceEndpoint, Farm
+
+
+# Date-based reminders are "before and on expiry": 0 is the day itself, the largest offset is
+# ten years ahead. A setting holds at most this many offsets.
+OFFSET_DAYS_MAX = 3650
+OFFSETS_MAX = 20
+# A metric's window reaches back at most a month (the metric reads its values at every event).
+METRIC_WINDOW_MAX_MINUTES = 31 * 24 * 60
+
+
+def offsets_days_problem(offsets: Any) -> str | None:
+    """What is wrong with a setting's ``offsets_days`` (None: nothing); the model validator,
+    the serializer and the settings service all ask here."""
+    if not isinstance(offsets, list):
+        return "offsets must be a list of whole days"
+    if len(offsets) > OFFSETS_MAX:
+        return f"at most {OFFSETS_MAX} offsets"
+    if any(isinstance(o, bool) or not isinstance(o, int) for o in offsets):
+        return "offsets are whole days"
+    if any(not 0 <= o <= OFFSET_DAYS_MAX for o in offsets):
+        return f"offsets are days before the expiry, from 0 (on the day) to {OFFSET_DAYS_MAX}"
+    return None
+
+
+def validate_offsets_days(offsets: Any) -> None:
+    problem = offsets_days_problem(offsets)
+    if problem is not None:
+        raise ValidationError(problem, code="invalid_offsets")
 
 
 class SourceType(models.TextChoices):
@@ -102,7 +138,8 @@ class Document(models.Model):
     worker_name = models.CharField(max_length=200, blank=True, default="")
     document_type = models.CharField(max_length=40, choices=DocumentType.choices)
     title = models.CharField(max_length=200)
-    expires_on = models.DateField(null=True, blank=True)  # the farm's calendar; None: never
+    # The farm's calendar; None: never.
+    expires_on = models.DateField(null=True, blank=True, validators=[validate_date_bounds])
     active = models.BooleanField(default=True)
     revision = models.PositiveIntegerField(default=0)  # +1 per write: the event key
     created_at = models.DateTimeField()
@@ -141,7 +178,10 @@ class EndpointMetricSource(models.Model):
     )
     metric_key = models.SlugField(max_length=60)
     aggregate = models.CharField(max_length=8, choices=MetricAggregate.choices)
-    window_minutes = models.PositiveIntegerField(default=60)
+    window_minutes = models.PositiveIntegerField(
+        default=60,
+        validators=[MinValueValidator(1), MaxValueValidator(METRIC_WINDOW_MAX_MINUTES)],
+    )
     active = models.BooleanField(default=True)
     revision = models.PositiveIntegerField(default=0)  # +1 per write: the event key
     created_at = models.DateTimeField()
@@ -172,8 +212,12 @@ class ReminderSetting(models.Model):
     document_type = models.CharField(
         max_length=40, choices=DocumentType.choices, blank=True, default=""
     )  # documents only; blank: every type
-    offsets_days = models.JSONField(default=list, blank=True)  # date-based: days before
-    send_time = models.TimeField(null=True, blank=True)  # local time in the farm's zone
+    offsets_days = models.JSONField(  # date-based: days before
+        default=list, blank=True, validators=[validate_json_bounds, validate_offsets_days]
+    )
+    send_time = models.TimeField(  # local time in the farm's zone
+        null=True, blank=True, validators=[validate_local_time]
+    )
     threshold_metric = models.SlugField(max_length=60, blank=True, default="")
     threshold_operator = models.CharField(
         max_length=4, choices=ThresholdOperator.choices, blank=True, default=""
@@ -186,7 +230,7 @@ class ReminderSetting(models.Model):
         max_length=24, choices=RecipientsPolicy.choices, default=RecipientsPolicy.FARM_MANAGERS
     )
     template_name = models.CharField(max_length=100)
-    channels = models.JSONField(default=list)
+    channels = models.JSONField(default=list, validators=[validate_json_bounds])
     active = models.BooleanField(default=True)
     revision = models.PositiveIntegerField(default=0)  # +1 per write: the event key
     created_at = models.DateTimeField()
@@ -272,12 +316,13 @@ class ReportSubscription(models.Model):
     farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="report_subscriptions")
     name = models.CharField(max_length=200)
     recurrence = models.CharField(max_length=8, choices=Recurrence.choices)
-    send_time = models.TimeField()  # local, on the day after the period ends
+    # Local, on the day after the period ends.
+    send_time = models.TimeField(validators=[validate_local_time])
     recipients_policy = models.CharField(
         max_length=24, choices=RecipientsPolicy.choices, default=RecipientsPolicy.FARM_MANAGERS
     )
     template_name = models.CharField(max_length=100, default="farm_report")
-    channels = models.JSONField(default=list)
+    channels = models.JSONField(default=list, validators=[validate_json_bounds])
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()

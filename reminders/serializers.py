@@ -13,10 +13,20 @@ from rest_framework import serializers
 
 from automation.serializers import SchedulerSerializer
 from common.models import Organization
+from common.serializers import (
+    BoundedDateField,
+    StrictIntegerField,
+    StrictModelSerializer,
+    StrictUUIDField,
+)
 from common.tenancy import OrgScope, scope_filter
+from common.validators import DATE_MAX, DATE_MIN, time_zones_known
+from devices.models import Farm
 from devices.selectors import farms_visible
 from notifications.states import Channel
 from reminders.models import (
+    OFFSET_DAYS_MAX,
+    OFFSETS_MAX,
     ReminderSetting,
     ReminderTrigger,
     ReportSubscription,
@@ -56,7 +66,18 @@ def organizations_visible(*, scope: OrgScope) -> QuerySet[Organization]:
     return scope_filter(Organization.objects.all(), scope, "pk").order_by("pk")
 
 
-class ReminderSettingSerializer(serializers.ModelSerializer[ReminderSetting]):
+def farm_with_known_zone(farm: Farm | None) -> Farm | None:
+    """A farm whose zone does not load (written before zones were validated) can carry no
+    schedule: refused on the field, not a 500 when its first period is computed."""
+    if farm is not None and farm.time_zone not in time_zones_known():
+        raise serializers.ValidationError(
+            f"the farm's time zone {farm.time_zone[:64]!r} is not an IANA time zone; "
+            "correct the farm first"
+        )
+    return farm
+
+
+class ReminderSettingSerializer(StrictModelSerializer[ReminderSetting]):
     """``farm``, ``organization`` and ``source_type`` fix what a setting is about: set on
     create, refused on update (the services re-key rows only for the editable fields)."""
 
@@ -64,7 +85,11 @@ class ReminderSettingSerializer(serializers.ModelSerializer[ReminderSetting]):
         child=serializers.ChoiceField(choices=Channel.choices), allow_empty=False
     )
     offsets_days = serializers.ListField(
-        child=serializers.IntegerField(), required=False, allow_empty=True
+        child=StrictIntegerField(min_value=0, max_value=OFFSET_DAYS_MAX),
+        required=False,
+        allow_empty=True,
+        max_length=OFFSETS_MAX,
+        help_text=f"days before the expiry: 0 (on the day) to {OFFSET_DAYS_MAX}",
     )
 
     class Meta:
@@ -105,6 +130,9 @@ class ReminderSettingSerializer(serializers.ModelSerializer[ReminderSetting]):
             fields: Any = self.fields
             fields["farm"].queryset = farms_visible(scope=scope)
             fields["organization"].queryset = organizations_visible(scope=scope)
+
+    def validate_farm(self, farm: Farm | None) -> Farm | None:
+        return farm_with_known_zone(farm)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         errors: dict[str, str] = {}
@@ -176,7 +204,7 @@ class ReminderSettingSerializer(serializers.ModelSerializer[ReminderSetting]):
         return ReminderSetting.objects.get(pk=instance.pk)
 
 
-class ReportSubscriptionSerializer(serializers.ModelSerializer[ReportSubscription]):
+class ReportSubscriptionSerializer(StrictModelSerializer[ReportSubscription]):
     """``farm`` is set on create only; every other field goes through the services, which
     re-ensure the scheduler rows a recurrence or send-time change affects."""
 
@@ -207,6 +235,9 @@ class ReportSubscriptionSerializer(serializers.ModelSerializer[ReportSubscriptio
         if "scope" in self.context:
             fields: Any = self.fields
             fields["farm"].queryset = farms_visible(scope=self.context["scope"])
+
+    def validate_farm(self, farm: Farm) -> Farm | None:
+        return farm_with_known_zone(farm)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         current = self.instance if isinstance(self.instance, ReportSubscription) else None
@@ -243,9 +274,12 @@ class ReportRunRequestSerializer(serializers.Serializer[Any]):
     """The caller may generate ``run_id`` before asking, so a retried request (same id) lands
     on the same run and scheduler row; without one the server generates it."""
 
-    run_id = serializers.UUIDField(required=False, default=uuid.uuid4)
-    period_start = serializers.DateField(
-        required=False, allow_null=True, default=None, help_text="local date in the period"
+    run_id = StrictUUIDField(required=False, default=uuid.uuid4)
+    period_start = BoundedDateField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text=f"local date in the period, from {DATE_MIN} to {DATE_MAX}",
     )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from django.db.models import Q
 
 from reminders.models import (
+    OFFSET_DAYS_MAX,
     Document,
     DocumentSubject,
     DocumentType,
@@ -220,10 +221,20 @@ class DocumentReconcile(ChangedSinceScan):
 
 
 def _active_offsets() -> list[int]:
+    """Offsets outside the bounds (rows written before they were checked) select nothing:
+    such a setting fails on its own when its source is synced."""
     lists = ReminderSetting.objects.filter(
         source_type=SourceType.DOCUMENT, active=True, trigger_type=ReminderTrigger.DATE_BASED
     ).values_list("offsets_days", flat=True)
-    return sorted({int(o) for offsets in lists for o in offsets})
+    return sorted(
+        {
+            o
+            for offsets in lists
+            if isinstance(offsets, list)
+            for o in offsets
+            if isinstance(o, int) and not isinstance(o, bool) and 0 <= o <= OFFSET_DAYS_MAX
+        }
+    )
 
 
 reminder_providers_register(

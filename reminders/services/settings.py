@@ -23,6 +23,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from common.validators import LOCAL_TIME_MESSAGE
 from events.services import event_publish
 from notifications.states import Channel
 from reminders.event_types import REMINDER_SETTING_CHANGED, ReminderSettingChangedPayload
@@ -32,6 +33,7 @@ from reminders.models import (
     ReminderSetting,
     ReminderTrigger,
     ThresholdOperator,
+    offsets_days_problem,
 )
 from reminders.providers.base import UnknownSourceType, reminder_providers_for
 from reminders.selectors import occurrence_sources_open, reminder_setting_by_guid
@@ -154,10 +156,13 @@ def _validate_date_based(setting: ReminderSetting) -> None:
     offsets = setting.offsets_days
     if not isinstance(offsets, list) or not offsets:
         raise ReminderSettingInvalid("a date-based setting needs offsets in days")
-    if any(isinstance(o, bool) or not isinstance(o, int) for o in offsets):
-        raise ReminderSettingInvalid("offsets are whole days")
+    problem = offsets_days_problem(offsets)
+    if problem is not None:
+        raise ReminderSettingInvalid(problem)
     if setting.send_time is None:
         raise ReminderSettingInvalid("a date-based setting needs a local send time")
+    if setting.send_time.tzinfo is not None:
+        raise ReminderSettingInvalid(f"the send time {LOCAL_TIME_MESSAGE}")
     if setting.document_type:
         DocumentType(setting.document_type)
 

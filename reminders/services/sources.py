@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeVar
 from django.db import transaction
 from django.utils import timezone
 
+from common.validators import DATE_MAX, DATE_MIN
 from devices.models import DeviceInstanceEndpoint
 from events.event_types import DOCUMENT_CHANGED, DocumentChangedPayload
 from events.services import event_publish
@@ -20,6 +21,7 @@ from reminders.models import (
     DocumentSubject,
     DocumentType,
     EndpointMetricSource,
+    METRIC_WINDOW_MAX_MINUTES,
     MetricAggregate,
 )
 
@@ -86,6 +88,8 @@ def _document_validate(doc: Document) -> None:
         raise SourceInvalid("a device document needs a device of the same farm")
     if doc.subject_kind == DocumentSubject.WORKER and not doc.worker_name.strip():
         raise SourceInvalid("a worker document needs the worker's name")
+    if doc.expires_on is not None and not DATE_MIN <= doc.expires_on <= DATE_MAX:
+        raise SourceInvalid(f"expires_on must lie between {DATE_MIN} and {DATE_MAX}")
 
 
 def _document_publish(doc: Document, change: Change, now: datetime) -> None:
@@ -178,8 +182,8 @@ def _metric_validate(source: EndpointMetricSource) -> None:
     endpoint = DeviceInstanceEndpoint.objects.select_related("device").get(pk=source.endpoint_id)
     if endpoint.device.farm_id != source.farm_id:
         raise SourceInvalid("the endpoint belongs to another farm")
-    if source.window_minutes < 1:
-        raise SourceInvalid("window_minutes must be at least 1")
+    if not 1 <= source.window_minutes <= METRIC_WINDOW_MAX_MINUTES:
+        raise SourceInvalid(f"window_minutes must be from 1 to {METRIC_WINDOW_MAX_MINUTES}")
 
 
 def _metric_publish(source: EndpointMetricSource, change: Change, now: datetime) -> None:

@@ -2,15 +2,21 @@
 load the settings that select it, deactivate the rows nobody wants any more *first*, then ensure
 the wanted rows (and the immediate ones). Event handlers, setting changes and bounded
 reconciliation all come through here, so every path builds the same keys with the same helpers
-(``scheduler.keys``) and the same candidates."""
+(``scheduler.keys``) and the same candidates.
+
+One setting that cannot compute its occurrences (a row written before its fields were bounded,
+a farm zone that does not load) stops only itself: its planning is rolled back to a savepoint,
+logged as ``REMINDER_SETTING_FAILED`` and listed in the result, its open rows are left as they
+are, and every other setting of the source proceeds."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from django.db import transaction
+from django.db import DataError, transaction
 
 from reminders.models import ReminderOccurrence, ReminderSetting
 from reminders.providers.base import Candidate, ProviderSet, SourceState, reminder_providers_for
@@ -27,7 +33,12 @@ from scheduler.services import (
     scheduler_ensure,
 )
 
+logger = logging.getLogger(__name__)
+
 DEACTIVATED = "deactivated"
+# What a bad row can raise while its occurrences are computed (date and zone arithmetic,
+# decimal thresholds, a value the database refuses); anything else still fails the sync.
+SETTING_ROW_ERRORS = (ArithmeticError, LookupError, ValueError, TypeError, DataError)
 _LINK_CURRENT = {
     EnsureOutcome.UNCHANGED,
     EnsureOutcome.ALREADY_COMPLETED,
@@ -46,12 +57,21 @@ class OccurrenceChange:
     local_date: date | None = None
 
 
+@dataclass(frozen=True)
+class SettingFailure:
+    """A setting whose occurrences could not be computed for this source."""
+
+    setting_guid: uuid.UUID
+    error: str
+
+
 @dataclass
 class SyncResult:
     source_type: str
     source_guid: uuid.UUID
     farm_id: int | None = None
     changes: list[OccurrenceChange] = field(default_factory=list)
+    failures: list[SettingFailure] = field(default_factory=list)
 
     @property
     def repaired(self) -> list[OccurrenceChange]:
@@ -68,6 +88,7 @@ class SyncResult:
 class _Plan:
     wanted: dict[str, Candidate]
     ensure: list[tuple[ReminderSetting, Candidate]]
+    failed: dict[int, SettingFailure] = field(default_factory=dict)  # by setting id
 
 
 def reminder_source_sync(
@@ -86,6 +107,7 @@ def reminder_source_sync(
         source = providers.source.load(source_guid, now=now)
         result.farm_id = source.farm_id if source else None
         plan = _plan(providers, source, now)
+        result.failures += plan.failed.values()
         bounds = _bounds(source, now, window_days)
         result.changes += _deactivate_stale(
             providers, source_type, source_guid, source, plan, now, bounds
@@ -102,17 +124,44 @@ def _plan(providers: ProviderSet, source: SourceState | None, now: datetime) -> 
     today = local_today(now, source.time_zone)
     wanted: dict[str, Candidate] = {}
     ensure: list[tuple[ReminderSetting, Candidate]] = []
+    failed: dict[int, SettingFailure] = {}
     for setting in reminder_settings_for_source(source, providers):
-        candidates = providers.trigger.candidates(setting=setting, source=source, now=now)
+        try:
+            with transaction.atomic():  # a failing setting's writes (threshold state) roll back
+                candidates = providers.trigger.candidates(setting=setting, source=source, now=now)
+                extra = providers.immediate.immediate(
+                    setting=setting, source=source, candidates=candidates, now=now
+                )
+        except SETTING_ROW_ERRORS as exc:
+            failed[setting.pk] = _setting_failed(setting, source, exc)
+            continue
         wanted.update((c.key_text, c) for c in candidates)
         live = [c for c in candidates if c.scheduled_local_date >= today]
-        extra = providers.immediate.immediate(
-            setting=setting, source=source, candidates=candidates, now=now
-        )
         seen = {c.key_text for c in live}
         ensure += [(setting, c) for c in live + [e for e in extra if e.key_text not in seen]]
         wanted.update((c.key_text, c) for c in extra)
-    return _Plan(wanted, ensure)
+    return _Plan(wanted, ensure, failed)
+
+
+def _setting_failed(
+    setting: ReminderSetting, source: SourceState, exc: Exception
+) -> SettingFailure:
+    failure = SettingFailure(setting.guid, f"{type(exc).__name__}: {exc}"[:300])
+    logger.error(
+        "REMINDER_SETTING_FAILED setting=%s source_type=%s source=%s error=%s",
+        setting.guid,
+        source.source_type,
+        source.guid,
+        failure.error,
+        extra={
+            "settingId": str(setting.guid),
+            "sourceType": source.source_type,
+            "sourceId": str(source.guid),
+            "farmId": source.farm_id,
+            "error": failure.error,
+        },
+    )
+    return failure
 
 
 def _bounds(
@@ -140,6 +189,8 @@ def _deactivate_stale(
     changes = []
     for link in occurrences_open(occurrences_of_source(source_type, source_guid)):
         if link.scheduler_key in plan.wanted or not _inside(link.scheduled_local_date, bounds):
+            continue
+        if link.setting_id in plan.failed:  # unknown what it wants now: left as it is
             continue
         reason = providers.invalidation.stale_reason(
             occurrence=link, setting=link.setting, source=source

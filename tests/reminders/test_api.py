@@ -104,7 +104,7 @@ def test_every_new_resource_is_404_across_organisations(tenants: tuple[Tenant, T
         "channels": ["email"],
     }
     created = client.post("/api/v1/reminder-settings/", body, format="json")
-    assert created.status_code == 400 and "farm" in created.json()
+    assert created.status_code == 400 and "farm" in created.json()["fields"]
     assert APIClient().get("/api/v1/reminder-settings/").status_code in (401, 403)
 
 
@@ -132,7 +132,7 @@ def test_reminder_setting_create_update_deactivate(tenants: tuple[Tenant, Tenant
     fixed = client.patch(
         f"/api/v1/reminder-settings/{pk}/", {"source_type": "endpoint_metric"}, format="json"
     )
-    assert fixed.status_code == 400 and "source_type" in fixed.json()
+    assert fixed.status_code == 400 and "source_type" in fixed.json()["fields"]
     done = client.post(f"/api/v1/reminder-settings/{pk}/deactivate/")
     assert done.status_code == 200 and done.json()["active"] is False
 
@@ -150,23 +150,23 @@ def test_invalid_reminder_setting_is_400_with_field_errors(tenants: tuple[Tenant
     }
     missing = client.post("/api/v1/reminder-settings/", base, format="json")
     assert missing.status_code == 400
-    assert {"threshold_metric", "threshold_value", "firing_policy"} <= set(missing.json())
+    assert {"threshold_metric", "threshold_value", "firing_policy"} <= set(missing.json()["fields"])
     wrong = client.post(
         "/api/v1/reminder-settings/",
         {**base, "trigger_type": "date_based", "offsets_days": [1], "send_time": "09:00"},
         format="json",
     )
-    assert wrong.status_code == 400 and "trigger_type" in wrong.json()
+    assert wrong.status_code == 400 and "trigger_type" in wrong.json()["fields"]
     channel = client.post(
         "/api/v1/reminder-settings/", {**base, "channels": ["sms"]}, format="json"
     )
-    assert channel.status_code == 400 and "channels" in channel.json()
+    assert channel.status_code == 400 and "channels" in channel.json()["fields"]
     both = client.post(
         "/api/v1/reminder-settings/",
         {**base, "organization": alpha.kit.farm.organization_id},
         format="json",
     )
-    assert both.status_code == 400 and "farm" in both.json()
+    assert both.status_code == 400 and "farm" in both.json()["fields"]
     assert not ReminderSetting.objects.exists()
 
 
@@ -197,7 +197,7 @@ def test_manual_run_twice_with_one_run_id_is_one_scheduler_row(
     clash = client.post(
         f"/api/v1/report-subscriptions/{other.pk}/run/", {"run_id": run_id}, format="json"
     )
-    assert clash.status_code == 400 and "run_id" in clash.json()
+    assert clash.status_code == 400 and "run_id" in clash.json()["fields"]
 
 
 def test_report_subscription_create_and_update(tenants: tuple[Tenant, Tenant]) -> None:
@@ -216,7 +216,7 @@ def test_report_subscription_create_and_update(tenants: tuple[Tenant, Tenant]) -
     off = client.patch(f"/api/v1/report-subscriptions/{pk}/", {"active": False}, format="json")
     assert off.status_code == 200 and off.json()["active"] is False
     bad = client.post("/api/v1/report-subscriptions/", {**body, "recurrence": "hourly"})
-    assert bad.status_code == 400 and "recurrence" in bad.json()
+    assert bad.status_code == 400 and "recurrence" in bad.json()["fields"]
 
 
 ADMIN_PAGES = {

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.validators import DATE_MAX, DATE_MIN, LOCAL_TIME_MESSAGE, time_zones_known
 from notifications.states import Channel
 from reminders.models import (
     RecipientsPolicy,
@@ -118,6 +119,12 @@ def _validate(sub: ReportSubscription) -> None:
         raise ReportSubscriptionInvalid(f"channels must be among {Channel.values}")
     if not sub.template_name.strip():
         raise ReportSubscriptionInvalid("a subscription needs a template")
+    if sub.send_time.tzinfo is not None:
+        raise ReportSubscriptionInvalid(f"the send time {LOCAL_TIME_MESSAGE}")
+    if sub.farm.time_zone not in time_zones_known():
+        raise ReportSubscriptionInvalid(
+            f"the farm's time zone {sub.farm.time_zone[:64]!r} is not an IANA time zone"
+        )
 
 
 def report_period_of(sub: ReportSubscription, *, now: datetime) -> ReportPeriod:
@@ -248,6 +255,8 @@ def report_manual_run_request(
     with it (a retry, a double click) lands on the same row. The period defaults to the last
     complete one; ``period_start`` picks the period containing that local date."""
     now = now or timezone.now()
+    if period_start is not None and not DATE_MIN <= period_start <= DATE_MAX:
+        raise ReportSubscriptionInvalid(f"period_start must lie between {DATE_MIN} and {DATE_MAX}")
     sub = ReportSubscription.objects.select_related("farm").get(pk=subscription_id)
     zone = sub.farm.time_zone
     with transaction.atomic():
