@@ -34,7 +34,9 @@ class AutomationRule(models.Model):
     )
     operator = models.CharField(max_length=8, choices=Operator.choices)
     threshold_value = models.JSONField(validators=[validate_json_bounds])
-    threshold_value_high = models.JSONField(null=True, blank=True, validators=[validate_json_bounds])
+    threshold_value_high = models.JSONField(
+        null=True, blank=True, validators=[validate_json_bounds]
+    )
     target_endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.PROTECT, related_name="targeting_rules"
     )

@@ -49,12 +49,14 @@ def _too_large() -> RequestTooLarge:
 
 
 def _validation_body(exc: exceptions.ValidationError) -> dict[str, Any]:
-    fields = exc.detail if isinstance(exc.detail, dict) else {"non_field_errors": exc.detail}
+    detail: Any = exc.detail
+    fields: dict[str, Any] = detail if isinstance(detail, dict) else {"non_field_errors": detail}
     named = [str(name) for name in fields if name != "non_field_errors"]
     if named:
         return error_body("invalid", f"Invalid input: {', '.join(named)}.", fields)
     messages = fields.get("non_field_errors") or ["Invalid input."]
-    return error_body("invalid", str(messages[0]), fields)
+    first = messages[0] if isinstance(messages, list) and messages else messages
+    return error_body("invalid", str(first), fields)
 
 
 def _code(exc: exceptions.APIException) -> str:
@@ -108,7 +110,9 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if not _on_api(request):
         return defaults.page_not_found(request, exception)
-    return JsonResponse(error_body("not_found", f"No API resource at {request.path[:200]}."), status=404)
+    return JsonResponse(
+        error_body("not_found", f"No API resource at {request.path[:200]}."), status=404
+    )
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

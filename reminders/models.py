@@ -24,7 +24,6 @@ from common.validators import (
 )
 from devices.models import Device, DeviceInstanceEndpoint, Farm
 
-
 # Date-based reminders are "before and on expiry": 0 is the day itself, the largest offset is
 # ten years ahead. A setting holds at most this many offsets.
 OFFSET_DAYS_MAX = 3650

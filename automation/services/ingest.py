@@ -96,7 +96,9 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
     try:
         body = json.loads(payload)
     except RecursionError:
-        raise Rejected(Reason.JSON_TOO_DEEP, f"nested deeper than {JSON_MAX_DEPTH} levels") from None
+        raise Rejected(
+            Reason.JSON_TOO_DEEP, f"nested deeper than {JSON_MAX_DEPTH} levels"
+        ) from None
     except ValueError as exc:
         raise Rejected(Reason.INVALID_JSON, str(exc)[:200]) from None
     violation = json_bounds_violation(body, max_bytes=None)  # the bytes were bounded above

@@ -17,11 +17,11 @@ from events.event_types import DOCUMENT_CHANGED, DocumentChangedPayload
 from events.services import event_publish
 from reminders.event_types import ENDPOINT_METRIC_CHANGED, EndpointMetricChangedPayload
 from reminders.models import (
+    METRIC_WINDOW_MAX_MINUTES,
     Document,
     DocumentSubject,
     DocumentType,
     EndpointMetricSource,
-    METRIC_WINDOW_MAX_MINUTES,
     MetricAggregate,
 )
 

@@ -30,7 +30,9 @@ def _deep_text(depth: int) -> str:
 def test_a_rule_value_nested_1000_deep_is_a_400(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     client = _client(alpha.user)
-    body = json.dumps(_rule(alpha)).replace('"threshold_value": 30', '"threshold_value": ' + _deep_text(1000))
+    body = json.dumps(_rule(alpha)).replace(
+        '"threshold_value": 30', '"threshold_value": ' + _deep_text(1000)
+    )
     response = client.post("/api/v1/rules/", body, content_type="application/json")
     assert response.status_code == 400 and response.json()["code"] == "parse_error"
     deeper = _rule(alpha, threshold_value=nested(JSON_MAX_DEPTH + 1))
@@ -64,7 +66,9 @@ def test_http_telemetry_nested_too_deep_is_refused(tenants: tuple[Tenant, Tenant
     response = client.post("/api/v1/telemetry/", as_object, format="json")
     assert response.status_code == 400, response.json()
     assert "messages" in response.json()["fields"]
-    as_text = {"messages": [{"serial": serial, "payload": '{"values":{"temp":' + _deep_text(1000) + "}}"}]}
+    as_text = {
+        "messages": [{"serial": serial, "payload": '{"values":{"temp":' + _deep_text(1000) + "}}"}]
+    }
     response = client.post("/api/v1/telemetry/", as_text, format="json")
     assert response.status_code == 422
     assert [r["reason"] for r in response.json()["rejected"]] == ["json_too_deep"]

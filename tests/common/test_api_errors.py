@@ -70,7 +70,9 @@ def test_unknown_path_and_wrong_method_are_json(tenants: tuple[Tenant, Tenant]) 
 
 
 def test_an_unexpected_failure_is_a_json_500_and_is_logged(
-    tenants: tuple[Tenant, Tenant], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tenants: tuple[Tenant, Tenant],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     alpha, _ = tenants
 

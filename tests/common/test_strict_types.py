@@ -150,9 +150,11 @@ def _loose_fields(serializer: serializers.BaseSerializer[Any], path: str) -> lis
 
 def test_every_request_body_is_read_with_strict_fields(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
-    schema = _client(alpha.user).get(
-        "/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json"
-    ).json()
+    schema = (
+        _client(alpha.user)
+        .get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+        .json()
+    )
     named = {cls.__name__.removesuffix("Serializer") for cls in WRITABLE}
     assert _request_components(schema) == named, "a request serializer is missing from WRITABLE"
     loose = [f for cls in WRITABLE for f in _loose_fields(cls(), cls.__name__)]

@@ -229,11 +229,16 @@ def test_invalid_encoding(parser):
         b'{"a":NaN}',
         b'{"a":1e999}',
         b'{"a":Infinity}',
-        b"[" * 5000 + b"]" * 5000,
     ],
 )
 def test_invalid_json(parser, raw):
     assert _reason(parser, raw) is ContractReason.INVALID_JSON
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize("depth", [17, 5000])  # past JSON_MAX_DEPTH, and past the stack
+def test_json_nested_too_deep(parser, depth):
+    assert _reason(parser, b"[" * depth + b"]" * depth) is ContractReason.JSON_TOO_DEEP
 
 
 @pytest.mark.parametrize("parser", PARSERS)

@@ -123,12 +123,18 @@ def test_a_report_period_outside_the_calendar_bounds_is_a_400(
 
 def test_a_farm_zone_must_exist(tenants: tuple[Tenant, Tenant], support: Any) -> None:
     alpha, _ = tenants
-    add = {"organization": alpha.kit.farm.organization_id, "name": "Mars", "time_zone": "Mars/Olympus"}
+    add = {
+        "organization": alpha.kit.farm.organization_id,
+        "name": "Mars",
+        "time_zone": "Mars/Olympus",
+    }
     page = support.post("/admin/devices/farm/add/", add)
     assert page.status_code == 200 and "not an IANA time zone" in page.content.decode()
     assert not Farm.objects.filter(name="Mars").exists()
     with pytest.raises(ValidationError):
-        Farm(organization=alpha.kit.farm.organization, name="M", time_zone="Mars/Olympus").full_clean()
+        Farm(
+            organization=alpha.kit.farm.organization, name="M", time_zone="Mars/Olympus"
+        ).full_clean()
     # A farm written before zones were checked: its schedules are a 400, not a 500.
     Farm.objects.filter(pk=alpha.kit.farm.pk).update(time_zone="Mars/Olympus")
     client = _client(alpha.user)
