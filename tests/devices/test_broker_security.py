@@ -16,7 +16,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from devices.mqtt.client import (
 )
 from devices.mqtt.publisher import Publisher
 from tests.mqtt_fixtures import LOOPBACK, free_port, port_open
-from tests.waiting import WAIT_S, wait_for
+from tests.waiting import WAIT_S
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BACKEND_USER = "farm-backend"  # the user deploy/mosquitto-acl-backend names
@@ -121,24 +121,26 @@ class Broker:
     a: Login
     b: Login
     backend: Login
-    base: MqttConfig
 
     def config(self, login: Login | None, *, port: int | None = None) -> MqttConfig:
-        return replace(
-            self.base,
+        """How ``login`` connects: the backend to its listener, a device to the devices'."""
+        if port is None:
+            backend = login is self.backend
+            port = self.server.backend_port if backend else self.server.device_port
+        return MqttConfig(
             host=LOOPBACK,
-            port=port or (self.server.backend_port if login is self.backend else self.server.device_port),
+            port=port,
             username=login.username if login else None,
             password=login.password if login else None,
-            protocol=5,
             tls=False,
             embedded=False,
+            protocol=5,
             shared_group=f"test-{uuid.uuid4().hex[:8]}",
-        )  # fmt: skip
+        )
 
 
 @pytest.fixture
-def broker(tmp_path: Path, mqtt_config: MqttConfig) -> Iterator[Broker]:
+def broker(tmp_path: Path) -> Iterator[Broker]:
     if shutil.which("mosquitto") is None or shutil.which("mosquitto_passwd") is None:
         pytest.skip("needs the mosquitto and mosquitto_passwd binaries")
     tag = uuid.uuid4().hex[:6]
@@ -146,7 +148,7 @@ def broker(tmp_path: Path, mqtt_config: MqttConfig) -> Iterator[Broker]:
     backend = Login(BACKEND_USER, secrets.token_urlsafe(12))
     server = DeployedMosquitto(tmp_path, [a, b], backend)
     server.start()
-    yield Broker(server, a, b, backend, mqtt_config)
+    yield Broker(server, a, b, backend)
     server.stop()
 
 
@@ -221,7 +223,11 @@ def backend(broker: Broker) -> Iterator[Publisher]:
 
 
 def device(
-    broker: Broker, clients: list[paho.Client], login: Login, client_id: str | None = None, **options: Any
+    broker: Broker,
+    clients: list[paho.Client],
+    login: Login,
+    client_id: str | None = None,
+    **options: Any,
 ) -> paho.Client:
     client = start_client(client_id or login.username, config=broker.config(login), **options)
     clients.append(client)
@@ -283,9 +289,10 @@ def test_a_device_publishes_only_under_its_own_serial(
     # B's messages would have been handed off before A's own (same publisher, in order).
     assert handoffs.take(3) == {
         (TELEMETRY_TASK, a, "telemetry"),
-        (DEVICE_MESSAGES_TASK, a, "rpc/response"),
+        (DEVICE_MESSAGES_TASK, a, "rpc_response"),
         (DEVICE_MESSAGES_TASK, a, "state"),
     }
+    assert handoffs.messages.empty()
     assert inbox_b.until(b"sentinel") == [sentinel]  # no request forged by A reached B
 
 
@@ -295,7 +302,9 @@ def test_a_device_receives_only_its_own_rpc_requests(
     a, b = broker.a.username, broker.b.username
     inbox_a, inbox_b = Inbox(), Inbox()
     wide = [f"devices/{b}/rpc/request", "devices/+/rpc/request", "devices/#", "#", "$SYS/#"]
-    device(broker, clients, broker.a, subscribe=[*wide, f"devices/{a}/rpc/request"], on_message=inbox_a)
+    device(
+        broker, clients, broker.a, subscribe=[*wide, f"devices/{a}/rpc/request"], on_message=inbox_a
+    )
     device(broker, clients, broker.b, subscribe=[f"devices/{b}/rpc/request"], on_message=inbox_b)
 
     backend.publish(f"devices/{b}/rpc/request", b"for-b")
@@ -337,7 +346,11 @@ def test_the_backend_receives_every_devices_messages_and_sends_each_its_requests
     for login in logins:
         serial = login.username
         client = device(
-            broker, clients, login, subscribe=[f"devices/{serial}/rpc/request"], on_message=inboxes[serial]
+            broker,
+            clients,
+            login,
+            subscribe=[f"devices/{serial}/rpc/request"],
+            on_message=inboxes[serial],
         )
         for kind in ("telemetry", "rpc/response", "state"):
             publish(client, f"devices/{serial}/{kind}", b"{}")
@@ -350,7 +363,7 @@ def test_the_backend_receives_every_devices_messages_and_sends_each_its_requests
         for serial in inboxes
         for task, kind in (
             (TELEMETRY_TASK, "telemetry"),
-            (DEVICE_MESSAGES_TASK, "rpc/response"),
+            (DEVICE_MESSAGES_TASK, "rpc_response"),
             (DEVICE_MESSAGES_TASK, "state"),
         )
     }

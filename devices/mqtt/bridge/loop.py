@@ -116,9 +116,7 @@ class MqttBridge:
         )
         # What a lost connection costs: a takeover backs off, too many in a row stop the bridge.
         self._session = BridgeSession(
-            client_id=self._client_id,
-            protocol=self._config.protocol,
-            max_in_row=takeover_max or settings.BRIDGE_TAKEOVER_MAX,
+            client_id=self._client_id, max_in_row=takeover_max or settings.BRIDGE_TAKEOVER_MAX
         )
         self._retire = retire  # on stop, end the session if everything was handed off
         self._connection = 0
@@ -128,7 +126,7 @@ class MqttBridge:
         self._thread: threading.Thread | None = None
         self._client: paho.Client | None = None
         self._connected_once = False
-        self._loss: ReasonCode | None = None  # the reason paho gave for the last disconnect
+        self._loss: ReasonCode | None = None  # of the DISCONNECT the broker sent last
         # Sign of life for /health (the management command passes the database writer).
         self._heartbeat = heartbeat
         self._next_beat = 0.0
@@ -331,7 +329,7 @@ class MqttBridge:
     def _on_disconnect(
         self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
     ) -> None:
-        self._loss = reason
+        self._loss = reason if flags.is_disconnect_packet_from_server else None
 
     def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
         if message.qos > 0:

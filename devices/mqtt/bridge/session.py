@@ -1,13 +1,15 @@
 """The bridge's broker session: the client id it is keyed on, and what the bridge does when
 its connection is lost, in particular when another client with the same id takes it over.
 
-Guarantees: after a takeover (MQTT v5 reason code 0x8E "Session taken over"; on 3.1.1, where
-the broker only closes the socket, a connection lost soon after it was made, twice in a row)
-the bridge waits a doubling backoff before it reconnects, so two bridges with one client id
-cannot kick each other thousands of times a second; takeovers are logged at most once per
-``log_interval_s``; the ``max_in_row``-th takeover in a row raises ``SessionTakenOver``, whose
-message names BRIDGE_CLIENT_ID, so the process exits instead of fighting. A connection that
-outlived the backoff, or an ordinary loss, ends the run of takeovers.
+Guarantees: after a takeover the bridge waits a doubling backoff before it reconnects, so two
+bridges with one client id cannot kick each other thousands of times a second; takeovers are
+logged at most once per ``log_interval_s``; the ``max_in_row``-th takeover in a row raises
+``SessionTakenOver``, whose message names BRIDGE_CLIENT_ID, so the process exits instead of
+fighting. A takeover is a DISCONNECT with reason code 0x8E ("Session taken over", MQTT v5),
+or two connections in a row closed without a DISCONNECT soon after their CONNACK: Mosquitto
+2.0 (measured: 2.0.11, v5 as 3.1.1) only closes the old connection's socket. A connection that
+outlived the backoff, a failed connect (the broker was away) or a DISCONNECT with another
+reason ends the run.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ SESSION_TAKEN_OVER = 0x8E  # MQTT v5 DISCONNECT reason code
 TAKEOVER_FIRST_BACKOFF_S = 1.0
 TAKEOVER_MAX_BACKOFF_S = 60.0
 TAKEOVER_LOG_INTERVAL_S = 60.0
-# A connection lost within this (plus twice the current backoff) of its CONNACK is short: on
-# 3.1.1 two short connections in a row are how a takeover shows.
+# A connection closed within this (plus twice the current backoff) of its CONNACK is short:
+# two short connections in a row, closed with no DISCONNECT, are how a takeover shows.
 SHORT_CONNECTION_S = 5.0
 
 
@@ -69,7 +71,6 @@ class BridgeSession:
         self,
         *,
         client_id: str,
-        protocol: int,
         max_in_row: int,
         first_backoff_s: float = TAKEOVER_FIRST_BACKOFF_S,
         max_backoff_s: float = TAKEOVER_MAX_BACKOFF_S,
@@ -77,14 +78,13 @@ class BridgeSession:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client_id = client_id
-        self._v5 = protocol == 5
         self._max_in_row = max(1, max_in_row)
         self._first_backoff_s = first_backoff_s
         self._max_backoff_s = max_backoff_s
         self._log_interval_s = log_interval_s
         self._clock = clock
         self._in_row = 0  # takeovers since the last stable connection or ordinary loss
-        self._short_in_row = 0  # 3.1.1: connections in a row lost soon after their CONNACK
+        self._short_in_row = 0  # connections in a row closed soon after their CONNACK
         self._connected_at: float | None = None
         self._backing_off = False
         self._logged_at: float | None = None
@@ -117,22 +117,24 @@ class BridgeSession:
         """The broker was unreachable: the loss before was the broker's, not a takeover."""
         self._short_in_row = 0
 
-    def lost(self, reason: ReasonCode | None, fallback: str, *, held: int) -> float:
-        """The connection was lost: the seconds to wait before reconnecting (0 after an
-        ordinary loss, which is logged). Raises ``SessionTakenOver`` on the
-        ``max_in_row``-th takeover in a row."""
+    def lost(self, disconnect: ReasonCode | None, fallback: str, *, held: int) -> float:
+        """The connection was lost, with the reason of the DISCONNECT the broker sent (None:
+        the socket just closed, ``fallback`` says how): the seconds to wait before
+        reconnecting (0 after an ordinary loss, which is logged). Raises
+        ``SessionTakenOver`` on the ``max_in_row``-th takeover in a row."""
         now = self._clock()
         lived = math.inf if self._connected_at is None else now - self._connected_at
         self._connected_at = None
         stable = lived >= SHORT_CONNECTION_S + 2 * self.backoff_s(self._in_row)
-        self._short_in_row = 0 if stable else self._short_in_row + 1
+        closed_short = disconnect is None and not stable
+        self._short_in_row = self._short_in_row + 1 if closed_short else 0
         if stable:
             self._in_row = 0
-        code = reason.value if reason is not None else None
-        if code == SESSION_TAKEN_OVER or (not self._v5 and self._short_in_row >= 2):
+        code = disconnect.value if disconnect is not None else None
+        if code == SESSION_TAKEN_OVER or self._short_in_row >= 2:
             return self._taken_over(now)
         self._in_row = 0
-        text = str(reason) if reason is not None else fallback
+        text = str(disconnect) if disconnect is not None else fallback
         logger.warning(
             "bridge %s lost its MQTT connection: %s; %d message(s) held, reconnecting",
             self._client_id,
