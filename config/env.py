@@ -192,6 +192,8 @@ def mqtt_from_env() -> MqttConfig:
         port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
     except ValueError:
         raise SettingError("MQTT_URL", raw, "port is not a number") from None
+    if parts.password and not parts.username:
+        raise SettingError("MQTT_URL", raw, "a password needs a user name (mqtt://user:pass@…)")
     protocol = env_int("MQTT_PROTOCOL", 5, minimum=4)
     if protocol not in (4, 5):
         raise SettingError("MQTT_PROTOCOL", str(protocol), "must be 4 (3.1.1) or 5")
@@ -206,3 +208,25 @@ def mqtt_from_env() -> MqttConfig:
         protocol,
         None if group.lower() == "none" else group,
     )
+
+
+# In every backend MQTT client id and in no device's: on the device listener a device's client
+# id is its user name, its serial (deploy/mosquitto.conf: use_username_as_clientid), and a
+# serial never holds a "/" (it could not be used in a topic), so no device can take the id.
+BACKEND_CLIENT_ID_MARK = "/"
+
+
+def bridge_client_id_from_env() -> str:
+    """``BRIDGE_CLIENT_ID``: the bridge's MQTT client id, which keys its persistent session;
+    empty means ``farm-bridge/<hostname>``. It must hold a "/" so no device can take it."""
+    raw = _get("BRIDGE_CLIENT_ID")
+    if raw is None:
+        return ""
+    if BACKEND_CLIENT_ID_MARK not in raw:
+        raise SettingError(
+            "BRIDGE_CLIENT_ID",
+            raw,
+            f"must contain {BACKEND_CLIENT_ID_MARK!r} (e.g. farm-bridge/<name>): a device's "
+            f"client id is its serial, which never does, so no device can take the bridge's",
+        )
+    return raw

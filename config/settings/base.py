@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.env import (
+    bridge_client_id_from_env,
     broker_from_env,
     cache_from_env,
     database_from_env,
@@ -135,8 +136,12 @@ LOGGING_CONFIG = "config.logging.configure"
 LOGGING = logging_settings(fmt=LOG_FORMAT, level=LOG_LEVEL)
 
 # --- MQTT bridge ----------------------------------------------------------------------------
-# Empty client id: farm-bridge-<hostname>. Run several bridges on one host with distinct ids.
-BRIDGE_CLIENT_ID = env_str("BRIDGE_CLIENT_ID", "")
+# The bridge's client id, the key of its persistent session; empty: farm-bridge/<hostname>.
+# It must contain a "/" (no device's does). Run several bridges on one host with distinct ids.
+BRIDGE_CLIENT_ID = bridge_client_id_from_env()
+# Another client taking the bridge's session over (same client id) this many times in a row,
+# each after a doubling backoff, makes the bridge exit non-zero naming BRIDGE_CLIENT_ID.
+BRIDGE_TAKEOVER_MAX = env_int("BRIDGE_TAKEOVER_MAX", 5, minimum=1)
 BRIDGE_BATCH_SIZE = env_int("BRIDGE_BATCH_SIZE", 500, minimum=1)
 BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
 # While a stage's queue holds batches no worker has taken, new messages wait in the bridge up

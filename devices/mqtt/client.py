@@ -3,7 +3,8 @@
 Guarantees: every client speaks the configured protocol (v5 on Mosquitto, 3.1.1 on the
 embedded amqtt broker), sets TCP_NODELAY (small request/response packets must not wait for
 Nagle's algorithm; docs/spec.md §11), and reconnects with capped exponential backoff. The
-dispatcher's long-lived publisher is in ``devices.mqtt.publisher``.
+backend's client ids (``backend_client_id``) are ids no device can take. The dispatcher's
+long-lived publisher is in ``devices.mqtt.publisher``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import socket
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from config.env import MqttConfig
+from config.env import BACKEND_CLIENT_ID_MARK, MqttConfig
 
 logger = logging.getLogger("devices.mqtt")
 
@@ -75,6 +78,16 @@ def default_config() -> MqttConfig:
 
     config: MqttConfig = settings.MQTT
     return config
+
+
+def backend_client_id(role: str, name: str | None = None) -> str:
+    """``farm-<role>/<name>``, a client id no device can take (``BACKEND_CLIENT_ID_MARK``).
+    Without ``name``: host, pid and a random suffix, unique per process and restart, for
+    the clients that keep no session; only a persistent session needs a stable name."""
+    if not name:
+        host = socket.gethostname().split(".")[0][:20]
+        name = f"{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    return f"farm-{role}{BACKEND_CLIENT_ID_MARK}{name}"
 
 
 def _set_tcp_nodelay(client: paho.Client, userdata: Any, sock: Any) -> None:

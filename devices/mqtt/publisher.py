@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +23,7 @@ from config.env import MqttConfig
 from devices.mqtt.client import (
     RECONNECT_MIN_DELAY_S,
     MqttError,
+    backend_client_id,
     connect_kwargs,
     default_config,
     new_client,
@@ -69,7 +68,7 @@ class Publisher:
 
     def __init__(self, client_id: str | None = None, config: MqttConfig | None = None) -> None:
         self._config = config or default_config()
-        self._client_id = client_id or _default_client_id("pub")
+        self._client_id = client_id or backend_client_id("publisher")
         self._client: paho.Client | None = None
         self._connected = threading.Event()
         self._lock = threading.Lock()
@@ -232,12 +231,6 @@ def _puback(
     if not info.is_published():
         return PubackTimeout(f"no PUBACK for {topic} (mid {info.mid}) within {timeout_s}s")
     return info.mid
-
-
-def _default_client_id(role: str) -> str:
-    """Unique per process and restart, readable in broker logs: role-host-pid-random."""
-    host = socket.gethostname().split(".")[0][:20]
-    return f"{role}-{host}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 _publisher: Publisher | None = None

@@ -384,7 +384,7 @@ def test_the_command_refuses_to_run_on_the_in_process_celery_broker() -> None:
 def test_the_command_runs_prints_progress_and_stops_keeping_its_session(
     mqtt_config: MqttConfig,
 ) -> None:
-    client_id = f"test-bridge-{uuid.uuid4().hex[:10]}"
+    client_id = f"test-bridge/{uuid.uuid4().hex[:10]}"  # a backend id: no device's has a "/"
     out = io.StringIO()
     try:
         with override_settings(CELERY_BROKER_EMBEDDED=False, BRIDGE_SESSION_EXPIRY_S=60):

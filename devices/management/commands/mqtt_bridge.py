@@ -1,6 +1,7 @@
 """`manage.py mqtt_bridge`: the MQTT bridge as a process of its own (docs/spec.md §1). The
 command owns only the process concerns: signals for a clean stop, progress lines, exit on a fatal
-refusal. What happens to each message lives in MqttBridge."""
+refusal or when another client keeps taking its session over. What happens to each message
+lives in MqttBridge."""
 
 from __future__ import annotations
 
@@ -13,11 +14,15 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string
 
-from config.env import MqttConfig
-from devices.mqtt.bridge import MqttBridge
+from config.env import BACKEND_CLIENT_ID_MARK, MqttConfig
+from devices.mqtt.bridge import MqttBridge, SessionTakenOver
 from devices.mqtt.client import MqttUnavailable
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Exit status after SessionTakenOver: a configuration error (EX_CONFIG), which the systemd
+# unit does not restart (RestartPreventExitStatus), since a restart resumes the fight.
+EXIT_SESSION_TAKEN_OVER = 78
+RETIRE_QUIET_S = 3.0  # --retire: nothing received for this long means the session is drained
 
 
 class Command(BaseCommand):
@@ -31,8 +36,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--client-id",
             default=None,
-            help="MQTT client id (default BRIDGE_CLIENT_ID or "
-            "farm-bridge-<hostname>); keep it stable across restarts",
+            help="MQTT client id (default BRIDGE_CLIENT_ID or farm-bridge/<hostname>); keep "
+            f"it stable across restarts; it must contain {BACKEND_CLIENT_ID_MARK!r}, which no "
+            "device's client id does",
+        )
+        parser.add_argument(
+            "--retire",
+            action="store_true",
+            help="hand off what the session of --client-id holds, then end that session and "
+            "exit: a bridge that is gone for good (or an old client id) then takes no more "
+            "share of the shared subscription",
         )
         parser.add_argument(
             "--batch-size",
@@ -61,6 +74,7 @@ class Command(BaseCommand):
             raise CommandError("--batch-size must be >= 1")
         if opts["flush_ms"] is not None and opts["flush_ms"] < 0:
             raise CommandError("--flush-ms must be >= 0")
+        _check_client_id(opts["client_id"], retire=opts["retire"])
         if settings.CELERY_BROKER_EMBEDDED:
             raise CommandError(
                 "CELERY_BROKER_URL is unset, so Celery uses the in-process memory transport: a "
@@ -77,6 +91,7 @@ class Command(BaseCommand):
             batch_size=opts["batch_size"],
             flush_ms=opts["flush_ms"],
             heartbeat=_heartbeat,
+            retire=opts["retire"],
         )
         stop = threading.Event()
         previous = self._install_signal_handlers(stop)
@@ -84,6 +99,8 @@ class Command(BaseCommand):
             timer = threading.Timer(opts["duration"], stop.set)
             timer.daemon = True
             timer.start()
+        if opts["retire"]:
+            threading.Thread(target=_stop_when_drained, args=(bridge, stop), daemon=True).start()
         progress = threading.Thread(
             target=self._progress, args=(bridge, stop, opts["progress_interval"]), daemon=True
         )
@@ -98,6 +115,8 @@ class Command(BaseCommand):
             bridge.run_forever(stop)
         except MqttUnavailable as exc:
             raise CommandError(f"MQTT broker refused the bridge: {exc}") from exc
+        except SessionTakenOver as exc:
+            raise CommandError(str(exc), returncode=EXIT_SESSION_TAKEN_OVER) from exc
         finally:
             stop.set()
             progress.join(timeout=1)
@@ -130,6 +149,28 @@ class Command(BaseCommand):
                 f"{'connected' if bridge.wait_connected(0) else 'DISCONNECTED'} "
                 f"{bridge.stats.summary()}"
             )
+
+
+def _check_client_id(client_id: str | None, *, retire: bool) -> None:
+    """An id no device can take (``BACKEND_CLIENT_ID_MARK``); ``--retire`` may name an old one."""
+    if retire and not client_id:
+        raise CommandError("--retire needs --client-id: the id whose session to end")
+    if client_id and not retire and BACKEND_CLIENT_ID_MARK not in client_id:
+        raise CommandError(
+            f"--client-id {client_id!r} must contain {BACKEND_CLIENT_ID_MARK!r} "
+            "(e.g. farm-bridge/<name>): a device's client id is its serial, which never does"
+        )
+
+
+def _stop_when_drained(bridge: MqttBridge, stop: threading.Event) -> None:
+    """``--retire``: stop once connected and nothing arrived for ``RETIRE_QUIET_S``."""
+    seen, quiet_since = -1, time.monotonic()
+    while not stop.wait(0.2):
+        received = sum(bridge.stats.received.values())
+        if received != seen or not bridge.wait_connected(0):
+            seen, quiet_since = received, time.monotonic()
+        elif time.monotonic() - quiet_since >= RETIRE_QUIET_S:
+            stop.set()
 
 
 def _embedded_broker_start(config: MqttConfig) -> None:

@@ -1,10 +1,12 @@
 """The MQTT bridge, the only MQTT subscriber (its guarantee is stated at the top of ``loop``):
 ``loop`` drives the MQTT client, ``batcher`` hands messages to Celery, ``limits`` bounds
-floods. The names other modules use are re-exported here."""
+floods, ``session`` keys the broker session and backs off when another client takes it
+over. The names other modules use are re-exported here."""
 
 from devices.mqtt.bridge.batcher import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, Handoff
 from devices.mqtt.bridge.limits import DropRecorder
 from devices.mqtt.bridge.loop import MqttBridge
+from devices.mqtt.bridge.session import SessionTakenOver
 from devices.mqtt.bridge.stats import BridgeStats
 
 __all__ = [
@@ -14,4 +16,5 @@ __all__ = [
     "DropRecorder",
     "Handoff",
     "MqttBridge",
+    "SessionTakenOver",
 ]

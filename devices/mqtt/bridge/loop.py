@@ -15,7 +15,6 @@ be sent from the loop's own thread because paho does not guard concurrent socket
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ import paho.mqtt.client as paho
 from django.conf import settings
 from django.db import connections
 from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.reasoncodes import ReasonCode
 from structlog.contextvars import bound_contextvars
 
 from config.env import MqttConfig
@@ -40,6 +40,7 @@ from devices.mqtt.bridge.batcher import (
     dedupe_key,
 )
 from devices.mqtt.bridge.limits import DeviceLimits, DropRecorder, database_drop_recorder
+from devices.mqtt.bridge.session import BridgeSession, default_client_id, session_end
 from devices.mqtt.bridge.stats import BRIDGED_KINDS, BridgeStats
 from devices.mqtt.client import MqttUnavailable, connect, new_client
 from devices.mqtt.contract import (
@@ -63,12 +64,6 @@ STOP_TIMEOUT_S = 15.0
 HEARTBEAT_INTERVAL_S = 10.0
 
 
-def default_client_id() -> str:
-    """Stable across restarts, so the broker hands the persistent session back to us."""
-    configured: str = getattr(settings, "BRIDGE_CLIENT_ID", "")
-    return configured or f"farm-bridge-{socket.gethostname().split('.')[0][:40]}"
-
-
 class MqttBridge:
     """Subscribes to device telemetry, RPC responses and state reports; hands them to Celery
     in batches of ``batch_size`` or after ``flush_ms``; acknowledges after the hand-off."""
@@ -90,6 +85,8 @@ class MqttBridge:
         drop_flush_s: float | None = None,
         drop_recorder: DropRecorder | None = None,
         backlog: Backlog | None = None,
+        takeover_max: int | None = None,
+        retire: bool = False,
     ) -> None:
         self._config: MqttConfig = config or settings.MQTT
         self._client_id = client_id or default_client_id()
@@ -117,6 +114,11 @@ class MqttBridge:
             drop_flush_s=settings.BRIDGE_DROP_FLUSH_S if drop_flush_s is None else drop_flush_s,
             drop_recorder=drop_recorder or database_drop_recorder,
         )
+        # What a lost connection costs: a takeover backs off, too many in a row stop the bridge.
+        self._session = BridgeSession(
+            client_id=self._client_id, max_in_row=takeover_max or settings.BRIDGE_TAKEOVER_MAX
+        )
+        self._retire = retire  # on stop, end the session if everything was handed off
         self._connection = 0
         self._unacked = 0  # received on the current connection, not yet acknowledged
         self._ready = threading.Event()
@@ -124,7 +126,7 @@ class MqttBridge:
         self._thread: threading.Thread | None = None
         self._client: paho.Client | None = None
         self._connected_once = False
-        self._loss_reason = ""
+        self._loss: ReasonCode | None = None  # of the DISCONNECT the broker sent last
         # Sign of life for /health (the management command passes the database writer).
         self._heartbeat = heartbeat
         self._next_beat = 0.0
@@ -171,7 +173,8 @@ class MqttBridge:
 
     def run_forever(self, stop: threading.Event | None = None) -> None:
         """Block until ``stop`` is set (or ``stop()`` is called). Raises ``MqttUnavailable``
-        only when the very first connection is refused for a reason retrying cannot fix."""
+        only when the very first connection is refused for a reason retrying cannot fix,
+        ``SessionTakenOver`` when other clients keep taking its session over (``session``)."""
         if stop is not None:
             self._stop_event = stop
         client = new_client(
@@ -200,7 +203,7 @@ class MqttBridge:
             before = self._batcher.pending()
             rc = client.loop(timeout=self._batcher.wait_s(LOOP_MAX_WAIT_S))
             if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                self._connection_lost(rc)
+                self._idle_while_disconnected(self._connection_lost(rc))
                 if not self._connect(client):
                     return
                 continue
@@ -231,6 +234,7 @@ class MqttBridge:
                 transient = getattr(exc.__cause__, "transient", True)
                 if not transient and not self._connected_once:
                     raise
+                self._session.connect_failed()
                 logger.warning(
                     "bridge %s: connect attempt %d to %s:%s failed: %s; retrying in %.1fs",
                     self._client_id,
@@ -251,12 +255,7 @@ class MqttBridge:
                 continue
             if self._connected_once:
                 self._stats.reconnects += 1
-                logger.warning(
-                    "bridge %s reconnected after %d attempt(s)",
-                    self._client_id,
-                    attempt,
-                    extra={"bridgeClientId": self._client_id, "attempt": attempt},
-                )
+            self._session.connected(attempt, reconnect=self._connected_once)
             self._connected_once = True
             return True
         return False
@@ -271,19 +270,13 @@ class MqttBridge:
                 return
             self._stop_event.wait(min(remaining, LOOP_MAX_WAIT_S))
 
-    def _connection_lost(self, rc: MQTTErrorCode) -> None:
+    def _connection_lost(self, rc: MQTTErrorCode) -> float:
+        """The seconds to wait before reconnecting (``BridgeSession.lost``)."""
         self._ready.clear()
         self._connection += 1  # what the old connection delivered is redelivered, not acked
         self._unacked = 0
-        reason = self._loss_reason or paho.error_string(rc)
-        logger.warning(
-            "bridge %s lost its MQTT connection: %s; %d message(s) held, reconnecting",
-            self._client_id,
-            reason,
-            self._batcher.pending(),
-            extra={"bridgeClientId": self._client_id, "reason": reason},
-        )
-        self._loss_reason = ""
+        loss, self._loss = self._loss, None
+        return self._session.lost(loss, paho.error_string(rc), held=self._batcher.pending())
 
     def _shutdown(self, client: paho.Client) -> None:
         if self._batcher.pending():
@@ -298,7 +291,9 @@ class MqttBridge:
                 extra={"bridgeClientId": self._client_id},
             )
         self._ready.clear()
-        if client.is_connected():
+        if client.is_connected() and self._retire and not left:
+            session_end(client, self._config, self._client_id)
+        elif client.is_connected():
             client.disconnect()  # no session-expiry change: the session outlives us
         self._client = None
 
@@ -311,7 +306,11 @@ class MqttBridge:
             return  # connect() reports it
         group = self._config.shared_group
         topics = [f"$share/{group}/{t}" if group else t for t in SUBSCRIPTIONS]
-        client.subscribe([(topic, QOS) for topic in topics])
+        if self._retire:  # what the session holds still arrives; no new share of the group's
+            client.unsubscribe(topics)
+            self._ready.set()
+        else:
+            client.subscribe([(topic, QOS) for topic in topics])
 
     def _on_subscribe(
         self, client: paho.Client, userdata: Any, mid: int, reasons: Any, properties: Any
@@ -328,9 +327,9 @@ class MqttBridge:
         self._ready.set()
 
     def _on_disconnect(
-        self, client: paho.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+        self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode, properties: Any
     ) -> None:
-        self._loss_reason = str(reason)
+        self._loss = reason if flags.is_disconnect_packet_from_server else None
 
     def _on_message(self, client: paho.Client, userdata: Any, message: paho.MQTTMessage) -> None:
         if message.qos > 0:
