@@ -35,7 +35,7 @@ from devtools.simulator import FaultMode
 from events.models import EventDeadLetter
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
-from tests.chaos.harness import Proc, Servers, Stack
+from tests.chaos.harness import CHAOS_BRIDGE_ID, Proc, Servers, Stack
 from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
 from tests.devices.factories import FarmKit, make_farm
 from tests.notifications.factories import ExternalContactFactory
@@ -247,7 +247,7 @@ def _log_has(proc: Proc, marker: bytes, times: int = 1) -> bool:
 
 def _stack_wait_ready(stack: Stack) -> None:
     def bridge_up() -> bool:
-        return BridgeHeartbeat.objects.filter(client_id="chaos-bridge", connected=True).exists()
+        return BridgeHeartbeat.objects.filter(client_id=CHAOS_BRIDGE_ID, connected=True).exists()
 
     wait_for(bridge_up, "the bridge's heartbeat", START_TIMEOUT_S)
     for proc in stack.procs.values():

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STOP_GRACE_S = 15.0
 PORT_WAIT_S = 15.0
+# Backend client ids hold a "/", which no device serial can (devices/mqtt/client.py).
+CHAOS_BRIDGE_ID = "chaos-bridge/1"
 
 # Timers short enough that a few hundred commands and reminders settle in seconds; the applied
 # window outlasts every outage a scenario stages (see the README on APPLIED_WINDOW_S).
@@ -261,7 +263,7 @@ class Stack:
         py, celery = str(BIN / "python"), str(BIN / "celery")
         self.define(
             "bridge",
-            [py, "manage.py", "mqtt_bridge", "--client-id", "chaos-bridge", "--progress-interval",
+            [py, "manage.py", "mqtt_bridge", "--client-id", CHAOS_BRIDGE_ID, "--progress-interval",
              "0"],
         )  # fmt: skip
         for stage, (pool, concurrency) in WORKERS.items():

@@ -143,7 +143,7 @@ def stack_running(plan: DistributedPlan, run: str, logs: Path, write: Write) -> 
     stack = Stack(run, mqtt, Children(Path.cwd(), child_env(mqtt)), logs)
     try:
         for i in range(plan.bridges):
-            client_id = f"bench-bridge-{run}-{i}"
+            client_id = f"bench-bridge/{run}-{i}"
             stack.bridges.append(client_id)
             name = f"bridge-{i}"
             stack.children.start(Child(name, bridge_argv(client_id), logs / f"{name}.log"))
