@@ -9,7 +9,10 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    from config.env import setting_errors_exit
+
+    # A malformed or missing variable: its one line on stderr and a non-zero exit.
+    setting_errors_exit(lambda: execute_from_command_line(sys.argv))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from django.db import OperationalError
 from kombu import Queue
 
 from config.db_connections import connection_reuse_install
+from config.env import setting_errors_exit
 from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
@@ -138,4 +139,16 @@ def configure_beat_schedule() -> None:
 
 
 app.on_after_configure.connect(lambda sender, **_: configure_beat_schedule(), weak=False)
+
+
+def _settings_load(sender: Any = None, **_: Any) -> None:
+    """Load Django's settings as the app reads its configuration (the first thing a worker
+    or beat does): a malformed or missing variable is its one line on stderr and exit 2, not
+    a traceback from deep inside Celery."""
+    from django.conf import settings
+
+    setting_errors_exit(lambda: settings.INSTALLED_APPS)
+
+
+app.on_configure.connect(_settings_load, weak=False)
 connection_reuse_install()

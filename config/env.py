@@ -1,23 +1,75 @@
 """Environment parsing: every setting has an embedded default, and a malformed value stops
-start-up with a message that names the variable, never a half-configured process."""
+start-up with one line that names the variable (its credentials masked), never a traceback or
+a half-configured process."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+T = TypeVar("T")
+
+MASK = "***"
+# ``scheme://user:password@`` in free text: from the user's colon to the last ``@`` of the
+# whitespace-delimited token (a malformed URL may hold an unescaped ``/`` or ``@``).
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s'\"]*):\S*@")
+_QUERY_SECRET = re.compile(
+    r"(?P<head>[?&][^=&\s'\"]*(?:pass|secret|token|key)[^=&\s'\"]*=)[^&\s'\"]*", re.IGNORECASE
+)
+
+
+def credentials_masked(text: str, *, whole_value: bool = False) -> str:
+    """``text`` with every URL password (and query values named like a password, secret,
+    token or key) replaced by ``***``, for every message or log line that may show a settings
+    URL. ``whole_value``: ``text`` is one variable's value, so its password runs to its last
+    ``@`` whatever it holds (spaces, quotes), with or without a scheme."""
+    if whole_value:
+        at = text.rfind("@")
+        scheme_end = text.find("://")
+        start = scheme_end + 3 if 0 <= scheme_end < at else 0
+        colon = text.find(":", start, at) if at > 0 else -1
+        if colon >= 0:
+            text = f"{text[: colon + 1]}{MASK}{text[at:]}"
+    else:
+        text = _URL_PASSWORD.sub(rf"\g<head>:{MASK}@", text)
+    return _QUERY_SECRET.sub(rf"\g<head>{MASK}", text)
+
 
 class SettingError(ImproperlyConfigured):
-    """A malformed environment variable; the message starts with the variable's name."""
+    """A malformed environment variable; the message starts with the variable's name and
+    never shows a credential the value holds."""
 
     def __init__(self, name: str, value: str, why: str) -> None:
-        super().__init__(f"{name}={value!r} is invalid: {why}")
+        shown = credentials_masked(value, whole_value=True)
+        super().__init__(f"{name}={shown!r} is invalid: {why}")
         self.variable = name
+
+
+class SettingMissing(SettingError):
+    """A variable these settings cannot run without (a secret with no safe default)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        ImproperlyConfigured.__init__(self, f"{name} is not set: {why}")
+        self.variable = name
+
+
+def setting_errors_exit(run: Callable[[], T], *, status: int = 2) -> T:
+    """``run()``; a ``SettingError`` raised while the settings load becomes its one line on
+    stderr and exit ``status`` (manage.py, wsgi and celery start through this)."""
+    try:
+        return run()
+    except SettingError as exc:
+        sys.stderr.write(f"{exc}\n")
+        sys.stderr.flush()
+        raise SystemExit(status) from None
 
 
 def _get(name: str) -> str | None:
@@ -172,7 +224,7 @@ class MqttConfig:
     host: str
     port: int
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)  # never in a log line or an error's repr
     tls: bool
     embedded: bool
     protocol: int  # 5 for MQTT v5, 4 for 3.1.1 (the embedded broker speaks only 3.1.1)

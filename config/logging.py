@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 from structlog.typing import Processor
 
-from config.env import SettingError, env_str
+from config.env import SettingError, credentials_masked, env_str
 
 LOG_FORMATS = ("json", "console")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -62,8 +62,14 @@ def _shared_processors() -> list[Processor]:
 
 def _renderer(fmt: str) -> list[Processor]:
     if fmt == "console":
-        return [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())]
-    return [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+        return [structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()), _line_masked]
+    return [structlog.processors.format_exc_info, structlog.processors.JSONRenderer(), _line_masked]
+
+
+def _line_masked(logger: Any, method_name: str, line: Any) -> Any:
+    """The rendered line with every URL password masked, whatever logged it (an exception's
+    message, a library's connection error): no line shows a settings credential."""
+    return credentials_masked(line) if isinstance(line, str) else line
 
 
 def logging_settings(*, fmt: str, level: str) -> dict[str, Any]:

@@ -46,6 +46,22 @@ def parsed(stream: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
+def test_no_line_shows_a_url_password_whatever_logged_it(json_lines) -> None:
+    logger = logging.getLogger("kombu.connection")
+    logger.warning("cannot connect to %s", "redis://:TopSecretPw@10.0.0.9:6379/1")
+    try:
+        raise ConnectionError("amqp://farm:TopSecretPw@rabbit:5672// refused")
+    except ConnectionError:
+        logger.exception("giving up", extra={"url": "postgres://farm:TopSecretPw@db/farm"})
+
+    text = json_lines.getvalue()
+    assert "TopSecretPw" not in text
+    first, second = parsed(json_lines)
+    assert first["event"] == "cannot connect to redis://:***@10.0.0.9:6379/1"
+    assert second["url"] == "postgres://farm:***@db/farm"
+    assert "amqp://farm:***@rabbit:5672// refused" in second["exception"]
+
+
 def test_a_stdlib_call_with_extra_keys_is_one_json_line_carrying_them(json_lines) -> None:
     logging.getLogger("automation.services.commands").warning(
         "intent %s sent", 7, extra={"commandIntentId": 7, "deviceCommandId": "dc-7"}
