@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -127,6 +128,58 @@ def env_bool(name: str, default: bool) -> bool:
     if raw.lower() in {"0", "false", "no", "off"}:
         return False
     raise SettingError(name, raw, "expected true/false")
+
+
+SECRET_MIN_LENGTH = 50  # Django's own bar (security.W009) for SECRET_KEY
+SECRET_MIN_UNIQUE_CHARACTERS = 5
+SECRET_HOW = "generate one with: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+
+
+def env_secret(name: str, *, why: str, forbidden_prefix: str = "") -> str:
+    """A secret the process must not run without (production: no public default exists):
+    refused when unset or when too short or repetitive to resist guessing."""
+    raw = _get(name)
+    if raw is None:
+        raise SettingMissing(name, f"{why}; {SECRET_HOW}")
+    weak = len(raw) < SECRET_MIN_LENGTH or len(set(raw)) < SECRET_MIN_UNIQUE_CHARACTERS
+    if weak or (forbidden_prefix and raw.startswith(forbidden_prefix)):
+        raise SettingError(
+            name, MASK, f"a secret needs {SECRET_MIN_LENGTH}+ random characters; {SECRET_HOW}"
+        )
+    return raw
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """A header name (``X-Forwarded-Proto``) a TLS-terminating proxy sets to ``https``, as
+    Django's ``SECURE_PROXY_SSL_HEADER``; None when unset."""
+    raw = _get(name)
+    if raw is None:
+        return None
+    if not re.fullmatch(r"[A-Za-z0-9-]+", raw):
+        raise SettingError(name, raw, "expected a header name such as X-Forwarded-Proto")
+    return f"HTTP_{raw.upper().replace('-', '_')}", "https"
+
+
+def local_secret(path: Path) -> str:
+    """A random secret created once at ``path`` (mode 0600) and read from there after, so that
+    every development process of a checkout shares one key and none is public. Processes
+    starting together agree: the file appears complete or not at all (a hard link)."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(SECRET_MIN_LENGTH))
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass  # another process won; its key is the one
+    finally:
+        draft.unlink()
+    return path.read_text().strip()
 
 
 def database_from_env(base_dir: Path) -> dict[str, Any]:

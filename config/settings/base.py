@@ -21,7 +21,9 @@ from config.logging import log_format_from_env, log_level_from_env, logging_sett
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+# No public default: production refuses to start without DJANGO_SECRET_KEY, dev makes one
+# per checkout (config.env.local_secret); empty here, which Django itself refuses to sign with.
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "")
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_str("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
 

@@ -1,6 +1,13 @@
 """What a deployment runs (systemd units, compose): the product's settings with no development
-tooling, and DEBUG off whatever ``DJANGO_DEBUG`` says."""
+tooling, DEBUG off whatever ``DJANGO_DEBUG`` says, the secrets required, and HTTPS enforced
+(``manage.py check --deploy`` passes on the defaults; each is an environment variable)."""
 
+from config.env import (
+    env_bool,
+    env_int,
+    env_proxy_ssl_header,
+    env_secret,
+)
 from config.logging import log_format_from_env, logging_settings
 from config.settings.base import *  # noqa: F403
 from config.settings.base import LOG_LEVEL
@@ -8,3 +15,26 @@ from config.settings.base import LOG_LEVEL
 DEBUG = False
 LOG_FORMAT = log_format_from_env(debug=DEBUG)
 LOGGING = logging_settings(fmt=LOG_FORMAT, level=LOG_LEVEL)
+
+# --- Secrets: no default, so a deployment never runs on a key anyone could read ----------------
+SECRET_KEY = env_secret(
+    "DJANGO_SECRET_KEY",
+    why="production signs sessions, CSRF tokens and password resets with it",
+    forbidden_prefix="django-insecure-",
+)
+
+# --- HTTPS -------------------------------------------------------------------------------------
+# Behind a proxy that terminates TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets
+# to "https" (X-Forwarded-Proto). Set it only when the proxy overwrites that header on every
+# request: a client could otherwise claim HTTPS. Unset, the request's own scheme counts.
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+# Load balancers' probes and Prometheus reach the web process over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^health$", r"^metrics$"]
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+# Preloading commits the whole domain to HTTPS in every browser's built-in list: the
+# domain's owner opts in (true), so the check's reminder of it is silenced while it is off.
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
