@@ -8,18 +8,24 @@ processes.
 * Backlogs (events pending, commands per live state, scheduler due/overdue/held, open dead
   letters) are read from the database at scrape time, so they are right whoever wrote them;
   each app registers its own (``metrics_gauges_register``), so this module reads no models.
+* A scrape needs ``Authorization: Bearer <METRICS_TOKEN>``; with no token set, only a loopback
+  client whose request no proxy forwarded is answered.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -33,6 +39,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# A request carrying one of these came through a proxy: its loopback address is the proxy's.
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 
 TASK_RESULTS = Counter(
@@ -175,7 +183,46 @@ def metrics_registry() -> CollectorRegistry:
     return REGISTRY
 
 
+def metrics_scrape_refused(request: HttpRequest) -> HttpResponse | None:
+    """Why this request may not scrape (401/403), or None: the bearer token when one is set
+    (compared in constant time), else a direct loopback client."""
+    token = str(settings.METRICS_TOKEN)
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode(), token.encode()
+        ):
+            return None
+        refused = HttpResponse(
+            "a bearer token is required\n", status=401, content_type="text/plain"
+        )
+        refused["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return refused
+    if _loopback(request.META.get("REMOTE_ADDR", "")) and not any(
+        header in request.META for header in FORWARDING_HEADERS
+    ):
+        return None
+    return HttpResponse(
+        "only loopback clients may scrape while METRICS_TOKEN is unset\n",
+        status=403,
+        content_type="text/plain",
+    )
+
+
+def _loopback(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return (mapped or ip).is_loopback
+
+
+@never_cache
 def metrics(request: HttpRequest) -> HttpResponse:
+    refused = metrics_scrape_refused(request)
+    if refused is not None:
+        return refused
     return HttpResponse(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
 
 

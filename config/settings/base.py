@@ -55,7 +55,12 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.security.FrameAncestorsMiddleware",
 ]
+# No page of this site is ever framed (the admin's actions are one click): X-Frame-Options
+# for older browsers, CSP frame-ancestors for the rest.
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "config.urls"
 TEMPLATES = [
@@ -340,5 +345,9 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
 }
+# /metrics runs queries on every scrape and counts across organisations: with METRICS_TOKEN
+# a scrape needs ``Authorization: Bearer <token>``; without it only loopback clients with no
+# proxy's forwarding header are answered (config.metrics).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 # /health: a bridge heartbeat older than this counts as a lost MQTT connection.
 BRIDGE_HEARTBEAT_STALE_S = env_float("BRIDGE_HEARTBEAT_STALE_S", 60.0, minimum=1.0)
