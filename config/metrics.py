@@ -8,6 +8,8 @@ processes.
 * Backlogs (events pending, commands per live state, scheduler due/overdue/held, open dead
   letters) are read from the database at scrape time, so they are right whoever wrote them;
   each app registers its own (``metrics_gauges_register``), so this module reads no models.
+  A source that fails (the database is down) is left out of that scrape and reported as
+  ``farm_metrics_source_up{source} 0``; the process's own series are still answered.
 * A scrape needs ``Authorization: Bearer <METRICS_TOKEN>``; with no token set, only a loopback
   client whose request no proxy forwarded is answered.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
@@ -23,6 +26,7 @@ from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -37,6 +41,10 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from config.env import credentials_masked
+
+logger = logging.getLogger(__name__)
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # A request carrying one of these came through a proxy: its loopback address is the proxy's.
@@ -166,8 +174,29 @@ class DatabaseCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = timezone.now()
-        for source in list(_GAUGE_SOURCES.values()):
-            yield from source(now)
+        up = GaugeMetricFamily(
+            "farm_metrics_source_up",
+            "1 when the source's gauges were read at this scrape, 0 when it failed (its series "
+            "are missing from this scrape; the web process logs why).",
+            labels=["source"],
+        )
+        for name, source in list(_GAUGE_SOURCES.items()):
+            families = _source_read(name, source, now)
+            up.add_metric([name], 0 if families is None else 1)
+            yield from families or ()
+        yield up
+
+
+def _source_read(name: str, source: GaugeSource, now: datetime) -> list[GaugeMetricFamily] | None:
+    """One source's families, read whole inside a savepoint so that a failed query neither
+    half-writes the scrape nor breaks the next source's; None when it failed."""
+    try:
+        with transaction.atomic():
+            return list(source(now))
+    except Exception as exc:
+        error = credentials_masked(f"{type(exc).__name__}: {exc}")
+        logger.warning("metrics source %s failed: %s", name, error)
+        return None
 
 
 _DATABASE_COLLECTOR = DatabaseCollector()

@@ -24,16 +24,16 @@ def bridge_heartbeat(
 
 
 def bridge_health(now: datetime) -> dict[str, Any]:
-    """``/health``'s bridge check: a connected bridge heard from recently."""
+    """``/health``'s bridge check: a connected bridge heard from recently. The bridge's MQTT
+    client id is not shown: a device logging in with it would take the bridge's session."""
     latest = bridge_heartbeat_latest()
     if latest is None:
         return {"ok": False, "error": "no bridge heartbeat yet"}
-    client_id, connected, beat_at = latest
+    _client_id, connected, beat_at = latest
     age_s = (now - beat_at).total_seconds()
     fresh = age_s <= settings.BRIDGE_HEARTBEAT_STALE_S
     return {
         "ok": connected and fresh,
-        "clientId": client_id,
         "connected": connected,
         "ageSeconds": round(age_s, 1),
     }
