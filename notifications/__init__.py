@@ -8,5 +8,7 @@ Invariants:
 * backoff lives in ``next_attempt_at`` and lost claims in ``lease_expires_at``, both swept by
   beat: the database, not the broker, holds pending deliveries;
 * a message is never blank: a missing template or variable fails it with the name;
-* a recipient who opted out gets a visible ``skipped`` row, not silence.
+* a recipient who opted out gets a visible ``skipped`` row, not silence;
+* no webhook secret is stored: each is derived from ``WEBHOOK_SECRET_KEY`` and a per-contact
+  salt, shown once when issued (``webhook_secrets``).
 """

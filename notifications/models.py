@@ -77,7 +77,10 @@ class ExternalContact(models.Model):
     name = models.CharField(max_length=200)
     email = models.EmailField(blank=True, default="")
     webhook_url = models.URLField(max_length=500, blank=True, default="")
-    webhook_secret = models.CharField(max_length=200, blank=True, default="")
+    # What the webhook's signing secret derives from (notifications.webhook_secrets): the
+    # secret itself is never stored. Empty salt: no secret issued, no webhook delivery.
+    webhook_secret_salt = models.CharField(max_length=64, blank=True, default="", editable=False)
+    webhook_secret_key_id = models.CharField(max_length=16, blank=True, default="", editable=False)
     is_active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -349,5 +349,12 @@ SPECTACULAR_SETTINGS = {
 # a scrape needs ``Authorization: Bearer <token>``; without it only loopback clients with no
 # proxy's forwarding header are answered (config.metrics).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+# Each webhook's signing secret is HMAC-SHA256(WEBHOOK_SECRET_KEY, contact id + random salt);
+# only the salt is stored. Production refuses to start without it; keys a secret was issued
+# under may stay listed in WEBHOOK_SECRET_KEY_FALLBACKS (comma-separated) while rotating.
+WEBHOOK_SECRET_KEY = env_str("WEBHOOK_SECRET_KEY", "")
+WEBHOOK_SECRET_KEY_FALLBACKS = [
+    k.strip() for k in env_str("WEBHOOK_SECRET_KEY_FALLBACKS", "").split(",") if k.strip()
+]
 # /health: a bridge heartbeat older than this counts as a lost MQTT connection.
 BRIDGE_HEARTBEAT_STALE_S = env_float("BRIDGE_HEARTBEAT_STALE_S", 60.0, minimum=1.0)

@@ -3,11 +3,12 @@ default of ``manage.py``, ``celery -A config``, ``make demo`` and ``make up``.""
 
 from config.env import local_secret
 from config.settings.base import *  # noqa: F403
-from config.settings.base import BASE_DIR, INSTALLED_APPS, SECRET_KEY
+from config.settings.base import BASE_DIR, INSTALLED_APPS, SECRET_KEY, WEBHOOK_SECRET_KEY
 
 INSTALLED_APPS = [*INSTALLED_APPS, "devtools"]
 # With MQTT_URL unset, the bridge and the simulator start the embedded broker through this.
 MQTT_EMBEDDED_BROKER_STARTER = "devtools.embedded_broker.ensure_embedded_broker"
-# Unset key: a random one made once for this checkout (var/, mode 0600), shared by its
-# processes and public nowhere; production settings refuse to start without it instead.
+# Unset keys: random ones made once for this checkout (var/, mode 0600), shared by its
+# processes and public nowhere; production settings refuse to start without them instead.
 SECRET_KEY = SECRET_KEY or local_secret(BASE_DIR / "var" / "dev-secret-key")
+WEBHOOK_SECRET_KEY = WEBHOOK_SECRET_KEY or local_secret(BASE_DIR / "var" / "dev-webhook-key")

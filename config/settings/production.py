@@ -3,6 +3,8 @@ tooling, DEBUG off whatever ``DJANGO_DEBUG`` says, the secrets required, and HTT
 (``manage.py check --deploy`` passes on the defaults; each is an environment variable)."""
 
 from config.env import (
+    MASK,
+    SettingError,
     env_bool,
     env_int,
     env_proxy_ssl_header,
@@ -22,6 +24,11 @@ SECRET_KEY = env_secret(
     why="production signs sessions, CSRF tokens and password resets with it",
     forbidden_prefix="django-insecure-",
 )
+WEBHOOK_SECRET_KEY = env_secret(
+    "WEBHOOK_SECRET_KEY", why="every webhook's signing secret derives from it"
+)
+if WEBHOOK_SECRET_KEY == SECRET_KEY:
+    raise SettingError("WEBHOOK_SECRET_KEY", MASK, "must differ from DJANGO_SECRET_KEY")
 
 # --- HTTPS -------------------------------------------------------------------------------------
 # Behind a proxy that terminates TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets

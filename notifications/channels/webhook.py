@@ -1,6 +1,7 @@
 """Signed webhooks: POST JSON to the contact's URL with ``X-Farm-Signature: t=<unix>,v1=<hex>``
-(HMAC-SHA256 with the contact's secret over ``<t>.<body>``), a timeout, and a verdict on what
-to retry: network errors, 5xx and 429 (honouring Retry-After) are transient; other 4xx and
+(HMAC-SHA256 with the contact's secret over ``<t>.<body>``; the secret is recomputed from its
+salt, never stored: ``notifications.webhook_secrets``), a timeout, and a verdict on what to
+retry: network errors, 5xx and 429 (honouring Retry-After) are transient; other 4xx and
 redirects are permanent."""
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from notifications.channels.base import (
 )
 from notifications.models import ExternalContact
 from notifications.states import Channel, NotificationReason
+from notifications.webhook_secrets import WebhookSecretUnusable, webhook_secret_recompute
 
 SIGNATURE_HEADER = "X-Farm-Signature"
 ERROR_BODY_MAX_CHARS = 500
@@ -88,16 +90,21 @@ class WebhookChannel(NotificationChannel):
             return SendResult.permanent(
                 "webhooks go to external contacts only", reason=NotificationReason.RECIPIENT_GONE
             )
-        secret = (
+        issued = (
             ExternalContact.objects.filter(pk=delivery.contact_id)
-            .values_list("webhook_secret", flat=True)
+            .values_list("webhook_secret_salt", "webhook_secret_key_id")
             .first()
         )
-        if not secret:
+        if issued is None:
             return SendResult.permanent(
-                "the contact or its webhook secret is gone",
-                reason=NotificationReason.RECIPIENT_GONE,
+                "the contact is gone", reason=NotificationReason.RECIPIENT_GONE
             )
+        try:
+            secret = webhook_secret_recompute(
+                contact_id=delivery.contact_id, salt=issued[0], key_id=issued[1]
+            )
+        except WebhookSecretUnusable as exc:
+            return SendResult.permanent(str(exc), reason=NotificationReason.NO_ADDRESS)
         body = json.dumps(_payload(delivery), cls=DjangoJSONEncoder, sort_keys=True).encode()
         request = urllib.request.Request(
             delivery.address,

@@ -55,7 +55,7 @@ def _contacts(farm: Farm) -> list[Recipient]:
             contact_id=c.pk,
             email=c.email,
             webhook_url=c.webhook_url,
-            has_webhook_secret=bool(c.webhook_secret),
+            has_webhook_secret=bool(c.webhook_secret_salt),
         )
         for c in contacts
     ]

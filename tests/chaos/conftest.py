@@ -33,12 +33,12 @@ from devices.mqtt.contract import telemetry_payload, telemetry_topic
 from devtools.runtime import broker_pools_forget
 from devtools.simulator import FaultMode
 from events.models import EventDeadLetter
+from notifications.services.contacts import external_contact_create
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
 from tests.chaos.harness import CHAOS_BRIDGE_ID, Proc, Servers, Stack
 from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
 from tests.devices.factories import FarmKit, make_farm
-from tests.notifications.factories import ExternalContactFactory
 from tests.waiting import wait_for
 
 KITS = 16  # farms: one sensor and one relay (io1, fan, mode) each
@@ -188,8 +188,8 @@ def fleet_create(hook: Hook, stamp: str) -> Fleet:
                      target_value=HIGH[key], name=f"hot {key}")  # fmt: skip
             kit.rule(target_endpoint=target, operator="lt", threshold_value=20,
                      target_value=LOW[key], name=f"cool {key}")  # fmt: skip
-        ExternalContactFactory(
-            farm=kit.farm, name="Ops hook", webhook_url=hook.url, webhook_secret="s3cret"
+        external_contact_create(
+            farm_id=kit.farm.pk, name="Ops hook", webhook_url=hook.url, with_webhook_secret=True
         )
         reminder_setting_create(
             name="Hot barn",

@@ -50,11 +50,18 @@ def test_the_wsgi_app_exits_with_gunicorns_app_load_status_so_gunicorn_stops() -
     [
         ("DJANGO_SECRET_KEY", "change-me"),
         ("DJANGO_SECRET_KEY", "django-insecure-" + "x1y2z3" * 10),
+        ("WEBHOOK_SECRET_KEY", "short"),
     ],
 )
 def test_production_refuses_a_weak_secret_without_printing_it(variable: str, value: str) -> None:
     line = one_line_naming(run(MANAGE_CHECK, env_production(**{variable: value})), variable)
     assert value not in line
+
+
+def test_production_refuses_to_start_without_a_webhook_key() -> None:
+    env = env_production()
+    del env["WEBHOOK_SECRET_KEY"]
+    assert "is not set" in one_line_naming(run(MANAGE_CHECK, env), "WEBHOOK_SECRET_KEY")
 
 
 def test_check_deploy_finds_nothing_on_the_production_defaults() -> None:
@@ -64,7 +71,8 @@ def test_check_deploy_finds_nothing_on_the_production_defaults() -> None:
 
 
 PRINT_KEYS = (
-    "import django; django.setup(); from django.conf import settings as s; print(s.SECRET_KEY)"
+    "import django; django.setup(); from django.conf import settings as s; "
+    "print(s.SECRET_KEY); print(s.WEBHOOK_SECRET_KEY)"
 )
 
 
@@ -74,8 +82,8 @@ def test_development_settings_start_with_no_key_on_a_key_of_their_own() -> None:
         [sys.executable, "-c", PRINT_KEYS], env_clean(DJANGO_SETTINGS_MODULE="config.settings.dev")
     )
     assert proc.returncode == 0, proc.stderr
-    [secret_key] = proc.stdout.split()
-    assert len(secret_key) >= 50
+    secret_key, webhook_key = proc.stdout.split()
+    assert len(secret_key) >= 50 and len(webhook_key) >= 50 and secret_key != webhook_key
     assert "insecure" not in secret_key
     assert run(MANAGE_CHECK, env_clean()).returncode == 0
 

@@ -17,6 +17,7 @@ from django.contrib.auth.models import AbstractUser
 from config.celery import app as celery_app
 from devices.models import Farm
 from notifications.models import ExternalContact, MembershipRole
+from notifications.services.contacts import external_contact_create
 from tests.devices.factories import FarmFactory
 from tests.notifications.factories import ExternalContactFactory, MembershipFactory
 
@@ -31,6 +32,7 @@ class Team:
     worker: AbstractUser
     vet: ExternalContact  # email only
     hook: ExternalContact  # webhook only
+    hook_secret: str  # the hook's signing secret, as issued (only its salt is stored)
 
 
 @pytest.fixture(autouse=True)
@@ -53,13 +55,14 @@ def team(db: None) -> Team:
     MembershipFactory(user=manager, organization=farm.organization, role=MembershipRole.MANAGER)
     MembershipFactory(user=worker, farm=farm, role=MembershipRole.MEMBER)
     vet = ExternalContactFactory(farm=farm, name="Vet", email="vet@example.test")
-    hook = ExternalContactFactory(
-        farm=farm,
+    hook, hook_secret = external_contact_create(
+        farm_id=farm.pk,
         name="Integrator",
         webhook_url="http://127.0.0.1:9/unused",
-        webhook_secret="s3cret",
+        with_webhook_secret=True,
     )
-    return Team(farm, owner, manager, worker, vet, hook)
+    assert hook_secret is not None
+    return Team(farm, owner, manager, worker, vet, hook, hook_secret)
 
 
 @pytest.fixture
@@ -131,7 +134,7 @@ def webhook_server() -> Iterator[WebhookServer]:
 
     from notifications.channels.webhook import SIGNATURE_HEADER, webhook_signature_verify
 
-    state = WebhookServer(url="", secret="s3cret", script=[], calls=[])
+    state = WebhookServer(url="", secret="", script=[], calls=[])
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -176,8 +179,8 @@ def webhook_server() -> Iterator[WebhookServer]:
 
 @pytest.fixture
 def hooked(team: Team, webhook_server: WebhookServer) -> Team:
-    """The team's integrator contact pointed at the local server."""
+    """The team's integrator contact pointed at the local server, which holds its secret."""
     team.hook.webhook_url = webhook_server.url
-    team.hook.webhook_secret = webhook_server.secret
-    team.hook.save()
+    team.hook.save(update_fields=["webhook_url"])
+    webhook_server.secret = team.hook_secret
     return team

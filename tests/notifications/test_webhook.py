@@ -15,6 +15,7 @@ from notifications.channels.webhook import (
 )
 from notifications.models import Notification, NotificationAttempt
 from notifications.services import notification_deliver, notification_schedule
+from notifications.services.contacts import external_contact_webhook_secret_issue
 from tests.notifications.conftest import NOW
 
 pytestmark = pytest.mark.django_db
@@ -115,8 +116,9 @@ def test_a_connection_refused_is_retried(hooked, due_template):
 
 def test_a_rotated_secret_signs_with_the_new_one(hooked, due_template, webhook_server):
     notification_id = hand_off(hooked, due_template)
-    hooked.hook.webhook_secret = webhook_server.secret = "rotated"
-    hooked.hook.save()
+    rotated = external_contact_webhook_secret_issue(contact_id=hooked.hook.pk)
+    assert rotated != hooked.hook_secret
+    webhook_server.secret = rotated
     assert deliver_when_due(notification_id) == "sent"
     assert webhook_server.calls[0].verified
 

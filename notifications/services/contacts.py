@@ -1,0 +1,62 @@
+"""External contacts' webhook secrets: issued (or rotated) and revoked. An issued secret is
+returned once, to be handed to the receiver; only its salt is kept
+(``notifications.webhook_secrets``), so nothing can show it again."""
+
+from __future__ import annotations
+
+from notifications.models import ExternalContact
+from notifications.webhook_secrets import (
+    webhook_secret_derive,
+    webhook_secret_key_id,
+    webhook_secret_salt_new,
+)
+
+
+class ExternalContactNotFound(LookupError):
+    pass
+
+
+def external_contact_webhook_secret_issue(*, contact_id: int) -> str:
+    """A new signing secret for the contact under the current key: deliveries sign with it
+    from now on (the previous one stops at once). Returned once; never stored."""
+    salt = webhook_secret_salt_new()
+    changed = ExternalContact.objects.filter(pk=contact_id).update(
+        webhook_secret_salt=salt, webhook_secret_key_id=webhook_secret_key_id()
+    )
+    if not changed:
+        raise ExternalContactNotFound(f"no external contact {contact_id}")
+    return webhook_secret_derive(contact_id=contact_id, salt=salt)
+
+
+def external_contact_webhook_secret_revoke(*, contact_id: int) -> bool:
+    """The contact's secret signs nothing more (its webhooks are skipped until a new one is
+    issued); False when it had none."""
+    changed = (
+        ExternalContact.objects.filter(pk=contact_id)
+        .exclude(webhook_secret_salt="")
+        .update(webhook_secret_salt="", webhook_secret_key_id="")
+    )
+    return bool(changed)
+
+
+def external_contact_create(
+    *,
+    farm_id: int,
+    name: str,
+    email: str = "",
+    webhook_url: str = "",
+    with_webhook_secret: bool = False,
+) -> tuple[ExternalContact, str | None]:
+    """A contact and, when asked, its first webhook secret (returned once, with the row)."""
+    salt = webhook_secret_salt_new() if with_webhook_secret else ""
+    contact = ExternalContact.objects.create(
+        farm_id=farm_id,
+        name=name,
+        email=email,
+        webhook_url=webhook_url,
+        webhook_secret_salt=salt,
+        webhook_secret_key_id=webhook_secret_key_id() if salt else "",
+    )
+    if not salt:
+        return contact, None
+    return contact, webhook_secret_derive(contact_id=contact.pk, salt=salt)
