@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from common.models import Organization
 from common.validators import validate_json_bounds, validate_time_zone
+from devices.mqtt.contract import rpc_request_topic
 
 
 class Farm(models.Model):
@@ -64,10 +66,21 @@ class DeviceStatus(models.TextChoices):
     RETIRED = "retired"
 
 
+def validate_serial_number(value: str) -> None:
+    """A serial is the device's topic segment and, on the broker, its user name and client
+    id: no topic separator or wildcard (a '/' would also pass for a backend client id)."""
+    try:
+        rpc_request_topic(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), code="invalid_serial") from exc
+
+
 class Device(models.Model):
     farm = models.ForeignKey(Farm, on_delete=models.PROTECT, related_name="devices")
     profile = models.ForeignKey(DeviceProfile, on_delete=models.PROTECT, related_name="devices")
-    serial_number = models.CharField(max_length=64, unique=True)
+    serial_number = models.CharField(
+        max_length=64, unique=True, validators=[validate_serial_number]
+    )
     name = models.CharField(max_length=200, blank=True, default="")
     status = models.CharField(
         max_length=16, choices=DeviceStatus.choices, default=DeviceStatus.ACTIVE

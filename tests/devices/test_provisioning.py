@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.test import Client
 
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceProfileEndpoint
@@ -157,3 +158,14 @@ def test_an_endpoint_added_to_a_profile_in_the_admin_reaches_its_devices(
     assert response.status_code == 302, response.content.decode()[:2000]
     assert _keys(kit.sensor) == ["co2", "humidity", "temp"]
     assert _keys(kit.actuator) == ["fan", "io1", "mode"]  # another profile: untouched
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("serial", ["farm-bridge/x", "dev+1", "dev#1", ""])
+def test_a_serial_unusable_as_a_topic_segment_or_broker_identity_is_refused(serial: str) -> None:
+    """A '/' would let a device's broker identity pass for a backend client id; '+' and '#'
+    are topic wildcards. The model refuses them, so the admin and every form do."""
+    device = DeviceFactory.build(serial_number=serial)
+    with pytest.raises(ValidationError) as refused:
+        device.full_clean(exclude=["farm", "profile"])
+    assert "serial_number" in refused.value.message_dict
