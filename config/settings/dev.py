@@ -2,8 +2,18 @@
 default of ``manage.py``, ``celery -A config``, ``make demo`` and ``make up``."""
 
 from config.settings.base import *  # noqa: F403
-from config.settings.base import INSTALLED_APPS
+from config.settings.base import API_AUTHENTICATION_CLASSES, INSTALLED_APPS, REST_FRAMEWORK
 
 INSTALLED_APPS = [*INSTALLED_APPS, "devtools"]
 # With MQTT_URL unset, the bridge and the simulator start the embedded broker through this.
 MQTT_EMBEDDED_BROKER_STARTER = "devtools.embedded_broker.ensure_embedded_broker"
+# Basic auth (username and password per request, failures throttled) for curl in development;
+# the production settings leave it out.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        *API_AUTHENTICATION_CLASSES[:-1],
+        "common.accounts.authentication.ThrottledBasicAuthentication",
+        API_AUTHENTICATION_CLASSES[-1],
+    ],
+}

@@ -1,0 +1,28 @@
+"""What the API shows of a token: its metadata, and the key only in the answer that issued it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from common.accounts.models import ApiToken
+
+
+class ApiTokenSerializer(serializers.ModelSerializer[ApiToken]):
+    class Meta:
+        model = ApiToken
+        fields = ("prefix", "created_at", "last_used_at", "expires_at")
+        read_only_fields = fields
+
+
+class IssuedTokenSerializer(ApiTokenSerializer):
+    key = serializers.SerializerMethodField(help_text="Shown once: only its digest is stored.")
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = ("key", *ApiTokenSerializer.Meta.fields)
+        read_only_fields = fields
+
+    def get_key(self, obj: ApiToken) -> str:
+        key: Any = self.context["key"]
+        return str(key)
