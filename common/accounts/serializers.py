@@ -8,19 +8,21 @@ from rest_framework import serializers
 
 from common.accounts.models import ApiToken
 
+TOKEN_FIELDS: tuple[str, ...] = ("prefix", "created_at", "last_used_at", "expires_at")
+
 
 class ApiTokenSerializer(serializers.ModelSerializer[ApiToken]):
     class Meta:
         model = ApiToken
-        fields = ("prefix", "created_at", "last_used_at", "expires_at")
-        read_only_fields = fields
+        fields = TOKEN_FIELDS
+        read_only_fields = TOKEN_FIELDS
 
 
 class IssuedTokenSerializer(ApiTokenSerializer):
     key = serializers.SerializerMethodField(help_text="Shown once: only its digest is stored.")
 
     class Meta(ApiTokenSerializer.Meta):
-        fields = ("key", *ApiTokenSerializer.Meta.fields)
+        fields = ("key", *TOKEN_FIELDS)
         read_only_fields = fields
 
     def get_key(self, obj: ApiToken) -> str:

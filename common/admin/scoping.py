@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.sites import AdminSite, NotRegistered
+from django.contrib.admin.exceptions import NotRegistered
+from django.contrib.admin.options import BaseModelAdmin
+from django.contrib.admin.sites import AdminSite
 from django.contrib.admin.utils import get_fields_from_path
 from django.contrib.admin.widgets import ForeignKeyRawIdWidget
 from django.core.exceptions import PermissionDenied
-from django.db.models import Field, Model, Q, QuerySet
+from django.db.models import ForeignKey, Model, Q, QuerySet
 from django.http import HttpRequest
 
 from common.tenancy import org_path_of, organization_scope, scope_filter
@@ -60,7 +62,7 @@ class _ScopedRawIdWidget(ForeignKeyRawIdWidget):
         return super().label_and_url_for_value(value) if visible else ("", "")
 
 
-class OrgScopedChoices:
+class OrgScopedChoices(BaseModelAdmin):  # type: ignore[type-arg]
     """Foreign-key and many-to-many choices of a form (admin or inline) limited to
     ``related_rows``; the form then refuses any other id as "not a valid choice"."""
 
@@ -68,18 +70,19 @@ class OrgScopedChoices:
 
     def get_field_queryset(self, db: Any, db_field: Any, request: HttpRequest) -> QuerySet[Any]:
         model = db_field.remote_field.model
-        ordered = super().get_field_queryset(db, db_field, request)  # type: ignore[misc]
+        ordered = super().get_field_queryset(db, db_field, request)
         rows = ordered if ordered is not None else model._default_manager.using(db).all()
         if organization_scope(request.user) is None:
             return rows
         return rows.filter(pk__in=related_rows(self.admin_site, request, model).values("pk"))
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        field = super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+        field = super().formfield_for_foreignkey(db_field, request, **kwargs)
         widget = getattr(field, "widget", None)
-        if isinstance(widget, ForeignKeyRawIdWidget) and not isinstance(widget, _ScopedRawIdWidget):
+        allowed = getattr(field, "queryset", None)
+        if field is not None and allowed is not None and isinstance(widget, ForeignKeyRawIdWidget):
             field.widget = _ScopedRawIdWidget(
-                widget.rel, widget.admin_site, widget.attrs, widget.db, allowed=field.queryset
+                widget.rel, widget.admin_site, widget.attrs, widget.db, allowed=allowed
             )
         return field
 
@@ -110,12 +113,12 @@ class ScopedRelatedOnlyFieldListFilter(admin.RelatedOnlyFieldListFilter):
         )
 
 
-def _references(obj: Model) -> list[tuple[Field[Any, Any], Any]]:
-    """(foreign key, value) for every reference ``obj`` holds."""
+def _references(obj: Model) -> list[tuple[ForeignKey[Any, Any], Any]]:
+    """(foreign key, value) for every reference ``obj`` holds (one-to-one keys included)."""
     return [
         (field, getattr(obj, field.attname))
         for field in obj._meta.concrete_fields
-        if field.is_relation and getattr(obj, field.attname) is not None
+        if isinstance(field, ForeignKey) and getattr(obj, field.attname) is not None
     ]
 
 
@@ -161,7 +164,7 @@ class OrgScopedAdmin(OrgScopedChoices, admin.ModelAdmin):  # type: ignore[type-a
         if organization_scope(request.user) is None:
             return
         for field, value in _references(obj):
-            allowed = related_rows(self.admin_site, request, field.related_model)
+            allowed = related_rows(self.admin_site, request, field.remote_field.model)
             if not allowed.filter(**{field.target_field.attname: value}).exists():
                 raise PermissionDenied(f"{field.name}: not in your organisations")
 

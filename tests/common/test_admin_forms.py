@@ -116,7 +116,7 @@ def test_an_inline_row_cannot_name_another_organisations_endpoint(
     client: Client, named: tuple[Tenant, Tenant]
 ) -> None:
     alpha, beta = named
-    _staff(client, alpha, "device")
+    _staff(client, alpha, "device", "deviceinstanceendpoint")
     relay = alpha.kit.actuator
     saved = list(DeviceInstanceEndpoint.objects.filter(device=relay).order_by("pk"))
     rows = [

@@ -13,6 +13,7 @@ from tests.automation.conftest import make_intent
 from tests.automation.test_admin import INTENT_URL
 from tests.common.conftest import BETA_FARM, BETA_ORG, BETA_PROFILE
 from tests.conftest import Tenant
+from tests.devices.factories import FarmFactory
 from tests.scheduler.test_admin import SCHEDULER_URL, _row
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
@@ -82,8 +83,10 @@ def test_list_filters_offer_only_the_users_organisations_rows(
         assert page.status_code == 200, url
         for theirs in (BETA_ORG, BETA_FARM, BETA_PROFILE, "beta-relay", "beta-sensor", ">beta<"):
             assert theirs.encode() not in page.content, (url, theirs)
-    sidebar = client.get(DEVICE_URL).content
-    assert f"farm__id__exact={alpha.kit.farm.pk}".encode() in sidebar  # their own farm is there
+    second = FarmFactory(organization=alpha.kit.farm.organization, name="Alpha South")
+    sidebar = client.get(DEVICE_URL).content  # a filter of one choice is not drawn: two now
+    assert f"farm__id__exact={second.pk}".encode() in sidebar and b"Alpha South" in sidebar
+    assert BETA_FARM.encode() not in sidebar
     crafted = client.get(DEVICE_URL, {"farm__id__exact": beta.kit.farm.pk})
     assert b"beta-relay" not in crafted.content
 

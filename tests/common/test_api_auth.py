@@ -134,8 +134,8 @@ def _methods(pattern: URLPattern) -> list[str]:
 def _id_for(user: Any, name: str, parameter: str) -> str:
     """An id the user can see: the first of the list the route belongs to (0 if empty)."""
     listing = "inbox-list" if parameter == "item_id" else f"{name.rsplit('-', 1)[0]}-list"
-    rows = token_client(user).get(reverse(listing)).json()
-    rows = rows.get("results", rows) if isinstance(rows, dict) else rows
+    response = token_client(user).get(reverse(listing))
+    rows = response.json().get("results", []) if response.status_code == 200 else []
     return str(rows[0]["id"]) if rows else "0"
 
 

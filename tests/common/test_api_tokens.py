@@ -81,7 +81,7 @@ def test_a_superuser_issues_a_token_in_the_admin_and_sees_the_key_once(
 ) -> None:
     alpha, _ = tenants
     page = support.post(f"{TOKEN_URL}add/", {"user": alpha.user.pk})
-    assert page.status_code == 200 and page["Cache-Control"] == "no-store"
+    assert page.status_code == 200 and "no-store" in page["Cache-Control"]
     key = re.search(rb"<code>([A-Za-z0-9_-]{40,})</code>", page.content)
     assert key is not None
     assert _works(key.group(1).decode())
