@@ -1,2 +1,3 @@
-"""What several apps share and that depends on none of them: the registry helper and the
-set-based SQL helpers."""
+"""What several apps share and that depends on none of them: tenancy (organisations, members,
+the scope every admin and API query goes through), the scoped admin, API helpers, API tokens
+and authentication (``common.accounts``), the registry helper and the set-based SQL helpers."""
