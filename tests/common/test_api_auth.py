@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from rest_framework.settings import api_settings
 from rest_framework.test import APIClient
 
 from common.accounts.services import api_token_issue
@@ -158,6 +159,18 @@ def test_every_api_route_accepts_a_valid_token(tenants: tuple[Tenant, Tenant]) -
         if response.status_code in (401, 403):
             refused.append(f"{method.upper()} {url}: {response.status_code}")
     assert refused == []
+
+
+def test_no_api_view_picks_its_own_authentication() -> None:
+    """Every view takes the settings' list, so the production settings' (no Basic) hold for
+    all of them; the inbox used to name Session and Basic itself, refusing tokens."""
+    own = sorted(
+        f"{pattern.name}: {[c.__name__ for c in view.authentication_classes]}"
+        for pattern in _api_routes()
+        if (view := pattern.callback.cls).authentication_classes  # type: ignore[attr-defined]
+        != api_settings.DEFAULT_AUTHENTICATION_CLASSES
+    )
+    assert own == []
 
 
 def test_the_inbox_accepts_a_session_too(client: Client, tenants: tuple[Tenant, Tenant]) -> None:
