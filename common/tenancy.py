@@ -4,13 +4,19 @@ not there (a 404, not a 403)."""
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from common.models import OrganizationMember
 
 # ``None`` means "every organisation" (a superuser); otherwise the ids the user belongs to.
 OrgScope = frozenset[int] | None
+
+# How rows of a model reach their organisation, for models no org-scoped admin lists (an
+# endpoint is picked in a rule's form, never listed): "app_label.model" -> lookup path.
+_ORG_PATHS: dict[str, str] = {}
+USER_ORG_PATH = "organization_memberships__organization_id"
 
 
 def organization_scope(user: AbstractBaseUser | AnonymousUser) -> OrgScope:
@@ -30,3 +36,16 @@ def scope_filter(rows: QuerySet, scope: OrgScope, path: str) -> QuerySet:  # typ
     if scope is None:
         return rows
     return rows.filter(**{f"{path}__in": list(scope)})
+
+
+def org_path_register(model: type[Model], path: str) -> None:
+    """Declare how ``model``'s rows reach their organisation (``path`` to its id)."""
+    _ORG_PATHS[model._meta.label_lower] = path
+
+
+def org_path_of(model: type[Model]) -> str | None:
+    """The registered path of ``model``; users reach organisations through their
+    memberships. None: the model has no organisation (its rows are for superusers)."""
+    if model is get_user_model():
+        return USER_ORG_PATH
+    return _ORG_PATHS.get(model._meta.label_lower)

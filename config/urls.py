@@ -10,6 +10,7 @@ from config.metrics import metrics
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/v1/", include("common.accounts.api")),  # the caller's own API token
     path("api/v1/", include("notifications.api")),  # the in-app inbox
     path("api/v1/", include("devices.api")),
     path("api/v1/", include("automation.api")),

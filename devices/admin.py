@@ -9,7 +9,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from common.admin import OrgScopedAdmin, ReadOnlyAdmin
+from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, is_superuser
+from common.tenancy import org_path_register
 from devices.models import (
     BridgeHeartbeat,
     Device,
@@ -23,6 +24,12 @@ from devices.models import (
 from devices.services import device_endpoints_sync, device_status_change, profile_endpoints_sync
 
 DeviceAction = Callable[[Any, HttpRequest, QuerySet[Any]], None]
+
+# Endpoints have no admin list of their own but are picked in forms (a device's inline, a
+# rule's trigger and target): they reach their organisation through their device, a profile's
+# endpoints through the devices using the profile.
+org_path_register(DeviceInstanceEndpoint, "device__farm__organization_id")
+org_path_register(DeviceProfileEndpoint, "profile__devices__farm__organization_id")
 
 
 def _device_status_action(status: str, title: str) -> DeviceAction:
@@ -51,13 +58,16 @@ class FarmAdmin(OrgScopedAdmin):
     search_fields = ("name",)
 
 
-class ProfileEndpointInline(admin.TabularInline):  # type: ignore[type-arg]
+class ProfileEndpointInline(OrgScopedTabularInline):
     model = DeviceProfileEndpoint
     extra = 0
 
 
 @admin.register(DeviceProfile)
 class DeviceProfileAdmin(OrgScopedAdmin):
+    """The profile catalogue is shared by every organisation (a change reaches every device
+    on the profile): staff see the profiles their devices use; only superusers change it."""
+
     org_path = "devices__farm__organization_id"
     list_display = ("id", "name")
     inlines = (ProfileEndpointInline,)
@@ -65,13 +75,22 @@ class DeviceProfileAdmin(OrgScopedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).distinct()
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return is_superuser(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return is_superuser(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return is_superuser(request)
+
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """An endpoint added to the profile reaches the profile's devices."""
         super().save_related(request, form, formsets, change)
         profile_endpoints_sync(profile=form.instance)
 
 
-class InstanceEndpointInline(admin.TabularInline):  # type: ignore[type-arg]
+class InstanceEndpointInline(OrgScopedTabularInline):
     model = DeviceInstanceEndpoint
     extra = 0
     readonly_fields = ("last_value", "last_value_at")

@@ -10,12 +10,12 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from common.admin import ReadOnlyAdmin, reason_action
+from common.admin import OrgScopedTabularInline, ReadOnlyAdmin, reason_action
 from notifications.models import Notification, NotificationAttempt, NotificationTransition
 from notifications.services.support import notification_cancel, notification_retry
 
 
-class _ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
+class _ReadOnlyInline(OrgScopedTabularInline):
     extra = 0
     can_delete = False
 

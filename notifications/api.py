@@ -17,7 +17,6 @@ from django.db.models import Prefetch, QuerySet
 from django.urls import include, path
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import generics, status, viewsets
-from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.permissions import IsAuthenticated
@@ -47,8 +46,6 @@ from notifications.services.inbox import InboxItemNotFound, inbox_item_mark_read
 from notifications.services.support import notification_cancel, notification_retry
 from notifications.states import Channel, NotificationStatus
 
-AUTHENTICATION = [SessionAuthentication, BasicAuthentication]
-
 
 class InboxPagination(PageNumberPagination):
     page_size = 50
@@ -57,7 +54,6 @@ class InboxPagination(PageNumberPagination):
 
 
 class InboxListApi(generics.ListAPIView[InboxItem]):
-    authentication_classes = AUTHENTICATION
     permission_classes = [IsAuthenticated]
     serializer_class = InboxItemSerializer
     pagination_class = InboxPagination
@@ -68,7 +64,6 @@ class InboxListApi(generics.ListAPIView[InboxItem]):
 
 
 class InboxMarkReadApi(APIView):
-    authentication_classes = AUTHENTICATION
     permission_classes = [IsAuthenticated]
 
     @extend_schema(request=None, responses={200: InboxItemSerializer})

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.contrib import admin
 
-from common.admin import ReadOnlyAdmin, reason_action
+from common.admin import OrgScopedTabularInline, ReadOnlyAdmin, reason_action
 from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
 from scheduler.services.support import (
     scheduler_support_cancel,
@@ -17,7 +17,7 @@ from scheduler.services.support import (
 )
 
 
-class SchedulerTransitionInline(admin.TabularInline):  # type: ignore[type-arg]
+class SchedulerTransitionInline(OrgScopedTabularInline):
     model = AutomationSchedulerTransition
     extra = 0
     can_delete = False

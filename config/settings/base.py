@@ -35,10 +35,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_celery_beat",
     "common",
+    "common.accounts",  # API tokens; after django_celery_beat (its admin is made superuser-only)
     "devices",
     "scheduler",
     "automation",
@@ -305,23 +305,48 @@ REMINDERS_REPORT_ENSURE_INTERVAL_S = env_float(
 REMINDERS_REPORT_BATCH = env_int("REMINDERS_REPORT_BATCH", 500, minimum=1)
 
 # --- Operations surface: REST API (DRF) ---
+# Hashed API tokens and sessions (the dev settings add Basic auth); the last class throttles
+# anonymous requests, which DRF would otherwise refuse on permission before any throttle.
+API_AUTHENTICATION_CLASSES = [
+    "common.accounts.authentication.ApiTokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+    "common.accounts.authentication.AnonymousRequestThrottle",
+]
+
+
+def _throttle_rate(name: str, default: str) -> str:
+    """A DRF rate (``10/min``: a count, then s, min, hour or day), checked at start-up rather
+    than on the first request it would throttle."""
+    from config.env import SettingError
+
+    raw = env_str(name, default)
+    count, _, period = raw.partition("/")
+    if not (count.isascii() and count.isdigit()) or period[:1] not in {"s", "m", "h", "d"}:
+        raise SettingError(name, raw, "expected a rate such as 10/min")
+    return raw
+
+
+# A token expires this many days after it was issued or rotated (0: never).
+API_TOKEN_TTL_DAYS = env_float("API_TOKEN_TTL_DAYS", 365.0, minimum=0.0)
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
-        "rest_framework.authentication.SessionAuthentication",
-    ],
+    "DEFAULT_AUTHENTICATION_CLASSES": API_AUTHENTICATION_CLASSES,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("API_PAGE_SIZE", 50, minimum=1),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.UserRateThrottle",
-        "rest_framework.throttling.AnonRateThrottle",
-    ],
+    # Anonymous requests are counted by AnonymousRequestThrottle (scope "anon"), refused
+    # credentials by the authentication classes (scope "auth_failure"), both per client
+    # address; signed-in users per user.
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "user": env_str("API_THROTTLE_USER", "1200/min"),
-        "anon": env_str("API_THROTTLE_ANON", "60/min"),
+        "user": _throttle_rate("API_THROTTLE_USER", "1200/min"),
+        "anon": _throttle_rate("API_THROTTLE_ANON", "60/min"),
+        "auth_failure": _throttle_rate("API_THROTTLE_AUTH_FAILURES", "10/min"),
     },
+    # Proxies in front of the web process that append to X-Forwarded-For: the client address
+    # is the one this many from the right; 0 (gunicorn serving clients directly) trusts no
+    # header, so a client cannot pick a new address per request.
+    "NUM_PROXIES": env_int("API_NUM_PROXIES", 0, minimum=0),
 }
 
 # Every API error in one JSON shape with a machine code (common/errors.py, docs/api-errors.md);

@@ -3,7 +3,14 @@ default of ``manage.py``, ``celery -A config``, ``make demo`` and ``make up``.""
 
 from config.env import local_secret
 from config.settings.base import *  # noqa: F403
-from config.settings.base import BASE_DIR, INSTALLED_APPS, SECRET_KEY, WEBHOOK_SECRET_KEY
+from config.settings.base import (
+    API_AUTHENTICATION_CLASSES,
+    BASE_DIR,
+    INSTALLED_APPS,
+    REST_FRAMEWORK,
+    SECRET_KEY,
+    WEBHOOK_SECRET_KEY,
+)
 
 INSTALLED_APPS = [*INSTALLED_APPS, "devtools"]
 # With MQTT_URL unset, the bridge and the simulator start the embedded broker through this.
@@ -12,3 +19,13 @@ MQTT_EMBEDDED_BROKER_STARTER = "devtools.embedded_broker.ensure_embedded_broker"
 # processes and public nowhere; production settings refuse to start without them instead.
 SECRET_KEY = SECRET_KEY or local_secret(BASE_DIR / "var" / "dev-secret-key")
 WEBHOOK_SECRET_KEY = WEBHOOK_SECRET_KEY or local_secret(BASE_DIR / "var" / "dev-webhook-key")
+# Basic auth (username and password per request, failures throttled) for curl in development;
+# the production settings leave it out.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        *API_AUTHENTICATION_CLASSES[:-1],
+        "common.accounts.authentication.ThrottledBasicAuthentication",
+        API_AUTHENTICATION_CLASSES[-1],
+    ],
+}

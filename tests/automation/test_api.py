@@ -8,23 +8,20 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from automation.models import AutomationRule
 from devices.models import Telemetry
 from scheduler.models import AutomationScheduler
 from tests.automation.conftest import make_intent
+from tests.common.auth import token_client
 from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
 def _client(user: User) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+    return token_client(user)
 
 
 def _resources(t: Tenant) -> dict[str, int]:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from automation.models import AutomationCommandIntent, CommandTransition
@@ -22,6 +21,7 @@ from automation.states import CommandStatus, ReasonCode
 from automation.tasks import command_intents_dispatch_task as DISPATCH_TASK
 from scheduler.services.support import SupportReasonMissing
 from tests.automation.conftest import dispatch, fake_publish, make_intent, time_out
+from tests.common.auth import token_client
 from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
@@ -124,10 +124,7 @@ def test_retry_of_a_live_intent_is_refused(tenants: tuple[Tenant, Tenant]) -> No
 
 
 def _api(user: User) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+    return token_client(user)
 
 
 def test_api_retry_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> None:

@@ -9,21 +9,18 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from devices.models import Farm
 from notifications.models import Notification, NotificationAttempt, NotificationTransition
+from tests.common.auth import token_client
 from tests.conftest import Tenant
 
 pytestmark = pytest.mark.django_db
 
 
 def _client(user: User) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+    return token_client(user)
 
 
 def _notification(farm: Farm, status: str = "failed", key: str = "src:1") -> Notification:

@@ -11,12 +11,12 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from scheduler.keys import report_manual_key
 from scheduler.models import AutomationScheduler, AutomationType, TriggerType
 from scheduler.services import EnsureOutcome, scheduler_ensure
+from tests.common.auth import token_client
 from tests.conftest import Tenant
 from tests.scheduler.factories import AutomationSchedulerFactory
 
@@ -39,10 +39,7 @@ def _row(key: str, farm: Any = None) -> AutomationScheduler:
 
 
 def _api(user: User) -> APIClient:
-    client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
-    return client
+    return token_client(user)
 
 
 def test_staff_sees_only_their_organisations_scheduler_rows(
