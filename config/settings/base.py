@@ -369,6 +369,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Farms, devices, rules, telemetry ingest, commands and their timelines.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema's security schemes: the credentials a caller can present. The last
+    # authentication class only counts anonymous requests and takes none.
+    "AUTHENTICATION_WHITELIST": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
 }
 # /metrics runs queries on every scrape and counts across organisations: with METRICS_TOKEN
 # a scrape needs ``Authorization: Bearer <token>``; without it only loopback clients with no

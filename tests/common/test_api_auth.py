@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import secrets
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,7 +103,8 @@ def test_a_malformed_rate_stops_start_up_naming_the_variable(monkeypatch: Any) -
 
 
 def test_the_production_settings_have_no_basic_auth(monkeypatch: Any) -> None:
-    monkeypatch.setenv("DJANGO_SECRET_KEY", "a-test-only-key-" + "x" * 50)
+    monkeypatch.setenv("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
+    monkeypatch.setenv("WEBHOOK_SECRET_KEY", secrets.token_urlsafe(50))
     monkeypatch.setenv("DJANGO_ALLOWED_HOSTS", "farm.example.com")
     production = importlib.import_module("config.settings.production")
     classes = production.REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]
