@@ -13,7 +13,7 @@ import io
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from devices.mqtt.bridge import batcher as bridge_module
 from devices.mqtt.client import forget_session
 from devices.mqtt.publisher import Publisher
 from devtools.embedded_broker import EmbeddedBroker
-from tests.mqtt_fixtures import MqttClientFactory, free_port
+from tests.mqtt_fixtures import free_port
 from tests.waiting import WAIT_S, wait_for
 
 SESSION_EXPIRY_S = 60
@@ -61,38 +61,6 @@ class Recorder:
     def batches_with(self, prefix: str) -> list[list[list[Any]]]:
         with self._lock:
             return [b for _, b in self.batches if any(str(a[0]).startswith(prefix) for a in b)]
-
-
-@pytest.fixture
-def prefix() -> str:
-    return f"TB{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def make_bridge(mqtt_config: MqttConfig) -> Iterator[Callable[..., MqttBridge]]:
-    """Started bridges with short-lived sessions, stopped and forgotten at teardown."""
-    started: list[MqttBridge] = []
-
-    def make(client_id: str | None = None, **kwargs: Any) -> MqttBridge:
-        kwargs.setdefault("config", mqtt_config)
-        kwargs.setdefault("session_expiry_s", SESSION_EXPIRY_S)
-        bridge = MqttBridge(client_id=client_id or f"test-bridge-{uuid.uuid4().hex[:10]}", **kwargs)
-        bridge.start()
-        started.append(bridge)
-        assert bridge.wait_connected(WAIT_S), "bridge did not connect and subscribe"
-        return bridge
-
-    yield make
-    for bridge in started:
-        bridge.stop()
-    for client_id in {bridge.client_id for bridge in started}:
-        forget_session(mqtt_config, client_id)
-
-
-@pytest.fixture
-def device(mqtt_client_factory: MqttClientFactory) -> paho.Client:
-    """A device-side client; publishes QoS 1 without waiting for each PUBACK."""
-    return mqtt_client_factory()
 
 
 def publish_all(client: paho.Client, messages: list[tuple[str, bytes]]) -> None:

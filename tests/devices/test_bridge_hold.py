@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -15,58 +15,33 @@ import pytest
 from kombu import Exchange, Queue
 
 from config.celery import app as celery_app
-from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.bridge.batcher import queue_length
-from devices.mqtt.client import forget_session
 from tests.devices.test_bridge import Recorder, publish_all, telemetry
-from tests.mqtt_fixtures import MqttClientFactory
-from tests.waiting import WAIT_S, wait_for
+from tests.waiting import wait_for
 
 
 class Backlog:
-    """A queue that looks busy until ``idle`` is set; counts the looks."""
+    """A queue that holds three untaken hand-offs while ``busy`` is set."""
 
     def __init__(self, busy: bool = True) -> None:
         self.busy = threading.Event()
         if busy:
             self.busy.set()
-        self.looks = 0
 
     def __call__(self, task_name: str) -> int:
-        self.looks += 1
         return 3 if self.busy.is_set() else 0
 
 
 @pytest.fixture
-def prefix() -> str:
-    return f"TH{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture
-def device(mqtt_client_factory: MqttClientFactory) -> paho.Client:
-    return mqtt_client_factory()
-
-
-@pytest.fixture
-def bridge_with(mqtt_config: MqttConfig, settings: Any) -> Iterator[Callable[..., MqttBridge]]:
-    started: list[MqttBridge] = []
+def bridge_with(make_bridge: Callable[..., MqttBridge], settings: Any) -> Callable[..., MqttBridge]:
+    """A bridge that flushes on a short timer and never on size, holding up to ``hold_ms``."""
 
     def make(hold_ms: float, **kwargs: Any) -> MqttBridge:
         settings.BRIDGE_HOLD_MAX_MS = hold_ms
-        bridge = MqttBridge(
-            config=mqtt_config, client_id=f"test-bridge-{uuid.uuid4().hex[:10]}",
-            session_expiry_s=60, flush_ms=5, batch_size=1000, inflight_window=1000, **kwargs,
-        )  # fmt: skip
-        bridge.start()
-        started.append(bridge)
-        assert bridge.wait_connected(WAIT_S), "bridge did not connect and subscribe"
-        return bridge
+        return make_bridge(flush_ms=5, batch_size=1000, inflight_window=1000, **kwargs)
 
-    yield make
-    for bridge in started:
-        bridge.stop()
-        forget_session(mqtt_config, bridge.client_id)
+    return make
 
 
 def test_while_the_queue_is_busy_messages_wait_for_one_larger_batch(

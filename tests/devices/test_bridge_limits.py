@@ -18,14 +18,8 @@ from devices.models import DeviceMessageRejection
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.bridge import TELEMETRY_TASK, MqttBridge
 from devices.services import DroppedMessages, dropped_messages_record
-from tests.devices import test_bridge as _bridge_tests
 from tests.devices.test_bridge import Recorder, publish_all, telemetry
 from tests.waiting import wait_for
-
-# The bridge fixtures, shared with test_bridge.py.
-make_bridge = _bridge_tests.make_bridge
-device = _bridge_tests.device
-prefix = _bridge_tests.prefix
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
