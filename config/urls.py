@@ -3,7 +3,7 @@ health. Django's own error pages answer in the API's JSON error shape under ``/a
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 from config.health import health
 from config.metrics import metrics
@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/v1/", include("reminders.api")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
     path("metrics", metrics, name="metrics"),
     path("health", health, name="health"),
 ]

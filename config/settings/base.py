@@ -35,7 +35,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc served from static files, no CDN
     "django_celery_beat",
     "common",
     "common.accounts",  # API tokens; after django_celery_beat (its admin is made superuser-only)
@@ -50,6 +52,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the admin's and the API docs' CSS and scripts) from the web process itself,
+    # with DEBUG off too: ``collectstatic`` fills STATIC_ROOT (make up, the deploy units).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -87,6 +92,14 @@ USE_TZ = True
 TIME_ZONE = "UTC"
 LANGUAGE_CODE = "en"
 STATIC_URL = "static/"
+STATIC_ROOT = env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static"))
+# Compressed files with content hashes in their names (cached for ever by browsers); a name
+# missing from the manifest (collectstatic not run yet) falls back to the plain file.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+WHITENOISE_MANIFEST_STRICT = False
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 
 # --- Celery -----------------------------------------------------------------------------
@@ -334,6 +347,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("API_PAGE_SIZE", 50, minimum=1),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # Anonymous requests are counted by AnonymousRequestThrottle (scope "anon"), refused
     # credentials by the authentication classes (scope "auth_failure"), both per client
     # address; signed-in users per user.
@@ -369,6 +383,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Farms, devices, rules, telemetry ingest, commands and their timelines.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     # The schema's security schemes: the credentials a caller can present. The last
     # authentication class only counts anonymous requests and takes none.
     "AUTHENTICATION_WHITELIST": [

@@ -1,0 +1,69 @@
+"""A device's MQTT login: issued when it is provisioned (the password is shown once, never
+stored here), rotated on request, revoked when it retires. Which broker learns them is the
+backend named by ``DEVICE_CREDENTIALS_BACKEND``; unset, the broker's logins are managed
+outside the product (password files, or an anonymous development broker) and these calls
+return None."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+PASSWORD_BYTES = 24  # 32 URL-safe characters
+
+
+@dataclass(frozen=True)
+class DeviceCredentials:
+    """What a device logs in with: its serial as user name, and a password shown once."""
+
+    username: str
+    password: str
+
+
+class CredentialsUnavailable(Exception):
+    """The broker did not confirm the change (unreachable, timed out, refused)."""
+
+
+class CredentialsBackend(Protocol):
+    """Sets, replaces and removes one device's login on the broker; each call is idempotent."""
+
+    def set_login(self, username: str, password: str) -> None: ...
+
+    def remove_login(self, username: str) -> None: ...
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(PASSWORD_BYTES)
+
+
+@cache
+def _backend(path: str) -> CredentialsBackend:
+    return import_string(path)()  # type: ignore[no-any-return]
+
+
+def credentials_backend() -> CredentialsBackend | None:
+    path = getattr(settings, "DEVICE_CREDENTIALS_BACKEND", "")
+    return _backend(path) if path else None
+
+
+def device_credentials_issue(*, serial_number: str) -> DeviceCredentials | None:
+    """A fresh password for the device, set on the broker before it is returned (also how a
+    login is rotated: the old password stops working at once)."""
+    backend = credentials_backend()
+    if backend is None:
+        return None
+    login = DeviceCredentials(username=serial_number, password=new_password())
+    backend.set_login(login.username, login.password)
+    return login
+
+
+def device_credentials_revoke(*, serial_number: str) -> None:
+    """The device can no longer log in (retired); a no-op when it had no login."""
+    backend = credentials_backend()
+    if backend is not None:
+        backend.remove_login(serial_number)
