@@ -27,6 +27,15 @@ demo: migrate
 
 # The distributed stack (deploy/Procfile.dev) against real servers; `make demo` is embedded.
 UP_NEEDS := DATABASE_URL CELERY_BROKER_URL REDIS_URL MQTT_URL
+# An empty database gets the demo organisation, an operator login (printed once), farms, one
+# device per simulated serial and their rules; the URLs are printed before the processes start.
+WEB_PORT ?= 8000
+FLOWER_PORT ?= 5555
+UP_FARMS ?= 2
+UP_DEVICES ?= 10
+# Every process writes its counters here and /metrics sums them; emptied at each start, as
+# prometheus_client's multiprocess mode requires.
+UP_METRICS_DIR := $(CURDIR)/var/metrics
 
 up: setup
 	@missing=""; for v in $(UP_NEEDS); do \
@@ -35,8 +44,14 @@ up: setup
 		echo "make up runs against real servers; set:$$missing (or use 'make demo')" >&2; \
 		exit 2; fi
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py sync_beat_schedule
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho -f deploy/Procfile.dev start
+	$(PY) manage.py provision_demo --if-empty --farms $(UP_FARMS) --devices $(UP_DEVICES) \
+		--web-url http://127.0.0.1:$(WEB_PORT) --flower-url http://127.0.0.1:$(FLOWER_PORT)/
+	rm -rf "$(UP_METRICS_DIR)" && mkdir -p "$(UP_METRICS_DIR)"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PROMETHEUS_MULTIPROC_DIR="$(UP_METRICS_DIR)" \
+		WEB_PORT=$(WEB_PORT) FLOWER_PORT=$(FLOWER_PORT) UP_DEVICES=$(UP_DEVICES) \
+		$(VENV)/bin/honcho -f deploy/Procfile.dev start
 
 # The deployed processes (bridge, one worker per stage, beat) measured against real servers:
 # command latency per step of offered crossings, ingest and scheduler next to bare baselines.

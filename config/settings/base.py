@@ -17,6 +17,7 @@ from config.env import (
     env_str,
     mqtt_from_env,
 )
+from config.env_email import email_from_env
 from config.logging import log_format_from_env, log_level_from_env, logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -231,50 +232,7 @@ NOTIFY_FROM_EMAIL = env_str("NOTIFY_FROM_EMAIL", DEFAULT_FROM_EMAIL)
 # The right-hand side of the stable Message-ID each notification's email carries.
 NOTIFY_MAIL_DOMAIN = env_str("NOTIFY_MAIL_DOMAIN", "farm-core.local")
 
-from typing import Any  # noqa: E402  (only the email block below needs it)
-
-
-def _email_from_env() -> dict[str, Any]:
-    """``EMAIL_URL`` (``smtp://user:pass@host:587`` STARTTLS with ``?tls=1``, ``smtps://`` for
-    implicit TLS) or ``EMAIL_HOST``/``EMAIL_PORT``/… ; either switches the console default to
-    SMTP unless ``EMAIL_BACKEND`` says otherwise."""
-    from urllib.parse import parse_qs, unquote, urlsplit
-
-    from config.env import SettingError
-
-    raw = env_str("EMAIL_URL", "")
-    found: dict[str, Any] = {
-        "EMAIL_HOST": env_str("EMAIL_HOST", ""),
-        "EMAIL_PORT": env_int("EMAIL_PORT", 25, minimum=1),
-        "EMAIL_HOST_USER": env_str("EMAIL_HOST_USER", ""),
-        "EMAIL_HOST_PASSWORD": env_str("EMAIL_HOST_PASSWORD", ""),
-        "EMAIL_USE_TLS": env_bool("EMAIL_USE_TLS", False),
-        "EMAIL_USE_SSL": env_bool("EMAIL_USE_SSL", False),
-        "EMAIL_TIMEOUT": env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1),
-    }
-    if raw:
-        parts = urlsplit(raw)
-        if parts.scheme not in {"smtp", "smtps"} or not parts.hostname:
-            raise SettingError("EMAIL_URL", raw, "expected smtp://[user:pass@]host:port")
-        try:
-            port = parts.port
-        except ValueError:
-            raise SettingError("EMAIL_URL", raw, "port is not a number") from None
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        found.update(
-            EMAIL_HOST=parts.hostname,
-            EMAIL_PORT=port or (465 if parts.scheme == "smtps" else 25),
-            EMAIL_HOST_USER=unquote(parts.username or ""),
-            EMAIL_HOST_PASSWORD=unquote(parts.password or ""),
-            EMAIL_USE_SSL=parts.scheme == "smtps",
-            EMAIL_USE_TLS=query.get("tls", "").lower() in {"1", "true", "yes"},
-        )
-    if found["EMAIL_USE_TLS"] and found["EMAIL_USE_SSL"]:
-        raise SettingError("EMAIL_USE_TLS", "true", "EMAIL_USE_TLS and EMAIL_USE_SSL exclude")
-    return found
-
-
-_email = _email_from_env()
+_email = email_from_env()
 EMAIL_HOST = str(_email["EMAIL_HOST"] or "localhost")
 EMAIL_PORT = _email["EMAIL_PORT"]
 EMAIL_HOST_USER = _email["EMAIL_HOST_USER"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -83,6 +84,32 @@ class SimulatedDevice:
             raise ValueError("delay_s and offline_s must be >= 0")
         if self.fault_times is not None and self.fault_times < 0:
             raise ValueError("fault_times must be >= 0 or None")
+
+
+@dataclass(frozen=True)
+class TelemetryWave:
+    """A reading that swings between ``low`` and ``high`` every ``period_s`` (a sine), each
+    device a step out of phase, so threshold rules keep crossing and commands keep flowing
+    in a long-running stack (``make up``) instead of one command per device and silence."""
+
+    key: str
+    low: float
+    high: float
+    period_s: float
+
+    def __post_init__(self) -> None:
+        if not self.low < self.high:
+            raise ValueError("the wave's low must be below its high")
+        if self.period_s <= 0:
+            raise ValueError("the wave's period must be > 0")
+
+    def value(self, elapsed_s: float, index: int) -> float:
+        phase = 2 * math.pi * (elapsed_s / self.period_s + index * PHASE_STEP)
+        middle, swing = (self.low + self.high) / 2, (self.high - self.low) / 2
+        return round(middle + swing * math.sin(phase), 2)
+
+
+PHASE_STEP = 0.1  # of a period, between consecutive devices
 
 
 @dataclass(frozen=True)

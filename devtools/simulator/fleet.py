@@ -46,6 +46,7 @@ from devtools.simulator.devices import (
     Outgoing,
     SimulatedDevice,
     SimulatorStats,
+    TelemetryWave,
     Timeline,
     first_request,
     reply_path,
@@ -74,6 +75,7 @@ class DeviceSimulator:
         client_id: str = "device-simulator",
         now: Callable[[], datetime] = utc_now,
         connect_attempts: int | None = 10,
+        wave: TelemetryWave | None = None,
     ) -> None:
         self._devices: dict[str, SimulatedDevice] = {}
         for device in devices:
@@ -87,6 +89,8 @@ class DeviceSimulator:
         self._client_id = client_id
         self._now = now
         self._connect_attempts = connect_attempts
+        self._wave = wave
+        self._started_at = time.monotonic()
         self._lock = threading.Lock()
         self._runtime = {serial: DeviceRuntime() for serial in self._devices}
         self._requests: Counter[tuple[str, str]] = Counter()
@@ -377,8 +381,12 @@ class DeviceSimulator:
         timeline, interval = self._timeline, self._telemetry_interval_s
         if timeline is None or interval is None:
             return
+        wave, elapsed = self._wave, time.monotonic() - self._started_at
         try:
-            for serial in self._devices:
-                self.publish_telemetry(serial)
+            for index, serial in enumerate(self._devices):
+                values: dict[str, object] | None = (
+                    {wave.key: wave.value(elapsed, index)} if wave else None
+                )
+                self.publish_telemetry(serial, values)
         finally:
             timeline.call_later(interval, self._periodic_telemetry)

@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from config.env import MqttConfig
 from config.tables import format_table
 from devices.mqtt.contract import ResultCode
-from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
+from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice, TelemetryWave
 
 DEFAULT_VALUES: dict[str, object] = {"temp": 20.0, "io1": False}
 
@@ -67,6 +67,17 @@ def parse_fault(spec: str) -> tuple[str | None, FaultMode, int | None]:
     return serial or None, fault, int(times) if times else None
 
 
+def _wave(text: str) -> TelemetryWave:
+    """``KEY:LOW:HIGH:PERIOD_S``, e.g. ``temp:16:34:120``."""
+    key, *numbers = text.split(":")
+    try:
+        low, high, period = (float(n) for n in numbers)
+        return TelemetryWave(key, low, high, period)
+    except ValueError as exc:
+        why = str(exc) if len(numbers) == 3 else "expected KEY:LOW:HIGH:PERIOD_S"
+        raise argparse.ArgumentTypeError(f"{text!r}: {why}") from None
+
+
 class Command(BaseCommand):
     help = (
         "Run simulated devices that implement the firmware contract (docs/spec.md §3.7) over MQTT. "
@@ -98,6 +109,14 @@ class Command(BaseCommand):
             help="seconds between telemetry per device; 0 disables",
         )
         parser.add_argument(
+            "--wave",
+            type=_wave,
+            default=None,
+            metavar="KEY:LOW:HIGH:PERIOD_S",
+            help="periodic telemetry swings KEY between LOW and HIGH every PERIOD_S seconds "
+            "(a sine, each device out of phase), so threshold rules keep firing",
+        )
+        parser.add_argument(
             "--duration", type=float, default=0.0, help="seconds to run; 0 runs until interrupted"
         )
         parser.add_argument("--progress-interval", type=float, default=5.0)
@@ -126,7 +145,11 @@ class Command(BaseCommand):
         interval = opts["telemetry_interval"] or None
         client_id = opts["client_id"] or f"device-simulator-{os.getpid()}"
         simulator = DeviceSimulator(
-            devices, config=config, telemetry_interval_s=interval, client_id=client_id
+            devices,
+            config=config,
+            telemetry_interval_s=interval,
+            client_id=client_id,
+            wave=opts["wave"],
         )
         stop = threading.Event()
         in_main = threading.current_thread() is threading.main_thread()
