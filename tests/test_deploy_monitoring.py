@@ -60,7 +60,7 @@ def promql_metric_names(expr: str) -> set[str]:
 def test_the_expression_parser_finds_metric_names_and_nothing_else() -> None:
     expr = (
         'histogram_quantile(0.95, sum by (le, hop) (rate(a_bucket{hop=~"x|y"}[$__rate_interval])))'
-        ' / ignoring(x) group_left(y) b and on (z) (c offset 1h or vector(0)) > 0.5'
+        " / ignoring(x) group_left(y) b and on (z) (c offset 1h or vector(0)) > 0.5"
         " unless absent(up) and 2 * d:recorded_rate"
     )
     assert promql_metric_names(expr) == {"a_bucket", "b", "c", "up", "d:recorded_rate"}

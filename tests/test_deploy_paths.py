@@ -69,9 +69,9 @@ def command_problems(words: list[str], where: str) -> list[str]:
                         problems.append(f"{where}: queue {queue!r} is not declared")
             elif _REPO_PATH.fullmatch(word) and not (ROOT / word).exists():
                 problems.append(f"{where}: {word} does not exist")
-        if "celery" in Path(simple[0]).name and "worker" in simple:
-            if not {"-Q", "--queues"} & set(simple):
-                problems.append(f"{where}: a worker that names no queue consumes the default")
+        worker = "celery" in Path(simple[0]).name and "worker" in simple
+        if worker and not {"-Q", "--queues"} & set(simple):
+            problems.append(f"{where}: a worker that names no queue consumes the default")
     return problems
 
 
@@ -163,9 +163,10 @@ def compose_local_paths() -> list[tuple[str, Path]]:
 
 def test_the_command_checks_catch_a_wrong_path_command_and_queue() -> None:
     """The checks below would fail on a mistake, not pass on anything."""
-    assert command_problems(["gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"], "ok") == []
+    web = ["gunicorn", "config.wsgi", "-c", "deploy/gunicorn.conf.py"]
+    assert command_problems(web, "ok") == []
     wrong = ["sh", "-c", "python manage.py migrat && celery -A config worker -Q ingest,bulk"]
-    problems = command_problems(wrong + [], "x") + command_problems(["-c", "deploy/nope.py"], "y")
+    problems = command_problems(wrong, "x") + command_problems(["-c", "deploy/nope.py"], "y")
     assert problems == [
         "x: no manage.py command 'migrat'",
         "x: queue 'bulk' is not declared",
