@@ -20,6 +20,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import socket
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
@@ -38,6 +39,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    values,
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -50,6 +52,16 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # A request carrying one of these came through a proxy: its loopback address is the proxy's.
 FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
 LATENCY_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+
+
+def process_identifier() -> str:
+    """Names this process's metric files: host and pid, because processes of several
+    containers (each numbering its pids from 1) may share one directory."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+if os.environ.get(MULTIPROC_ENV):  # before any series below is created
+    values.ValueClass = values.MultiProcessValue(process_identifier=process_identifier)
 
 TASK_RESULTS = Counter(
     "farm_task_items_total",

@@ -5,6 +5,7 @@ database, the broker and the bridge's heartbeat."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -42,7 +43,12 @@ def test_counters_and_histograms_add_up_across_two_worker_processes(
         for n in (3, 4)
     ]
     assert [w.wait(timeout=120) for w in workers] == [0, 0]
-    assert len(list(tmp_path.glob("*.db"))) >= 2  # one file set per process
+    files = list(tmp_path.glob("*.db"))
+    assert len(files) >= 2  # one file set per process
+    # Named by host and pid: containers sharing the directory each number pids from 1.
+    assert all(
+        f.stem.endswith(tuple(f"{socket.gethostname()}-{w.pid}" for w in workers)) for f in files
+    )
     kit = make_farm(prefix="m")
     kit.rule()
     make_intent(kit)  # one pending command: a backlog only the database knows
