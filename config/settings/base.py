@@ -117,10 +117,7 @@ MQTT = mqtt_from_env()
 # broker: the dev and test settings name devtools' one; with None the bridge stops and names
 # MQTT_URL (the product never imports devtools).
 MQTT_EMBEDDED_BROKER_STARTER: str | None = None
-# A device's MQTT login (devices.services.credentials): DEVICE_CREDENTIALS=dynsec names
-# Mosquitto's dynamic security plugin, commanded as the admin in MQTT_DYNSEC_URL; none (the
-# default) leaves logins to the broker's operator. A command unconfirmed within
-# MQTT_DYNSEC_TIMEOUT_S fails (CredentialsUnavailable) and the caller's transaction with it.
+# Device MQTT logins (config.env.device_credentials_from_env, devices.services.credentials).
 DEVICE_CREDENTIALS_BACKEND, MQTT_DYNSEC = device_credentials_from_env()
 MQTT_DYNSEC_TIMEOUT_S = env_float("MQTT_DYNSEC_TIMEOUT_S", 5.0, minimum=0.1)
 
