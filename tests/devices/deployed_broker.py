@@ -138,13 +138,17 @@ class DeployedMosquitto:
             self._proc = subprocess.Popen(
                 ["mosquitto", "-c", str(self._conf)], stdout=out, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not all(port_open(p) for p in self.ports.values()):
-            if time.monotonic() > deadline or self._proc.poll() is not None:
-                raise RuntimeError(f"mosquitto did not start: {self._log.read_text()}")
-            time.sleep(0.02)
-        if self.dynsec_file is not None:
-            self._bootstrap()
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while not all(port_open(p) for p in self.ports.values()):
+                if time.monotonic() > deadline or self._proc.poll() is not None:
+                    raise RuntimeError(f"mosquitto did not start: {self._log.read_text()}")
+                time.sleep(0.02)
+            if self.dynsec_file is not None:
+                self._bootstrap()
+        except BaseException:
+            self.stop()  # no broker outlives a failed start
+            raise
 
     def _bootstrap(self) -> None:
         """deploy/mosquitto-dynsec-bootstrap.json, published as the runbook says; done once
@@ -198,5 +202,7 @@ def dynsec_broker(tmp_path: Path) -> Iterator[DeployedMosquitto]:
         Login(DYNSEC_ADMIN, secrets.token_urlsafe(12)),
     )
     server.start()
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:
+        server.stop()

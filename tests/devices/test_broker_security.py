@@ -64,11 +64,13 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
     backend = Login(BACKEND_USER, secrets.token_urlsafe(12))
     server = DeployedMosquitto(tmp_path, backend, Login(DYNSEC_ADMIN, secrets.token_urlsafe(12)))
     server.start()
-    credentials = server.credentials()
-    for device_login in (a, b):
-        credentials.set_login(device_login.username, device_login.password)
-    yield Broker(server, a, b, backend)
-    server.stop()
+    try:
+        credentials = server.credentials()
+        for device_login in (a, b):
+            credentials.set_login(device_login.username, device_login.password)
+        yield Broker(server, a, b, backend)
+    finally:
+        server.stop()
 
 
 class Inbox:
