@@ -284,34 +284,35 @@ class MqttConfig:
     shared_group: str | None  # None on brokers without shared subscriptions
 
 
+def _mqtt_address(name: str, raw: str) -> tuple[str, int, str | None, str | None, bool]:
+    """``mqtt[s]://[user:pass@]host:port`` -> (host, port, user, password, tls)."""
+    parts = urlsplit(raw)
+    if parts.scheme not in {"mqtt", "mqtts", "tcp"} or not parts.hostname:
+        raise SettingError(name, raw, "expected mqtt://host:port")
+    try:
+        port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
+    except ValueError:
+        raise SettingError(name, raw, "port is not a number") from None
+    if parts.password and not parts.username:
+        raise SettingError(name, raw, "a password needs a user name (mqtt://user:pass@…)")
+    user = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password else None
+    return parts.hostname, port, user, password, parts.scheme == "mqtts"
+
+
 def mqtt_from_env() -> MqttConfig:
     """``MQTT_URL``: ``mqtt://[user:pass@]host:port``; default: the embedded broker."""
     raw = _get("MQTT_URL")
     if raw is None:
         port = env_int("MQTT_EMBEDDED_PORT", 18830, minimum=1)
         return MqttConfig("127.0.0.1", port, None, None, False, True, 4, None)
-    parts = urlsplit(raw)
-    if parts.scheme not in {"mqtt", "mqtts", "tcp"} or not parts.hostname:
-        raise SettingError("MQTT_URL", raw, "expected mqtt://host:port")
-    try:
-        port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
-    except ValueError:
-        raise SettingError("MQTT_URL", raw, "port is not a number") from None
-    if parts.password and not parts.username:
-        raise SettingError("MQTT_URL", raw, "a password needs a user name (mqtt://user:pass@…)")
+    host, port, user, password, tls = _mqtt_address("MQTT_URL", raw)
     protocol = env_int("MQTT_PROTOCOL", 5, minimum=4)
     if protocol not in (4, 5):
         raise SettingError("MQTT_PROTOCOL", str(protocol), "must be 4 (3.1.1) or 5")
     group = env_str("MQTT_SHARED_GROUP", "farm-bridge")
     return MqttConfig(
-        parts.hostname,
-        port,
-        unquote(parts.username) if parts.username else None,
-        unquote(parts.password) if parts.password else None,
-        parts.scheme == "mqtts",
-        False,
-        protocol,
-        None if group.lower() == "none" else group,
+        host, port, user, password, tls, False, protocol, None if group.lower() == "none" else group
     )
 
 
@@ -335,3 +336,48 @@ def bridge_client_id_from_env() -> str:
             f"client id is its serial, which never does, so no device can take the bridge's",
         )
     return raw
+
+
+# DEVICE_CREDENTIALS -> the backend that tells the broker a device's login (an empty path:
+# logins are managed outside the product).
+DEVICE_CREDENTIALS_BACKENDS = {"none": "", "dynsec": "devices.mqtt.dynsec.DynsecCredentials"}
+DYNSEC_URL_EXAMPLE = "mqtt://farm-dynsec%2Fadmin:<password>@<broker>:1883"
+
+
+def device_credentials_from_env() -> tuple[str, MqttConfig | None]:
+    """``DEVICE_CREDENTIALS`` (``none``, the default, or ``dynsec``) and ``MQTT_DYNSEC_URL``,
+    the dynamic security admin's login on the devices' listener; returns (backend path,
+    control connection). The admin's user name must hold a "/", which no serial does, so no
+    device login can be, or overwrite, the admin."""
+    choice = (_get("DEVICE_CREDENTIALS") or "none").lower()
+    if choice not in DEVICE_CREDENTIALS_BACKENDS:
+        raise SettingError("DEVICE_CREDENTIALS", choice, "expected none or dynsec")
+    raw = _get("MQTT_DYNSEC_URL")
+    if choice == "none":
+        if raw is not None:
+            raise SettingError(
+                "MQTT_DYNSEC_URL", raw, "set, but DEVICE_CREDENTIALS is not dynsec (set both)"
+            )
+        return "", None
+    if raw is None:
+        raise SettingMissing(
+            "MQTT_DYNSEC_URL",
+            f"DEVICE_CREDENTIALS=dynsec needs the admin's login: {DYNSEC_URL_EXAMPLE}",
+        )
+    host, port, user, password, tls = _mqtt_address("MQTT_DYNSEC_URL", raw)
+    if user is None or password is None:
+        raise SettingError(
+            "MQTT_DYNSEC_URL",
+            raw,
+            f"needs the admin's user name and password: {DYNSEC_URL_EXAMPLE}",
+        )
+    if BACKEND_CLIENT_ID_MARK not in user:
+        raise SettingError(
+            "MQTT_DYNSEC_URL",
+            raw,
+            f"the admin's user name must contain {BACKEND_CLIENT_ID_MARK!r}, percent-encoded as "
+            f"%2F (e.g. farm-dynsec%2Fadmin): no serial does, so no device can be the admin",
+        )
+    return DEVICE_CREDENTIALS_BACKENDS[choice], MqttConfig(
+        host, port, user, password, tls, False, 5, None
+    )

@@ -10,6 +10,7 @@ from config.env import (
     broker_from_env,
     cache_from_env,
     database_from_env,
+    device_credentials_from_env,
     env_bool,
     env_float,
     env_float_list,
@@ -117,6 +118,9 @@ MQTT = mqtt_from_env()
 # broker: the dev and test settings name devtools' one; with None the bridge stops and names
 # MQTT_URL (the product never imports devtools).
 MQTT_EMBEDDED_BROKER_STARTER: str | None = None
+# Device MQTT logins (config.env.device_credentials_from_env, devices.services.credentials).
+DEVICE_CREDENTIALS_BACKEND, MQTT_DYNSEC = device_credentials_from_env()
+MQTT_DYNSEC_TIMEOUT_S = env_float("MQTT_DYNSEC_TIMEOUT_S", 5.0, minimum=0.1)
 
 # --- Execution core tunables (units in the names) --------------------------------------------
 EVENT_SWEEP_AFTER_S = env_int("EVENT_SWEEP_AFTER_S", 30, minimum=1)

@@ -1,8 +1,10 @@
 """A device's MQTT login: issued when it is provisioned (the password is shown once, never
 stored here), rotated on request, revoked when it retires. Which broker learns them is the
-backend named by ``DEVICE_CREDENTIALS_BACKEND``; unset, the broker's logins are managed
-outside the product (password files, or an anonymous development broker) and these calls
-return None."""
+backend named by ``DEVICE_CREDENTIALS_BACKEND`` (``DEVICE_CREDENTIALS=dynsec``: Mosquitto's
+dynamic security plugin, ``devices.mqtt.dynsec``); unset, the broker's logins are managed
+outside the product (an anonymous development broker) and these calls return None. A
+backend raises ``CredentialsUnavailable`` when the broker does not confirm, so the caller's
+transaction rolls back with nothing half-done."""
 
 from __future__ import annotations
 

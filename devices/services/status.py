@@ -1,5 +1,7 @@
 """A device status change: support's move (maintenance, retire, back to active), which
-publishes ``DeviceStatusChanged`` so other apps react after commit."""
+publishes ``DeviceStatusChanged`` so other apps react after commit. Retiring revokes the
+device's MQTT login before the change commits: a broker that does not confirm leaves the
+device as it was. Back to active creates no login (the operator rotates to get one)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from devices.models import Device, DeviceStatus
+from devices.services.credentials import device_credentials_revoke
 from events.envelope import occurred_at_format
 from events.event_types import DEVICE_STATUS_CHANGED, DeviceStatusChangedPayload
 from events.services.publish import event_publish
@@ -19,7 +22,8 @@ def device_status_change(
 ) -> bool:
     """Move the device to ``status`` (compare-and-set on the status read) and publish
     ``DeviceStatusChanged`` after commit; False when it already had that status or another
-    writer changed it first (then nothing is published)."""
+    writer changed it first (then nothing is published). Retiring raises
+    ``CredentialsUnavailable`` (and changes nothing) when the broker keeps the login."""
     if status not in DeviceStatus.values:
         raise ValueError(f"unknown device status {status!r}")
     now = now or timezone.now()
@@ -30,6 +34,8 @@ def device_status_change(
         moved = Device.objects.filter(pk=device.pk, status=device.status).update(status=status)
         if moved != 1:
             return False
+        if status == DeviceStatus.RETIRED:
+            device_credentials_revoke(serial_number=device.serial_number)
         event_publish(
             DEVICE_STATUS_CHANGED,
             # One change of one device is one fact: its time makes it distinct from a later

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.env import credentials_masked
+from config.env import SettingError, credentials_masked, device_credentials_from_env
 from tests.config.entry_points import (
     CELERY_WORKER,
     MANAGE_CHECK,
@@ -59,3 +59,62 @@ def test_credentials_are_masked_in_any_text(text: str, shown: str) -> None:
 def test_a_whole_value_is_masked_to_its_last_at_sign_whatever_it_holds() -> None:
     value = "farm:pa ss'w@rd@db/farm"  # no scheme, a space, a quote and an @ in the password
     assert credentials_masked(value, whole_value=True) == "farm:***@db/farm"
+
+
+DYNSEC = "DEVICE_CREDENTIALS"
+
+
+URL = "MQTT_DYNSEC_URL"
+ADMIN = "farm-dynsec%2Fadmin"
+
+
+@pytest.mark.parametrize(
+    ("values", "variable", "why"),
+    [
+        ({DYNSEC: "passwd"}, DYNSEC, "expected none or dynsec"),
+        ({DYNSEC: "dynsec"}, URL, "is not set"),
+        ({URL: f"mqtt://{ADMIN}:{PASSWORD}@mqtt:1883"}, URL, "not dynsec"),
+        ({DYNSEC: "dynsec", URL: f"mqtt://admin:{PASSWORD}@mqtt:1883"}, URL, "must contain '/'"),
+        ({DYNSEC: "dynsec", URL: f"mqtt://farm-dynsec/admin:{PASSWORD}@mqtt"}, URL, "and password"),
+        ({DYNSEC: "dynsec", URL: f"ws://{ADMIN}:{PASSWORD}@mqtt:1883"}, URL, "expected mqtt://"),
+        ({DYNSEC: "dynsec", URL: f"mqtt://{ADMIN}@mqtt:1883"}, URL, "and password"),
+    ],
+)
+def test_device_credentials_settings_are_checked_at_start(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, str], variable: str, why: str
+) -> None:
+    for name in (DYNSEC, "MQTT_DYNSEC_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingError) as raised:
+        device_credentials_from_env()
+    message = str(raised.value)
+    assert message.startswith(variable) and why in message and PASSWORD not in message
+
+
+def test_dynsec_credentials_name_the_plugin_backend_and_the_admins_login(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(DYNSEC, "DynSec")
+    monkeypatch.setenv("MQTT_DYNSEC_URL", "mqtts://farm-dynsec%2Fadmin:p%40ss@mqtt.internal")
+    backend, config = device_credentials_from_env()
+    assert backend == "devices.mqtt.dynsec.DynsecCredentials"
+    assert config is not None and (config.host, config.port, config.tls) == (
+        "mqtt.internal",
+        8883,
+        True,
+    )
+    assert (config.username, config.password) == ("farm-dynsec/admin", "p@ss")
+    assert "p@ss" not in repr(config)
+    monkeypatch.delenv(DYNSEC)
+    monkeypatch.delenv("MQTT_DYNSEC_URL")
+    assert device_credentials_from_env() == ("", None)
+
+
+def test_a_bad_device_credentials_setting_is_one_masked_line_from_manage_py() -> None:
+    env = env_clean(
+        DEVICE_CREDENTIALS="dynsec", MQTT_DYNSEC_URL=f"mqtt://admin:{PASSWORD}@mqtt:1883"
+    )
+    line = one_line_naming(run(MANAGE_CHECK, env), "MQTT_DYNSEC_URL")
+    assert PASSWORD not in line and "mqtt://admin:***@mqtt:1883" in line

@@ -1,19 +1,18 @@
-"""The broker configuration a deployment runs (deploy/mosquitto.conf with deploy/mosquitto-acl
-and deploy/mosquitto-acl-backend), on a private Mosquitto: only listener ports, file paths and
-the persistence directory are adapted. What it guarantees, checked with paho: nobody logs in
+"""The broker configuration a deployment runs (deploy/mosquitto.conf, its dynamic security
+plugin for the devices and deploy/mosquitto-acl-backend for the backend), on a private
+Mosquitto (tests/devices/deployed_broker.py): only listener ports, file paths and the
+persistence directory are adapted, and the devices' logins are set through the product's
+dynamic security backend. What it guarantees, checked with paho: nobody logs in
 anonymously; a device publishes and receives only under its own serial; a device can take
 neither the bridge's client id nor another device's (so it cannot disconnect either); the
-backend subscribes to every device through the bridge's shared subscription and publishes
-RPC requests."""
+plugin's admin opens nothing on the backend's listener and is no device; the backend
+subscribes to every device through the bridge's shared subscription and publishes RPC
+requests."""
 
 from __future__ import annotations
 
-import os
 import queue
 import secrets
-import shutil
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,86 +32,14 @@ from devices.mqtt.client import (
     start_client,
 )
 from devices.mqtt.publisher import Publisher
-from tests.mqtt_fixtures import LOOPBACK, free_port, port_open
+from tests.devices.deployed_broker import (
+    BACKEND_USER,
+    DYNSEC_ADMIN,
+    DeployedMosquitto,
+    Login,
+    missing_tools,
+)
 from tests.waiting import WAIT_S
-
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-BACKEND_USER = "farm-backend"  # the user deploy/mosquitto-acl-backend names
-DEVICE_LISTENER, BACKEND_LISTENER = 1883, 1885
-START_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Login:
-    username: str
-    password: str
-
-
-class DeployedMosquitto:
-    """deploy/mosquitto.conf on free loopback ports, its files in ``workdir``. A password file
-    named for the backend gets the backend user, any other the devices (and the backend too
-    when the configuration has no file of its own for it)."""
-
-    def __init__(self, workdir: Path, devices: list[Login], backend: Login) -> None:
-        self.ports: dict[int, int] = {}
-        lines, password_files = [], []
-        for line in (DEPLOY / "mosquitto.conf").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "listener":
-                self.ports[int(value.split()[0])] = port = free_port()
-                line = f"listener {port} {LOOPBACK}"
-            elif key == "acl_file":
-                name = Path(value).name
-                shutil.copy(DEPLOY / f"mosquitto-{name}", workdir / name)
-                line = f"acl_file {workdir / name}"
-            elif key == "password_file":
-                password_files.append(workdir / Path(value).name)
-                line = f"password_file {password_files[-1]}"
-            elif key == "persistence_location":
-                (workdir / "data").mkdir()
-                line = f"persistence_location {workdir / 'data'}/"
-            lines.append(line)
-        if os.geteuid() == 0:  # as root Mosquitto drops to a user who cannot read workdir
-            lines.append("user root")
-        own_file = any("backend" in f.name for f in password_files)
-        for path in password_files:
-            is_backend = "backend" in path.name
-            logins = [backend] if is_backend else devices + ([] if own_file else [backend])
-            for n, login in enumerate(logins):
-                create = ["-c"] if n == 0 else []
-                subprocess.run(
-                    ["mosquitto_passwd", *create, "-b", str(path), login.username, login.password],
-                    check=True,
-                    capture_output=True,
-                )
-        self._conf = workdir / "mosquitto.conf"
-        self._conf.write_text("\n".join(lines) + "\n")
-        self._log = workdir / "mosquitto.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def device_port(self) -> int:
-        return self.ports[DEVICE_LISTENER]
-
-    @property
-    def backend_port(self) -> int:
-        return self.ports.get(BACKEND_LISTENER, self.device_port)
-
-    def start(self) -> None:
-        with self._log.open("ab") as out:
-            self._proc = subprocess.Popen(
-                ["mosquitto", "-c", str(self._conf)], stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not all(port_open(p) for p in self.ports.values()):
-            if time.monotonic() > deadline or self._proc.poll() is not None:
-                raise RuntimeError(f"mosquitto did not start: {self._log.read_text()}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            self._proc.wait(10)
 
 
 @dataclass
@@ -124,32 +51,26 @@ class Broker:
 
     def config(self, login: Login | None, *, port: int | None = None) -> MqttConfig:
         """How ``login`` connects: the backend to its listener, a device to the devices'."""
-        if port is None:
-            backend = login is self.backend
-            port = self.server.backend_port if backend else self.server.device_port
-        return MqttConfig(
-            host=LOOPBACK,
-            port=port,
-            username=login.username if login else None,
-            password=login.password if login else None,
-            tls=False,
-            embedded=False,
-            protocol=5,
-            shared_group=f"test-{uuid.uuid4().hex[:8]}",
-        )
+        return self.server.config(login, port=port)
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    if shutil.which("mosquitto") is None or shutil.which("mosquitto_passwd") is None:
-        pytest.skip("needs the mosquitto and mosquitto_passwd binaries")
+    reason = missing_tools()
+    if reason:
+        pytest.skip(reason)
     tag = uuid.uuid4().hex[:6]
     a, b = (Login(f"SEC-{n}-{tag}", secrets.token_urlsafe(12)) for n in "AB")
     backend = Login(BACKEND_USER, secrets.token_urlsafe(12))
-    server = DeployedMosquitto(tmp_path, [a, b], backend)
+    server = DeployedMosquitto(tmp_path, backend, Login(DYNSEC_ADMIN, secrets.token_urlsafe(12)))
     server.start()
-    yield Broker(server, a, b, backend)
-    server.stop()
+    try:
+        credentials = server.credentials()
+        for device_login in (a, b):
+            credentials.set_login(device_login.username, device_login.password)
+        yield Broker(server, a, b, backend)
+    finally:
+        server.stop()
 
 
 class Inbox:
@@ -262,6 +183,7 @@ def test_device_credentials_open_only_the_device_listener_and_the_backends_only_
 ) -> None:
     assert refused(broker.config(broker.a, port=broker.server.backend_port))
     assert refused(broker.config(broker.backend, port=broker.server.device_port))
+    assert refused(broker.config(broker.server.admin, port=broker.server.backend_port))
     assert not refused(broker.config(broker.a))
     assert not refused(broker.config(broker.backend))
 
