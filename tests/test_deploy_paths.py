@@ -28,6 +28,14 @@ _REPO_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)+")
 _SHELL_WORDS = frozenset({";", "&&", "||", "{", "}", "|", "exec", ">&2", "2>&1"})
 
 
+def looks_like_repo_path(word: str) -> bool:
+    """A relative path under one of the repository's top-level folders, or any relative path
+    naming a file (a suffix): not a user name such as ``farm-dynsec/admin``."""
+    if not _REPO_PATH.fullmatch(word):
+        return False
+    return (ROOT / word.split("/")[0]).is_dir() or bool(Path(word).suffix)
+
+
 def command_words(words: list[str]) -> Iterator[list[str]]:
     """The simple commands of a command line, with ``sh -c`` scripts opened up."""
     if len(words) >= 3 and Path(words[0]).name in {"sh", "bash"} and words[1] == "-c":
@@ -67,7 +75,7 @@ def command_problems(words: list[str], where: str) -> list[str]:
                 for queue in simple[i + 1].split(","):
                     if queue not in STAGE_QUEUES:
                         problems.append(f"{where}: queue {queue!r} is not declared")
-            elif _REPO_PATH.fullmatch(word) and not (ROOT / word).exists():
+            elif looks_like_repo_path(word) and not (ROOT / word).exists():
                 problems.append(f"{where}: {word} does not exist")
         worker = "celery" in Path(simple[0]).name and "worker" in simple
         if worker and not {"-Q", "--queues"} & set(simple):
@@ -300,3 +308,11 @@ def test_the_migration_unit_runs_once_and_owns_the_metrics_directory() -> None:
         "manage.py collectstatic --noinput",
         "manage.py sync_beat_schedule",
     ]
+
+
+def test_the_path_check_tells_repository_paths_from_user_names() -> None:
+    assert looks_like_repo_path("deploy/gunicorn.conf.py")
+    assert looks_like_repo_path("deploy/missing-file")  # a folder of the repository
+    assert looks_like_repo_path("depoly/typo.conf")  # names a file
+    assert not looks_like_repo_path("farm-dynsec/admin")
+    assert not looks_like_repo_path("/var/lib/mosquitto/dynamic-security.json")
