@@ -154,7 +154,7 @@ class InstanceEndpointInline(OrgScopedTabularInline):
 @admin.register(Device)
 class DeviceAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
-    list_display = (
+    list_display: tuple[str, ...] = (
         "id",
         "serial_number",
         "name",

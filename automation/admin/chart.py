@@ -22,7 +22,7 @@ WINDOW = timedelta(hours=24)
 MAX_BUCKETS = 96  # 15-minute buckets over the window: at most 2 points each per series
 MAX_MARKS = 200
 WIDTH, PANEL_H, PAD_L, PAD_R, GAP = 640, 70, 110, 10, 18
-MARK_COLOURS = {
+MARK_COLOURS: dict[str, str] = {
     CommandStatus.APPLIED: "#2e7d32",
     CommandStatus.FAILED: "#c62828",
     CommandStatus.EXPIRED: "#c62828",

@@ -6,16 +6,18 @@ buttons post the list's own actions, so a move asks for a reason and goes throug
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from automation.admin.diagnostics import diagnostics_view
 from automation.admin.ledger import timeline_html
 from automation.diagnostics import command_timeline
 from automation.models import AutomationCommandIntent
@@ -81,6 +83,7 @@ def device_link(obj: AutomationCommandIntent) -> SafeString:
 class CommandIntentAdmin(ReadOnlyAdmin):
     org_path = "target_device__farm__organization_id"
     change_form_template = "admin/automation/automationcommandintent/change_form.html"
+    change_list_template = "admin/automation/automationcommandintent/change_list.html"
     list_display = (
         "status",
         "status_reason",
@@ -121,6 +124,11 @@ class CommandIntentAdmin(ReadOnlyAdmin):
     @admin.display(description="timeline (transitions and receipts)")
     def timeline(self, obj: AutomationCommandIntent) -> SafeString:
         return timeline_html(command_timeline(intent=obj))
+
+    def get_urls(self) -> list[Any]:
+        """The diagnostics page, under the command list it starts from."""
+        view = self.admin_site.admin_view(partial(diagnostics_view, self))
+        return [path("diagnostics/", view, name="automation_diagnostics"), *super().get_urls()]
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None

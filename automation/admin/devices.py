@@ -39,7 +39,6 @@ def open_commands_count() -> Subquery:
 
 class AutomationDeviceAdmin(DeviceAdmin):
     list_display = (*DeviceAdmin.list_display, "open_commands")
-    readonly_fields = (*DeviceAdmin.readonly_fields, "open_commands", "chart")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return (
@@ -47,6 +46,9 @@ class AutomationDeviceAdmin(DeviceAdmin):
             .get_queryset(request)
             .annotate(open_command_count=Coalesce(open_commands_count(), Value(0)))
         )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return (*super().get_readonly_fields(request, obj), "open_commands", "chart")
 
     @admin.display(description="open commands", ordering="open_command_count")
     def open_commands(self, obj: Device) -> SafeString | int:

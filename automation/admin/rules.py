@@ -63,10 +63,9 @@ def typed_value_field(
             choices=choices, coerce=lambda v: v == "true", empty_value=None, **common
         )
     if endpoint.data_type == EndpointDataType.NUMBER:
-        bounds = (
-            {"min_value": endpoint.min_value, "max_value": endpoint.max_value} if limits else {}
-        )
-        return NumberField(**bounds, **common)
+        if limits:
+            return NumberField(min_value=endpoint.min_value, max_value=endpoint.max_value, **common)
+        return NumberField(**common)
     allowed = endpoint.allowed_values if isinstance(endpoint.allowed_values, list) else None
     if allowed and limits:
         choices = [(v, v) for v in allowed if isinstance(v, str)]
@@ -91,10 +90,11 @@ class RuleAdminForm(forms.ModelForm):  # type: ignore[type-arg]
             self.data.get(self.add_prefix(name)) == "null" for name in VALUE_ENDPOINTS
         ):
             # JSON's spelling of "no value" (what the form took before) is an empty field.
-            self.data = self.data.copy()
+            data = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict when posted
             for name in VALUE_ENDPOINTS:
                 if self.data.get(self.add_prefix(name)) == "null":
-                    self.data[self.add_prefix(name)] = ""
+                    data[self.add_prefix(name)] = ""
+            self.data = data
         for name, endpoint_field in VALUE_ENDPOINTS.items():
             if name not in self.fields:
                 continue
@@ -111,7 +111,7 @@ class RuleAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         """The profile endpoint of the posted choice, else of the saved rule; only among the
         choices the user may pick (the field's scoped queryset)."""
         field = self.fields.get(field_name)
-        if not isinstance(field, forms.ModelChoiceField):
+        if not isinstance(field, forms.ModelChoiceField) or field.queryset is None:
             return None
         pk = (
             self.data.get(self.add_prefix(field_name))
