@@ -89,6 +89,14 @@ class AutomationEndpointEvent(models.Model):
             models.Index(fields=["device_instance_endpoint", "event_timestamp"]),
         ]
 
+    def __str__(self) -> str:
+        value = self.normalized_value
+        shown = str(value).lower() if isinstance(value, bool) else value
+        return (
+            f"event #{self.pk} {self.device_instance_endpoint} = {shown} "
+            f"@ {self.event_timestamp:%Y-%m-%d %H:%M:%S} ({self.processing_status})"
+        )
+
 
 class AutomationRuleExecution(models.Model):
     """A rule matched an event: what was decided and why. One per (event, rule)."""
@@ -113,6 +121,9 @@ class AutomationRuleExecution(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["event", "rule"], name="one_execution_per_event_rule")
         ]
+
+    def __str__(self) -> str:
+        return f"execution #{self.pk} of rule {self.rule_id} → {self.outcome}"
 
     @property
     def intent(self) -> AutomationCommandIntent | None:
@@ -193,6 +204,12 @@ class AutomationCommandIntent(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        value = self.target_value
+        shown = str(value).lower() if isinstance(value, bool) else value
+        key = self.target_device_endpoint.profile_endpoint.key
+        return f"command #{self.pk} {self.target_serial_number} · {key} → {shown} ({self.status})"
+
 
 class CommandCooldown(models.Model):
     """A target (endpoint, value) whose last command failed on the device or stayed
@@ -225,6 +242,13 @@ class CommandCooldown(models.Model):
         ]
         indexes = [models.Index(fields=["until"])]
 
+    def __str__(self) -> str:
+        value = self.target_value
+        shown = str(value).lower() if isinstance(value, bool) else value
+        return (
+            f"{self.target_device_endpoint} → {shown} cooling until {self.until:%Y-%m-%d %H:%M:%S}"
+        )
+
 
 class CommandTransition(models.Model):
     """Audit row written in the same transaction as every status change of an intent."""
@@ -238,6 +262,12 @@ class CommandTransition(models.Model):
     detail = models.CharField(max_length=500, blank=True, default="")
     attempt = models.PositiveIntegerField(default=0)
     at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        moved = f"{self.from_status} → {self.to_status}"
+        return (
+            f"command #{self.intent_id} {moved} ({self.reason_code}) @ {self.at:%Y-%m-%d %H:%M:%S}"
+        )
 
 
 class ReceiptType(models.TextChoices):
@@ -272,3 +302,9 @@ class DeviceCommandReceipt(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["correlation_key"])]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.receipt_type} from {self.serial_number} for command #{self.intent_id} "
+            f"@ {self.received_at:%Y-%m-%d %H:%M:%S}"
+        )

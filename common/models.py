@@ -35,7 +35,7 @@ class OrganizationMember(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"user:{self.user_id} @ {self.organization_id}"
+        return f"{self.user} @ {self.organization}"
 
 
 class ApiIdempotencyRecord(models.Model):
@@ -60,3 +60,6 @@ class ApiIdempotencyRecord(models.Model):
             models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_per_user")
         ]
         indexes = [models.Index(fields=["created_at"], name="idempotency_created_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} · key {self.key} → {self.status_code}"

@@ -1,13 +1,20 @@
-"""Support's admin for the devices domain (scoping and reason actions: ``common.admin``)."""
+"""Support's admin for the devices domain (scoping and reason actions: ``common.admin``). The
+device list says at a glance which devices are online (last seen within
+``settings.DEVICE_FRESHNESS_S``) and what they last reported, in a constant number of queries;
+the automation app adds its own columns and the chart (``automation.admin.devices``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
 from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, is_superuser
 from common.tenancy import org_path_register
@@ -25,9 +32,9 @@ from devices.services import device_endpoints_sync, device_status_change, profil
 
 DeviceAction = Callable[[Any, HttpRequest, QuerySet[Any]], None]
 
-# Endpoints have no admin list of their own but are picked in forms (a device's inline, a
-# rule's trigger and target): they reach their organisation through their device, a profile's
-# endpoints through the devices using the profile.
+# Endpoints are picked in forms (a device's inline, a rule's trigger and target, searched by
+# ``DeviceInstanceEndpointAdmin``): they reach their organisation through their device, a
+# profile's endpoints through the devices using the profile.
 org_path_register(DeviceInstanceEndpoint, "device__farm__organization_id")
 org_path_register(DeviceProfileEndpoint, "profile__devices__farm__organization_id")
 
@@ -90,6 +97,54 @@ class DeviceProfileAdmin(OrgScopedAdmin):
         profile_endpoints_sync(profile=form.instance)
 
 
+def device_is_online(device: Device) -> bool:
+    seen = device.last_seen_at
+    freshness_s = settings.DEVICE_FRESHNESS_S
+    return seen is not None and (timezone.now() - seen).total_seconds() <= freshness_s
+
+
+def reported_value(value: Any) -> str:
+    """A reported value as the device sent it (JSON spelling: true, 21.5, "auto")."""
+    return str(value).lower() if isinstance(value, bool) or value is None else str(value)
+
+
+@admin.register(DeviceInstanceEndpoint)
+class DeviceInstanceEndpointAdmin(ReadOnlyAdmin):
+    """Endpoints listed and searched by ``SERIAL · key`` (the rule form's pickers search
+    here, within the user's organisations); they are edited on their device's page."""
+
+    org_path = "device__farm__organization_id"
+    list_display = ("__str__", "data_type", "writable", "is_enabled", "last_value", "last_value_at")
+    list_select_related = ("device", "profile_endpoint")
+    search_fields = ("device__serial_number", "device__name", "profile_endpoint__key")
+    ordering = ("device__serial_number", "profile_endpoint__key")
+
+    @admin.display(description="type")
+    def data_type(self, obj: DeviceInstanceEndpoint) -> str:
+        return obj.profile_endpoint.data_type
+
+    @admin.display(description="writable", boolean=True)
+    def writable(self, obj: DeviceInstanceEndpoint) -> bool:
+        return obj.profile_endpoint.writable
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], term: str) -> Any:
+        """``SERIAL · key`` as shown finds the endpoint too."""
+        serial, dot, key = term.partition("·")
+        if dot and serial.strip() and key.strip():
+            rows = queryset.filter(
+                device__serial_number__iexact=serial.strip(),
+                profile_endpoint__key__iexact=key.strip(),
+            )
+            return rows, False
+        return super().get_search_results(request, queryset, term)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Whoever may view devices may view (and pick) their endpoints."""
+        return super().has_view_permission(request, obj) or request.user.has_perm(
+            "devices.view_device"
+        )
+
+
 class InstanceEndpointInline(OrgScopedTabularInline):
     model = DeviceInstanceEndpoint
     extra = 0
@@ -99,7 +154,18 @@ class InstanceEndpointInline(OrgScopedTabularInline):
 @admin.register(Device)
 class DeviceAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
-    list_display = ("id", "serial_number", "name", "farm", "profile", "status", "last_seen_at")
+    list_display: tuple[str, ...] = (
+        "id",
+        "serial_number",
+        "name",
+        "farm",
+        "profile",
+        "status",
+        "online",
+        "last_seen_at",
+        "reported",
+    )
+    list_select_related = ("farm", "profile")
     list_filter = ("status", "farm")
     search_fields = ("serial_number", "name")
     readonly_fields = ("last_seen_at",)
@@ -109,6 +175,30 @@ class DeviceAdmin(OrgScopedAdmin):
         _device_status_action(DeviceStatus.MAINTENANCE, "Put in maintenance"),
         _device_status_action(DeviceStatus.RETIRED, "Retire"),
     )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """The endpoints and their keys in one more query for the whole page."""
+        endpoints = DeviceInstanceEndpoint.objects.select_related("profile_endpoint").order_by(
+            "profile_endpoint__key"
+        )
+        return super().get_queryset(request).prefetch_related(Prefetch("endpoints", endpoints))
+
+    @admin.display(description="online", boolean=True)
+    def online(self, obj: Device) -> bool:
+        """Seen within ``DEVICE_FRESHNESS_S``: what dispatch requires before sending."""
+        return device_is_online(obj)
+
+    @admin.display(description="last reported")
+    def reported(self, obj: Device) -> SafeString:
+        return format_html_join(
+            ", ",
+            "{}={}",
+            (
+                (e.profile_endpoint.key, reported_value(e.last_value))
+                for e in obj.endpoints.all()
+                if e.last_value_at is not None
+            ),
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         """A device's status changes only through its actions (the status service publishes

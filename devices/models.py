@@ -57,7 +57,7 @@ class DeviceProfileEndpoint(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.profile_id}:{self.key}"
+        return f"{self.profile} · {self.key}"
 
 
 class DeviceStatus(models.TextChoices):
@@ -115,7 +115,7 @@ class DeviceInstanceEndpoint(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.device_id}:{self.profile_endpoint_id}"
+        return f"{self.device.serial_number} · {self.profile_endpoint.key}"
 
     @property
     def rpc_method(self) -> str:
@@ -140,6 +140,10 @@ class Telemetry(models.Model):
             models.UniqueConstraint(fields=["device", "fingerprint"], name="telemetry_once")
         ]
         indexes = [models.Index(fields=["device", "message_ts"])]
+
+    def __str__(self) -> str:
+        at = f"{self.message_ts:%Y-%m-%d %H:%M:%S}"
+        return f"telemetry #{self.pk} {self.device.serial_number} @ {at}"
 
 
 class DeviceMessageRejectionReason(models.TextChoices):
@@ -183,6 +187,12 @@ class DeviceMessageRejection(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["serial_number", "recorded_at"])]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.serial_number} {self.kind} {self.reason_code} "
+            f"@ {self.received_at:%Y-%m-%d %H:%M:%S}"
+        )
 
 
 class BridgeHeartbeat(models.Model):

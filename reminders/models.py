@@ -307,6 +307,11 @@ class ThresholdState(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        state = "true" if self.is_true else "false"
+        at = f"{self.evaluated_at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.threshold_base} · setting {self.setting_id} {state} @ {at}"
+
 
 class ReportSubscription(models.Model):
     """A farm's automation summary, delivered every period of its recurrence (farm zone)."""
@@ -342,6 +347,10 @@ class ReportManualRun(models.Model):
     period_end = models.DateField()  # local, exclusive
     requested_at = models.DateTimeField()
 
+    def __str__(self) -> str:
+        period = f"{self.period_start:%Y-%m-%d}..{self.period_end:%Y-%m-%d}"
+        return f"manual run {self.guid} of subscription {self.subscription_id} ({period})"
+
 
 class ReconciliationWatermark(models.Model):
     """Where a provider's bounded reconciliation stands for one farm scope. The changed scan
@@ -361,3 +370,6 @@ class ReconciliationWatermark(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["provider", "scope"], name="one_watermark_per_scope")
         ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} · {self.scope} since {self.changed_since:%Y-%m-%d %H:%M:%S}"

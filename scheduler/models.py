@@ -106,3 +106,8 @@ class AutomationSchedulerTransition(models.Model):
 
     class Meta:
         db_table = "automation_automationschedulertransition"
+
+    def __str__(self) -> str:
+        moved = f"{self.from_status or '∅'} → {self.to_status}"
+        at = f"{self.at:%Y-%m-%d %H:%M:%S}"
+        return f"scheduler #{self.scheduler_id} {moved} ({self.reason_code}) @ {at}"
