@@ -51,3 +51,10 @@ def chromium(profile_dir: Path) -> Iterator[Any]:
     finally:
         driver.quit()
         shutil.rmtree(profile_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    """The headless browser for one test (tests/conftest.py makes it every test's fixture)."""
+    with chromium(tmp_path / "chromium-profile") as driver:
+        yield driver

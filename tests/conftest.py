@@ -19,7 +19,7 @@ from devtools.runtime import private_task_queues
 from tests.common.factories import OrganizationMemberFactory
 from tests.devices.factories import FarmKit, make_farm
 
-pytest_plugins = ["tests.mqtt_fixtures"]
+pytest_plugins = ["tests.mqtt_fixtures", "tests.browser"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,7 +12,6 @@ from django.contrib.auth.models import User
 
 from tests.automation.conftest import dispatch, make_intent, time_out
 from tests.devices.factories import make_farm
-from tests.scheduler.test_admin_browser import browser  # noqa: F401  # the fixture
 
 pytestmark = [
     pytest.mark.e2e,
@@ -37,7 +36,7 @@ def _styled(driver: Any) -> None:
 
 
 def test_command_list_device_chart_and_diagnostics_are_styled(
-    browser: Any,  # noqa: F811
+    browser: Any,
     live_server: Any,
 ) -> None:
     from selenium.webdriver.common.by import By

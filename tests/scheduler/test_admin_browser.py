@@ -4,11 +4,8 @@ processed it the admin shows it Completed. Skipped, with the reason, without Chr
 
 from __future__ import annotations
 
-import shutil
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,20 +22,7 @@ from tests.conftest import Tenant, make_tenant
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
-WAIT_S = 15
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-)
 
 
 class DoneHandler:
@@ -54,32 +38,6 @@ class DoneHandler:
         """Record the job and report where its (pretend) delivery went."""
         self.runs.append(job)
         return HandlerResult(coordinates={"delivered": job.scheduler_key})
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    """A headless Chromium with a fresh profile, or a skip naming what is missing."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if missing:
-        reason = f"needs {' and '.join(missing)} (apt-get install chromium chromium-driver)"
-        print(f"SKIP: {reason}")
-        pytest.skip(reason)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
-    driver.implicitly_wait(WAIT_S)
-    driver.set_page_load_timeout(WAIT_S * 2)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(tmp_path / "chromium-profile", ignore_errors=True)
 
 
 def _support_user() -> Tenant:
