@@ -93,6 +93,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
 LANGUAGE_CODE = "en"
+FORMAT_MODULE_PATH = ["config.formats"]  # times with seconds, ISO order (config/formats/)
 STATIC_URL = "static/"
 STATIC_ROOT = env_str("STATIC_ROOT", str(BASE_DIR / "var" / "static"))
 # Compressed files with content hashes in their names (cached for ever by browsers); a name
