@@ -23,11 +23,12 @@ from django.http import QueryDict
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import status, viewsets
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.members.selectors import organization_admin_scope
 from common.models import ApiIdempotencyRecord
 from common.tenancy import OrgScope, organization_scope
 from common.validators import ID_MAX
@@ -50,6 +51,19 @@ IDEMPOTENCY_PARAMETER = OpenApiParameter(
 
 def request_scope(request: Request) -> OrgScope:
     return organization_scope(request.user)
+
+
+def request_admin_scope(request: Request) -> OrgScope:
+    """The organisations the caller may write for (admin role, or every one for a superuser)."""
+    return organization_admin_scope(request.user)
+
+
+def require_org_admin(request: Request, organization_id: int) -> None:
+    """A write for an organisation the caller can see but does not administer is a 403 (one
+    they cannot see never got this far: it is a 404 or an unknown id)."""
+    scope = request_admin_scope(request)
+    if scope is not None and organization_id not in scope:
+        raise PermissionDenied("Only an admin of the organisation may change its rows.")
 
 
 def int_param(request: Request, name: str) -> int | None:
@@ -117,10 +131,16 @@ def _replayed(record: ApiIdempotencyRecord, request: Request, fingerprint: str) 
     return response
 
 
-def idempotent_post(request: Request, handle: Callable[[], Response]) -> Response:
+def idempotent_post(
+    request: Request,
+    handle: Callable[[], Response],
+    stored: Callable[[Any], Any] | None = None,
+) -> Response:
     """Run ``handle`` once per (user, Idempotency-Key); later calls with the same request get
     the stored response. Two concurrent first calls: one commits, the other rolls back and
-    replays the winner (or is a 422 if its request differs)."""
+    replays the winner (or is a 422 if its request differs). ``stored`` maps the response
+    body to what is kept for replays: a secret shown once (a device's password) is left out
+    of the record, so a replay never shows it again."""
     key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
     if not key:
         return handle()
@@ -138,6 +158,8 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
             response = handle()
             if response.status_code < 500:
                 body = json.loads(JSONRenderer().render(response.data) or b"null")
+                if stored is not None:
+                    body = stored(body)
                 try:
                     with transaction.atomic():
                         ApiIdempotencyRecord.objects.create(
