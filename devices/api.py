@@ -218,7 +218,7 @@ class DeviceViewSet(_WritableViewSet):
         responses={200: DeviceSerializer, 503: _BROKER_DOWN},
         parameters=[IDEMPOTENCY_PARAMETER],
     )
-    @action(detail=True, methods=["post"], url_path="status")
+    @action(detail=True, methods=["post"], url_path="status", url_name="status")
     def change_status(self, request: Request, pk: str | None = None) -> Response:
         """Move the device to active, maintenance or retired (a no-op if it is there
         already); publishes DeviceStatusChanged. Retiring revokes its MQTT login."""
@@ -282,7 +282,7 @@ class DeviceProfileViewSet(_WritableViewSet):
         responses={201: DeviceProfileSerializer},
         parameters=[IDEMPOTENCY_PARAMETER],
     )
-    @action(detail=True, methods=["post"], url_path="endpoints")
+    @action(detail=True, methods=["post"], url_path="endpoints", url_name="endpoints")
     def endpoints_add(self, request: Request, pk: str | None = None) -> Response:
         """Add entries to the catalogue; every device of the profile gets them at once."""
         return idempotent_post(request, lambda: self._endpoints_add(request))

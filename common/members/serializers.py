@@ -43,7 +43,9 @@ class MemberCreateSerializer(serializers.Serializer[Any]):
 
     def get_fields(self) -> dict[str, Any]:
         fields = super().get_fields()
-        fields["organization"].queryset = organizations_visible(scope=self.context["scope"])
+        fields["organization"].queryset = organizations_visible(
+            scope=self.context.get("scope", frozenset())
+        )
         return fields
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
