@@ -1,5 +1,6 @@
-"""What every part of the REST API shares: the caller's organisation scope, strict query
-parameters, scoped read-only viewsets and idempotent POST.
+"""What every part of the REST API shares: the caller's organisation scope and the
+organisations they may write for, scoped viewsets and idempotent POST (query filters are
+FilterSets built from ``common.filters``).
 
 ``idempotent_post`` gives every create an ``Idempotency-Key`` header: the first response is
 stored per (user, key) with a hash of the request and returned again for a retry of the same
@@ -31,7 +32,6 @@ from rest_framework.response import Response
 from common.members.selectors import organization_admin_scope
 from common.models import ApiIdempotencyRecord
 from common.tenancy import OrgScope, organization_scope
-from common.validators import ID_MAX
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_CHARS = 200
@@ -64,28 +64,6 @@ def require_org_admin(request: Request, organization_id: int) -> None:
     scope = request_admin_scope(request)
     if scope is not None and organization_id not in scope:
         raise PermissionDenied("Only an admin of the organisation may change its rows.")
-
-
-def int_param(request: Request, name: str) -> int | None:
-    """An integer query filter; a malformed or out-of-range one is a 400 naming the parameter
-    (ASCII digits only: ``"²".isdigit()`` is true, and a huge id overflows the database)."""
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > ID_MAX:
-        raise ValidationError({name: "must be an integer id"})
-    return int(raw)
-
-
-def text_param(request: Request, name: str) -> str | None:
-    """A text query filter (empty means none); a NUL character, which PostgreSQL refuses in
-    text, is a 400 naming the parameter."""
-    raw = request.query_params.get(name)
-    if not raw:
-        return None
-    if "\x00" in raw:
-        raise ValidationError({name: "must not contain NUL characters"})
-    return raw
 
 
 class IdempotencyKeyReused(APIException):

@@ -24,7 +24,7 @@ class IdFormField(forms.CharField):
 
     def to_python(self, value: Any) -> int | None:  # type: ignore[override]
         text = super().to_python(value)
-        if text in self.empty_values:
+        if text is None or text in self.empty_values:
             return None
         if not (text.isascii() and text.isdigit()) or len(text) > 19 or int(text) > ID_MAX:
             raise forms.ValidationError("must be an integer id", code="invalid")
@@ -37,7 +37,7 @@ class StrictBooleanFormField(forms.CharField):
 
     def to_python(self, value: Any) -> bool | None:  # type: ignore[override]
         text = super().to_python(value)
-        if text in self.empty_values:
+        if text is None or text in self.empty_values:
             return None
         if text.lower() in _TRUE:
             return True

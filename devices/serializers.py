@@ -67,7 +67,15 @@ class DeviceProfileSerializer(serializers.ModelSerializer[DeviceProfile]):
 class DeviceSerializer(serializers.ModelSerializer[Device]):
     class Meta:
         model = Device
-        fields = ("id", "farm", "profile", "serial_number", "name", "status", "last_seen_at")
+        fields: tuple[str, ...] = (
+            "id",
+            "farm",
+            "profile",
+            "serial_number",
+            "name",
+            "status",
+            "last_seen_at",
+        )
         read_only_fields = fields
 
 
@@ -90,6 +98,11 @@ class InstanceEndpointSerializer(serializers.ModelSerializer[DeviceInstanceEndpo
         read_only_fields = fields
 
 
+def _limit(fields: dict[str, Any], name: str, rows: Any) -> None:
+    """Only rows of the caller's scope resolve: another organisation's id does not exist."""
+    fields[name].queryset = rows
+
+
 def _scope(serializer: serializers.BaseSerializer[Any]) -> OrgScope:
     scope: OrgScope = serializer.context.get("scope", frozenset())  # none: nothing resolves
     return scope
@@ -102,8 +115,8 @@ class FarmCreateSerializer(StrictModelSerializer[Farm]):
         validators: list[Any] = []  # a taken name is the service's field error on ``name``
 
     def get_fields(self) -> dict[str, Any]:
-        fields = super().get_fields()
-        fields["organization"].queryset = organizations_visible(scope=_scope(self))
+        fields: dict[str, Any] = super().get_fields()
+        _limit(fields, "organization", organizations_visible(scope=_scope(self)))
         return fields
 
 
@@ -183,9 +196,9 @@ class DeviceCreateSerializer(StrictModelSerializer[Device]):
         fields = ("farm", "profile", "serial_number", "name")
 
     def get_fields(self) -> dict[str, Any]:
-        fields = super().get_fields()
-        fields["farm"].queryset = farms_visible(scope=_scope(self))
-        fields["profile"].queryset = profiles_visible(scope=_scope(self))
+        fields: dict[str, Any] = super().get_fields()
+        _limit(fields, "farm", farms_visible(scope=_scope(self)))
+        _limit(fields, "profile", profiles_visible(scope=_scope(self)))
         return fields
 
 
@@ -227,7 +240,7 @@ class ProvisionedDeviceSerializer(DeviceSerializer):
 
     class Meta(DeviceSerializer.Meta):
         fields = (*DeviceSerializer.Meta.fields, "mqtt_credentials")
-        read_only_fields = fields
+        read_only_fields: tuple[str, ...] = fields
 
 
 class InstanceEndpointUpdateSerializer(

@@ -42,7 +42,7 @@ class MemberCreateSerializer(serializers.Serializer[Any]):
     role = serializers.ChoiceField(choices=MemberRole.choices, default=MemberRole.MEMBER)
 
     def get_fields(self) -> dict[str, Any]:
-        fields = super().get_fields()
+        fields: dict[str, Any] = super().get_fields()
         fields["organization"].queryset = organizations_visible(
             scope=self.context.get("scope", frozenset())
         )
