@@ -152,11 +152,14 @@ class ProfileEndpointInputSerializer(StrictModelSerializer[DeviceProfileEndpoint
 
 
 def _endpoint_specs(items: list[dict[str, Any]]) -> list[EndpointSpec]:
-    """The entries as specs; a key given twice is an error on each repeat."""
+    """The entries as specs; a key given twice is an error on each entry that has it, keyed
+    by position as DRF reports a list's item errors."""
     keys = [item["key"] for item in items]
-    errors = [{"key": ["given twice"]} if keys.count(item["key"]) > 1 else {} for item in items]
-    if any(errors):
-        raise serializers.ValidationError(errors)
+    repeats = {
+        str(i): {"key": ["given twice"]} for i, key in enumerate(keys) if keys.count(key) > 1
+    }
+    if repeats:
+        raise serializers.ValidationError(repeats)
     return [EndpointSpec(**item) for item in items]
 
 
