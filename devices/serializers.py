@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.members.selectors import organizations_visible
@@ -218,8 +219,17 @@ class DeviceUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[Device]):
         fields = ("name",)
 
 
+@extend_schema_field({"$ref": "#/components/schemas/DeviceStatusEnum"})
+class DeviceStatusField(serializers.ChoiceField):
+    """A device status, documented as the one enum the Device component names (several
+    components with a ``status`` of their own choices would otherwise collide)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=DeviceStatus.choices, **kwargs)
+
+
 class DeviceStatusRequestSerializer(serializers.Serializer[Any]):
-    status = serializers.ChoiceField(choices=DeviceStatus.choices)
+    status = DeviceStatusField()
 
 
 class MqttCredentialsSerializer(serializers.Serializer[Any]):
@@ -234,6 +244,7 @@ class MqttCredentialsSerializer(serializers.Serializer[Any]):
 
 
 class ProvisionedDeviceSerializer(DeviceSerializer):
+    status = DeviceStatusField(read_only=True)
     mqtt_credentials = MqttCredentialsSerializer(
         allow_null=True,
         read_only=True,
