@@ -11,6 +11,7 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
@@ -34,7 +35,11 @@ from automation.diagnostics import (
     executions_visible,
     intents_visible,
 )
-from automation.models import AutomationCommandIntent, AutomationRule, AutomationRuleExecution
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationRule,
+    AutomationRuleExecution,
+)
 from automation.serializers import (
     CommandIntentSerializer,
     CommandRetryRequestSerializer,
@@ -46,19 +51,57 @@ from automation.serializers import (
 )
 from automation.services.ingest import telemetry_ingest
 from automation.services.support import CommandRetryRefused, command_intent_retry
+from automation.states import CommandStatus
 from common.api import (
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
     idempotent_post,
-    int_param,
     request_scope,
-    text_param,
 )
+from common.filters import IdFilter
 from common.tenancy import OrgScope, scope_filter
 from devices.mqtt.messages import InboundTelemetry
 from devices.selectors import devices_by_serial
 from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
-from scheduler.models import AutomationScheduler
+from scheduler.models import AutomationScheduler, AutomationType, TriggerType
+from scheduler.states import SchedulerStatus
+
+
+class RuleFilter(django_filters.FilterSet):
+    farm = IdFilter(field_name="farm_id", help_text="only this farm's rules")
+
+    class Meta:
+        model = AutomationRule
+        fields = ("farm",)
+
+
+class CommandIntentFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=CommandStatus.choices)
+    device = IdFilter(field_name="target_device_id", help_text="target device id")
+    rule = IdFilter(field_name="rule_id")
+
+    class Meta:
+        model = AutomationCommandIntent
+        fields = ("status", "device", "rule")
+
+
+class RuleExecutionFilter(django_filters.FilterSet):
+    rule = IdFilter(field_name="rule_id")
+
+    class Meta:
+        model = AutomationRuleExecution
+        fields = ("rule",)
+
+
+class SchedulerFilter(django_filters.FilterSet):
+    farm = IdFilter(field_name="farm_id")
+    status = django_filters.ChoiceFilter(choices=SchedulerStatus.choices)
+    automation_type = django_filters.ChoiceFilter(choices=AutomationType.choices)
+    trigger_type = django_filters.ChoiceFilter(choices=TriggerType.choices)
+
+    class Meta:
+        model = AutomationScheduler
+        fields = ("farm", "status", "automation_type", "trigger_type")
 
 
 class RuleViewSet(
@@ -68,13 +111,13 @@ class RuleViewSet(
 ):
     serializer_class = RuleSerializer
     queryset = AutomationRule.objects.none()
+    filterset_class = RuleFilter
 
     def get_queryset(self) -> QuerySet[AutomationRule]:
         rows = scope_filter(
             AutomationRule.objects.all(), request_scope(self.request), "farm__organization_id"
         )
-        farm = int_param(self.request, "farm")
-        return (rows if farm is None else rows.filter(farm_id=farm)).order_by("pk")
+        return rows.order_by("pk")
 
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "scope": request_scope(self.request)}
@@ -84,28 +127,13 @@ class RuleViewSet(
         return idempotent_post(request, lambda: super(RuleViewSet, self).create(request))
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("status", str, description="e.g. retrying, uncertain, applied"),
-        OpenApiParameter("device", int, description="target device id"),
-        OpenApiParameter("rule", int),
-    ]
-)
 class CommandIntentViewSet(ScopedViewSet):
     serializer_class = CommandIntentSerializer
     queryset = AutomationCommandIntent.objects.none()
+    filterset_class = CommandIntentFilter
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
-        rows = intents_visible(scope=scope)
-        status_filter = text_param(self.request, "status")
-        if status_filter is not None:
-            rows = rows.filter(status=status_filter)
-        device, rule = int_param(self.request, "device"), int_param(self.request, "rule")
-        if device is not None:
-            rows = rows.filter(target_device_id=device)
-        if rule is not None:
-            rows = rows.filter(rule_id=rule)
-        return rows.order_by("-pk")
+        return intents_visible(scope=scope).order_by("-pk")
 
     @extend_schema(responses=TimelineSerializer)
     @action(detail=True, methods=["get"])
@@ -142,11 +170,10 @@ class CommandIntentViewSet(ScopedViewSet):
 class RuleExecutionViewSet(ScopedViewSet):
     serializer_class = RuleExecutionSerializer
     queryset = AutomationRuleExecution.objects.none()
+    filterset_class = RuleExecutionFilter
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
-        rows = executions_visible(scope=scope)
-        rule = int_param(self.request, "rule")
-        return (rows if rule is None else rows.filter(rule_id=rule)).order_by("-pk")
+        return executions_visible(scope=scope).order_by("-pk")
 
     @extend_schema(responses=TimelineSerializer)
     @action(detail=True, methods=["get"])
@@ -159,16 +186,10 @@ class SchedulerViewSet(ScopedViewSet):
 
     serializer_class = SchedulerSerializer
     queryset = AutomationScheduler.objects.none()
+    filterset_class = SchedulerFilter
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationScheduler]:
         rows = scope_filter(AutomationScheduler.objects.all(), scope, "farm__organization_id")
-        farm = int_param(self.request, "farm")
-        if farm is not None:
-            rows = rows.filter(farm_id=farm)
-        for name in ("status", "automation_type", "trigger_type"):
-            value = text_param(self.request, name)
-            if value is not None:
-                rows = rows.filter(**{name: value})
         return rows.order_by("scheduled_on", "pk")
 
 

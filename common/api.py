@@ -1,5 +1,6 @@
-"""What every part of the REST API shares: the caller's organisation scope, strict query
-parameters, scoped read-only viewsets and idempotent POST.
+"""What every part of the REST API shares: the caller's organisation scope and the
+organisations they may write for, scoped viewsets and idempotent POST (query filters are
+FilterSets built from ``common.filters``).
 
 ``idempotent_post`` gives every create an ``Idempotency-Key`` header: the first response is
 stored per (user, key) with a hash of the request and returned again for a retry of the same
@@ -23,14 +24,14 @@ from django.http import QueryDict
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import status, viewsets
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException, PermissionDenied, ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from common.members.selectors import organization_admin_scope
 from common.models import ApiIdempotencyRecord
 from common.tenancy import OrgScope, organization_scope
-from common.validators import ID_MAX
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY_MAX_CHARS = 200
@@ -52,26 +53,17 @@ def request_scope(request: Request) -> OrgScope:
     return organization_scope(request.user)
 
 
-def int_param(request: Request, name: str) -> int | None:
-    """An integer query filter; a malformed or out-of-range one is a 400 naming the parameter
-    (ASCII digits only: ``"²".isdigit()`` is true, and a huge id overflows the database)."""
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 19 or int(raw) > ID_MAX:
-        raise ValidationError({name: "must be an integer id"})
-    return int(raw)
+def request_admin_scope(request: Request) -> OrgScope:
+    """The organisations the caller may write for (admin role, or every one for a superuser)."""
+    return organization_admin_scope(request.user)
 
 
-def text_param(request: Request, name: str) -> str | None:
-    """A text query filter (empty means none); a NUL character, which PostgreSQL refuses in
-    text, is a 400 naming the parameter."""
-    raw = request.query_params.get(name)
-    if not raw:
-        return None
-    if "\x00" in raw:
-        raise ValidationError({name: "must not contain NUL characters"})
-    return raw
+def require_org_admin(request: Request, organization_id: int) -> None:
+    """A write for an organisation the caller can see but does not administer is a 403 (one
+    they cannot see never got this far: it is a 404 or an unknown id)."""
+    scope = request_admin_scope(request)
+    if scope is not None and organization_id not in scope:
+        raise PermissionDenied("Only an admin of the organisation may change its rows.")
 
 
 class IdempotencyKeyReused(APIException):
@@ -117,10 +109,16 @@ def _replayed(record: ApiIdempotencyRecord, request: Request, fingerprint: str) 
     return response
 
 
-def idempotent_post(request: Request, handle: Callable[[], Response]) -> Response:
+def idempotent_post(
+    request: Request,
+    handle: Callable[[], Response],
+    stored: Callable[[Any], Any] | None = None,
+) -> Response:
     """Run ``handle`` once per (user, Idempotency-Key); later calls with the same request get
     the stored response. Two concurrent first calls: one commits, the other rolls back and
-    replays the winner (or is a 422 if its request differs)."""
+    replays the winner (or is a 422 if its request differs). ``stored`` maps the response
+    body to what is kept for replays: a secret shown once (a device's password) is left out
+    of the record, so a replay never shows it again."""
     key = request.headers.get(IDEMPOTENCY_HEADER, "").strip()
     if not key:
         return handle()
@@ -138,6 +136,8 @@ def idempotent_post(request: Request, handle: Callable[[], Response]) -> Respons
             response = handle()
             if response.status_code < 500:
                 body = json.loads(JSONRenderer().render(response.data) or b"null")
+                if stored is not None:
+                    body = stored(body)
                 try:
                     with transaction.atomic():
                         ApiIdempotencyRecord.objects.create(

@@ -36,6 +36,25 @@ class BadRequest(exceptions.APIException):
     default_detail = "The request cannot be processed."
 
 
+class Conflict(exceptions.APIException):
+    """The resource is in no state for the move asked."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+    default_detail = "The resource is in no state for this request."
+
+
+class BrokerUnavailable(exceptions.APIException):
+    """The MQTT broker did not confirm a device login change; nothing was changed here, the
+    request may be retried."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "broker_unavailable"
+    default_detail = (
+        "The MQTT broker did not confirm the device's login; nothing was changed, try again."
+    )
+
+
 def error_body(code: str, detail: str, fields: Any = None) -> dict[str, Any]:
     body: dict[str, Any] = {"code": code, "detail": detail}
     if fields is not None:

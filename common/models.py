@@ -18,6 +18,14 @@ class Organization(models.Model):
         return self.name
 
 
+class MemberRole(models.TextChoices):
+    """``member`` reads the organisation's rows; ``admin`` also writes them (farms, devices,
+    profiles, members)."""
+
+    MEMBER = "member"
+    ADMIN = "admin"
+
+
 class OrganizationMember(models.Model):
     """A user who works for an organisation (support staff, integrators): the admin and the API
     show a non-superuser only the rows of the organisations they belong to."""
@@ -26,6 +34,7 @@ class OrganizationMember(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="organization_memberships"
     )
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
+    role = models.CharField(max_length=16, choices=MemberRole.choices, default=MemberRole.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

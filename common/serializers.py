@@ -187,3 +187,18 @@ class StrictModelSerializer(serializers.ModelSerializer[_M]):
         models.TimeField: LocalTimeField,
     }
     serializer_related_field = StrictPrimaryKeyRelatedField
+
+
+class FixedFieldsMixin:
+    """Fields an update may not change (``fixed_fields``: name -> why): naming one is a 400 on
+    that field saying why, rather than being silently ignored."""
+
+    fixed_fields: dict[str, str] = {}
+
+    def validate(self, attrs: Any) -> Any:
+        data = getattr(self, "initial_data", None)
+        if isinstance(data, dict | QueryDict):
+            errors = {name: [why] for name, why in self.fixed_fields.items() if name in data}
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().validate(attrs)  # type: ignore[misc]

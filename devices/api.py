@@ -1,76 +1,325 @@
-"""The devices part of the REST API (``/api/v1/``): farms, devices, profiles and endpoints,
-read-only and scoped to the caller's organisations (another organisation's row is a 404)."""
+"""The devices part of the REST API (``/api/v1/``): farms, device profiles with their endpoint
+catalogue, devices (provisioning with a one-time MQTT login, rotation, status moves) and
+their endpoints. Rows are scoped to the caller's organisations (another organisation's row is
+a 404); writes need an admin of the row's organisation (a member reads only: 403). Profiles
+are a shared catalogue: a superuser or any organisation admin may create one, and an admin
+may change one only while no device outside their organisations uses it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from typing import Any
+
+import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import ScopedViewSet, int_param, text_param
+from common.api import (
+    IDEMPOTENCY_PARAMETER,
+    ScopedViewSet,
+    idempotent_post,
+    request_admin_scope,
+    request_scope,
+    require_org_admin,
+)
+from common.errors import BrokerUnavailable, Conflict
+from common.filters import IdFilter
 from common.tenancy import OrgScope
-from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, Farm
+from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceStatus, Farm
 from devices.selectors import (
     devices_visible,
     farms_visible,
     instance_endpoints_visible,
+    profile_used_outside,
     profiles_visible,
 )
 from devices.serializers import (
+    DeviceCreateSerializer,
     DeviceProfileSerializer,
     DeviceSerializer,
+    DeviceStatusRequestSerializer,
+    DeviceUpdateSerializer,
+    FarmCreateSerializer,
     FarmSerializer,
+    FarmUpdateSerializer,
     InstanceEndpointSerializer,
+    InstanceEndpointUpdateSerializer,
+    MqttCredentialsSerializer,
+    ProfileCreateSerializer,
+    ProfileEndpointsAddSerializer,
+    ProfileUpdateSerializer,
+    ProvisionedDeviceSerializer,
 )
+from devices.services import (
+    ProvisioningRefused,
+    device_provision,
+    device_rename,
+    device_status_change,
+    farm_create,
+    farm_update,
+    instance_endpoint_configure,
+    profile_create,
+    profile_endpoints_add,
+    profile_rename,
+)
+from devices.services.credentials import CredentialsUnavailable, device_credentials_issue
+
+_BROKER_DOWN = OpenApiResponse(description="broker_unavailable: the broker did not confirm")
+_NO_STORE = {"Cache-Control": "no-store"}
 
 
-class FarmViewSet(ScopedViewSet):
+@contextmanager
+def _refusals() -> Iterator[None]:
+    """The services' refusals as the API's answers: a field error, or a 503 when the broker
+    did not confirm a login change (nothing was changed)."""
+    try:
+        yield
+    except ProvisioningRefused as exc:
+        raise ValidationError({exc.field: [exc.message]}) from None
+    except CredentialsUnavailable:
+        raise BrokerUnavailable() from None
+
+
+def _valid(serializer: Any) -> dict[str, Any]:
+    serializer.is_valid(raise_exception=True)
+    data: dict[str, Any] = serializer.validated_data
+    return data
+
+
+class _WritableViewSet(ScopedViewSet):
+    def write_context(self) -> dict[str, Any]:
+        return {**self.get_serializer_context(), "scope": request_scope(self.request)}
+
+
+class FarmViewSet(_WritableViewSet):
     serializer_class = FarmSerializer
     queryset = Farm.objects.none()
 
     def scoped(self, scope: OrgScope) -> QuerySet[Farm]:
         return farms_visible(scope=scope)
 
+    @extend_schema(
+        request=FarmCreateSerializer,
+        responses={201: FarmSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: self._create(request))
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("farm", int, description="only this farm's devices"),
-        OpenApiParameter("status", str, enum=["active", "maintenance", "retired"]),
-    ]
-)
-class DeviceViewSet(ScopedViewSet):
+    def _create(self, request: Request) -> Response:
+        data = _valid(FarmCreateSerializer(data=request.data, context=self.write_context()))
+        require_org_admin(request, data["organization"].pk)
+        with _refusals():
+            farm = farm_create(**data)
+        return Response(FarmSerializer(farm).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=FarmUpdateSerializer, responses=FarmSerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        farm = self.get_object()
+        require_org_admin(request, farm.organization_id)
+        data = _valid(FarmUpdateSerializer(farm, data=request.data, partial=True))
+        with _refusals():
+            farm = farm_update(farm=farm, **data)
+        return Response(FarmSerializer(farm).data)
+
+
+class DeviceFilter(django_filters.FilterSet):
+    farm = IdFilter(field_name="farm_id", help_text="only this farm's devices")
+    status = django_filters.ChoiceFilter(choices=DeviceStatus.choices)
+
+    class Meta:
+        model = Device
+        fields = ("farm", "status")
+
+
+def _without_password(body: Any) -> Any:
+    """What an Idempotency-Key keeps of a provisioning answer: the login's user name, never
+    its password (a replay shows ``password: null``; rotate for a new one)."""
+    login = body.get("mqtt_credentials") if isinstance(body, dict) else None
+    if isinstance(login, dict):
+        return {**body, "mqtt_credentials": {**login, "password": None}}
+    return body
+
+
+class DeviceViewSet(_WritableViewSet):
     serializer_class = DeviceSerializer
     queryset = Device.objects.none()
+    filterset_class = DeviceFilter
 
     def scoped(self, scope: OrgScope) -> QuerySet[Device]:
-        rows = devices_visible(scope=scope)
-        farm = int_param(self.request, "farm")
-        if farm is not None:
-            rows = rows.filter(farm_id=farm)
-        status_filter = text_param(self.request, "status")
-        if status_filter is not None:
-            rows = rows.filter(status=status_filter)
-        return rows
+        return devices_visible(scope=scope)
+
+    def _admin_object(self) -> Device:
+        device: Device = self.get_object()
+        require_org_admin(self.request, device.farm.organization_id)
+        return device
+
+    @extend_schema(
+        request=DeviceCreateSerializer,
+        responses={201: ProvisionedDeviceSerializer, 503: _BROKER_DOWN},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Provision a device: its profile's endpoints and its MQTT login, in one transaction.
+        The password is in this answer only; a replay by Idempotency-Key omits it."""
+        return idempotent_post(request, lambda: self._create(request), stored=_without_password)
+
+    def _create(self, request: Request) -> Response:
+        data = _valid(DeviceCreateSerializer(data=request.data, context=self.write_context()))
+        require_org_admin(request, data["farm"].organization_id)
+        with _refusals():
+            made = device_provision(**data)
+        login = None if made.credentials is None else asdict(made.credentials)
+        body = {**DeviceSerializer(made.device).data, "mqtt_credentials": login}
+        return Response(body, status=status.HTTP_201_CREATED, headers=_NO_STORE)
+
+    @extend_schema(request=DeviceUpdateSerializer, responses=DeviceSerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        device = self._admin_object()
+        data = _valid(DeviceUpdateSerializer(device, data=request.data, partial=True))
+        if "name" in data:
+            device = device_rename(device=device, name=data["name"])
+        return Response(DeviceSerializer(device).data)
+
+    @extend_schema(
+        request=None,
+        responses={
+            201: MqttCredentialsSerializer,
+            409: OpenApiResponse(description="retired, or no credentials backend"),
+            503: _BROKER_DOWN,
+        },
+    )
+    @action(detail=True, methods=["post"])
+    def credentials(self, request: Request, pk: str | None = None) -> Response:
+        """A new MQTT password for the device, in this answer only; the old one stops working
+        at once. Not replayed by Idempotency-Key (a stored replay would keep the password):
+        a retry rotates again, and the last answer's password is the one that works."""
+        device = self._admin_object()
+        if device.status == DeviceStatus.RETIRED:
+            raise Conflict("A retired device has no login; activate it first.")
+        with _refusals():
+            login = device_credentials_issue(serial_number=device.serial_number)
+        if login is None:
+            detail = "No credentials backend is configured: the broker's logins are managed "
+            raise Conflict(detail + "outside the product.", code="credentials_not_managed")
+        return Response(asdict(login), status=status.HTTP_201_CREATED, headers=_NO_STORE)
+
+    @extend_schema(
+        request=DeviceStatusRequestSerializer,
+        responses={200: DeviceSerializer, 503: _BROKER_DOWN},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @action(detail=True, methods=["post"], url_path="status", url_name="status")
+    def change_status(self, request: Request, pk: str | None = None) -> Response:
+        """Move the device to active, maintenance or retired (a no-op if it is there
+        already); publishes DeviceStatusChanged. Retiring revokes its MQTT login."""
+        return idempotent_post(request, lambda: self._status(request))
+
+    def _status(self, request: Request) -> Response:
+        device = self._admin_object()
+        data = _valid(DeviceStatusRequestSerializer(data=request.data))
+        with _refusals():
+            device_status_change(
+                device_id=device.pk, status=data["status"], actor=request.user.get_username()
+            )
+        return Response(DeviceSerializer(self.get_object()).data)
 
 
-class DeviceProfileViewSet(ScopedViewSet):
+class DeviceProfileViewSet(_WritableViewSet):
     serializer_class = DeviceProfileSerializer
     queryset = DeviceProfile.objects.none()
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceProfile]:
         return profiles_visible(scope=scope)
 
+    def _require_editor(self, profile: DeviceProfile | None) -> None:
+        scope = request_admin_scope(self.request)
+        if scope is not None and not scope:
+            raise PermissionDenied("Only an organisation admin may change device profiles.")
+        if profile is not None and profile_used_outside(profile_id=profile.pk, scope=scope):
+            raise PermissionDenied("Devices of other organisations use this profile.")
 
-@extend_schema(parameters=[OpenApiParameter("device", int, description="only this device")])
-class InstanceEndpointViewSet(ScopedViewSet):
+    def _shown(self, profile: DeviceProfile, code: int = status.HTTP_200_OK) -> Response:
+        fresh = DeviceProfile.objects.prefetch_related("endpoints").get(pk=profile.pk)
+        return Response(DeviceProfileSerializer(fresh).data, status=code)
+
+    @extend_schema(
+        request=ProfileCreateSerializer,
+        responses={201: DeviceProfileSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: self._create(request))
+
+    def _create(self, request: Request) -> Response:
+        self._require_editor(None)
+        data = _valid(ProfileCreateSerializer(data=request.data))
+        with _refusals():
+            profile = profile_create(name=data["name"], endpoints=data["endpoints"])
+        return self._shown(profile, status.HTTP_201_CREATED)
+
+    @extend_schema(request=ProfileUpdateSerializer, responses=DeviceProfileSerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        profile = self.get_object()
+        self._require_editor(profile)
+        data = _valid(ProfileUpdateSerializer(profile, data=request.data, partial=True))
+        with _refusals():
+            if "name" in data:
+                profile_rename(profile=profile, name=data["name"])
+        return self._shown(profile)
+
+    @extend_schema(
+        request=ProfileEndpointsAddSerializer,
+        responses={201: DeviceProfileSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    @action(detail=True, methods=["post"], url_path="endpoints", url_name="endpoints")
+    def endpoints_add(self, request: Request, pk: str | None = None) -> Response:
+        """Add entries to the catalogue; every device of the profile gets them at once."""
+        return idempotent_post(request, lambda: self._endpoints_add(request))
+
+    def _endpoints_add(self, request: Request) -> Response:
+        profile = self.get_object()
+        self._require_editor(profile)
+        data = _valid(ProfileEndpointsAddSerializer(data=request.data))
+        with _refusals():
+            profile_endpoints_add(profile=profile, endpoints=data["endpoints"])
+        return self._shown(profile, status.HTTP_201_CREATED)
+
+
+class InstanceEndpointFilter(django_filters.FilterSet):
+    device = IdFilter(field_name="device_id", help_text="only this device's endpoints")
+
+    class Meta:
+        model = DeviceInstanceEndpoint
+        fields = ("device",)
+
+
+class InstanceEndpointViewSet(_WritableViewSet):
     serializer_class = InstanceEndpointSerializer
     queryset = DeviceInstanceEndpoint.objects.none()
+    filterset_class = InstanceEndpointFilter
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
-        rows = instance_endpoints_visible(scope=scope)
-        device = int_param(self.request, "device")
-        return rows if device is None else rows.filter(device_id=device)
+        return instance_endpoints_visible(scope=scope)
+
+    @extend_schema(request=InstanceEndpointUpdateSerializer, responses=InstanceEndpointSerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        endpoint = self.get_object()
+        require_org_admin(request, endpoint.device.farm.organization_id)
+        data = _valid(InstanceEndpointUpdateSerializer(endpoint, data=request.data, partial=True))
+        with _refusals():
+            endpoint = instance_endpoint_configure(endpoint=endpoint, changes=data)
+        return Response(InstanceEndpointSerializer(endpoint).data)
 
 
 router = SimpleRouter()

@@ -1,20 +1,35 @@
-"""API shapes of the devices domain (read-only: devices are provisioned by support)."""
+"""API shapes of the devices domain: the rows as read, and the input of each write (farms,
+profiles with their catalogue, devices, a device's endpoints). Input serializers check types
+and shapes; uniqueness and the catalogue rules are the services' (``devices.services``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from common.serializers import BoundedJSONField, StrictCharField
+from common.members.selectors import organizations_visible
+from common.serializers import (
+    BoundedJSONField,
+    FixedFieldsMixin,
+    StrictCharField,
+    StrictModelSerializer,
+)
+from common.tenancy import OrgScope
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
     DeviceMessageRejectionReason,
     DeviceProfile,
     DeviceProfileEndpoint,
+    DeviceStatus,
     Farm,
 )
+from devices.selectors import farms_visible, profiles_visible
+from devices.services import EndpointSpec, endpoint_spec_problems
+
+MAX_ENDPOINTS_PER_REQUEST = 200
 
 
 class FarmSerializer(serializers.ModelSerializer[Farm]):
@@ -53,7 +68,15 @@ class DeviceProfileSerializer(serializers.ModelSerializer[DeviceProfile]):
 class DeviceSerializer(serializers.ModelSerializer[Device]):
     class Meta:
         model = Device
-        fields = ("id", "farm", "profile", "serial_number", "name", "status", "last_seen_at")
+        fields: tuple[str, ...] = (
+            "id",
+            "farm",
+            "profile",
+            "serial_number",
+            "name",
+            "status",
+            "last_seen_at",
+        )
         read_only_fields = fields
 
 
@@ -74,6 +97,177 @@ class InstanceEndpointSerializer(serializers.ModelSerializer[DeviceInstanceEndpo
             "last_value_at",
         )
         read_only_fields = fields
+
+
+def _limit(fields: dict[str, Any], name: str, rows: Any) -> None:
+    """Only rows of the caller's scope resolve: another organisation's id does not exist."""
+    fields[name].queryset = rows
+
+
+def _scope(serializer: serializers.BaseSerializer[Any]) -> OrgScope:
+    scope: OrgScope = serializer.context.get("scope", frozenset())  # none: nothing resolves
+    return scope
+
+
+class FarmCreateSerializer(StrictModelSerializer[Farm]):
+    class Meta:
+        model = Farm
+        fields = ("organization", "name", "time_zone")
+        validators: list[Any] = []  # a taken name is the service's field error on ``name``
+
+    def get_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = super().get_fields()
+        _limit(fields, "organization", organizations_visible(scope=_scope(self)))
+        return fields
+
+
+class FarmUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[Farm]):
+    fixed_fields = {"organization": "a farm stays in its organisation; create a new farm"}
+
+    class Meta:
+        model = Farm
+        fields = ("name", "time_zone")
+        validators: list[Any] = []
+
+
+class ProfileEndpointInputSerializer(StrictModelSerializer[DeviceProfileEndpoint]):
+    class Meta:
+        model = DeviceProfileEndpoint
+        fields = (
+            "key",
+            "data_type",
+            "writable",
+            "min_value",
+            "max_value",
+            "allowed_values",
+            "rpc_method",
+            "rpc_param_key",
+        )
+        validators: list[Any] = []
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        problems = endpoint_spec_problems(EndpointSpec(**attrs))
+        if problems:
+            raise serializers.ValidationError({k: [v] for k, v in problems.items()})
+        return attrs
+
+
+def _endpoint_specs(items: list[dict[str, Any]]) -> list[EndpointSpec]:
+    """The entries as specs; a key given twice is an error on each entry that has it, keyed
+    by position as DRF reports a list's item errors."""
+    keys = [item["key"] for item in items]
+    repeats = {
+        str(i): {"key": ["given twice"]} for i, key in enumerate(keys) if keys.count(key) > 1
+    }
+    if repeats:
+        raise serializers.ValidationError(repeats)
+    return [EndpointSpec(**item) for item in items]
+
+
+class ProfileCreateSerializer(StrictModelSerializer[DeviceProfile]):
+    endpoints = ProfileEndpointInputSerializer(  # type: ignore[call-arg]
+        many=True, max_length=MAX_ENDPOINTS_PER_REQUEST, required=False, default=list
+    )
+
+    class Meta:
+        model = DeviceProfile
+        fields = ("name", "endpoints")
+
+    def validate_endpoints(self, items: list[dict[str, Any]]) -> list[EndpointSpec]:
+        return _endpoint_specs(items)
+
+
+class ProfileUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[DeviceProfile]):
+    fixed_fields = {"endpoints": "add endpoints with POST .../endpoints/"}
+
+    class Meta:
+        model = DeviceProfile
+        fields = ("name",)
+
+
+class ProfileEndpointsAddSerializer(serializers.Serializer[Any]):
+    endpoints = ProfileEndpointInputSerializer(  # type: ignore[call-arg]
+        many=True, allow_empty=False, max_length=MAX_ENDPOINTS_PER_REQUEST
+    )
+
+    def validate_endpoints(self, items: list[dict[str, Any]]) -> list[EndpointSpec]:
+        return _endpoint_specs(items)
+
+
+class DeviceCreateSerializer(StrictModelSerializer[Device]):
+    class Meta:
+        model = Device
+        fields = ("farm", "profile", "serial_number", "name")
+
+    def get_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = super().get_fields()
+        _limit(fields, "farm", farms_visible(scope=_scope(self)))
+        _limit(fields, "profile", profiles_visible(scope=_scope(self)))
+        return fields
+
+
+class DeviceUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[Device]):
+    fixed_fields = {
+        "serial_number": "the serial is the device's MQTT identity; provision a new device",
+        "farm": "a device stays on its farm (rules and events point at its endpoints)",
+        "profile": "a device keeps its profile; provision a new device for another",
+        "status": "change the status with POST .../status/",
+    }
+
+    class Meta:
+        model = Device
+        fields = ("name",)
+
+
+@extend_schema_field({"$ref": "#/components/schemas/DeviceStatusEnum"})
+class DeviceStatusField(serializers.ChoiceField):
+    """A device status, documented as the one enum the Device component names (several
+    components with a ``status`` of their own choices would otherwise collide)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=DeviceStatus.choices, **kwargs)
+
+
+class DeviceStatusRequestSerializer(serializers.Serializer[Any]):
+    status = DeviceStatusField()
+
+
+class MqttCredentialsSerializer(serializers.Serializer[Any]):
+    username = serializers.CharField(help_text="The device's serial number.")
+    password = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "Shown in this answer only, never stored in clear; null in a replay of the "
+            "request by its Idempotency-Key: rotate with POST .../credentials/ for a new one."
+        ),
+    )
+
+
+class ProvisionedDeviceSerializer(DeviceSerializer):
+    status = DeviceStatusField(read_only=True)
+    mqtt_credentials = MqttCredentialsSerializer(
+        allow_null=True,
+        read_only=True,
+        help_text="The device's MQTT login, once; null when the broker's logins are managed "
+        "outside the product (no DEVICE_CREDENTIALS_BACKEND).",
+    )
+
+    class Meta(DeviceSerializer.Meta):
+        fields = (*DeviceSerializer.Meta.fields, "mqtt_credentials")
+        read_only_fields: tuple[str, ...] = fields
+
+
+class InstanceEndpointUpdateSerializer(
+    FixedFieldsMixin, StrictModelSerializer[DeviceInstanceEndpoint]
+):
+    fixed_fields = {
+        name: "set by the device's profile or its readings"
+        for name in ("device", "profile_endpoint", "key", "last_value", "last_value_at")
+    }
+
+    class Meta:
+        model = DeviceInstanceEndpoint
+        fields = ("is_enabled", "rpc_method_override", "rpc_param_key_override")
 
 
 class TelemetryMessageSerializer(serializers.Serializer[Any]):

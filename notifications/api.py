@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import django_filters
 from django.db.models import Prefetch, QuerySet
 from django.urls import include, path
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
@@ -26,8 +27,9 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
-from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope, text_param
+from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
 from common.errors import error_body
+from common.filters import IdFilter, StrictBooleanFilter
 from common.tenancy import scope_filter
 from notifications.models import (
     InboxItem,
@@ -53,14 +55,28 @@ class InboxPagination(PageNumberPagination):
     max_page_size = 200
 
 
+class InboxFilter(django_filters.FilterSet):
+    unread = StrictBooleanFilter(method="filter_unread", help_text="only unread items")
+
+    class Meta:
+        model = InboxItem
+        fields = ("unread",)
+
+    def filter_unread(
+        self, rows: QuerySet[InboxItem], name: str, value: bool
+    ) -> QuerySet[InboxItem]:
+        """``unread=0`` lists every item, as before (not only the read ones)."""
+        return rows.filter(read_at__isnull=True) if value else rows
+
+
 class InboxListApi(generics.ListAPIView[InboxItem]):
     permission_classes = [IsAuthenticated]
     serializer_class = InboxItemSerializer
     pagination_class = InboxPagination
+    filterset_class = InboxFilter
 
     def get_queryset(self) -> QuerySet[InboxItem]:
-        unread = self.request.query_params.get("unread", "").lower() in {"1", "true", "yes"}
-        return inbox_items_for(user_id=cast(int, self.request.user.pk), unread_only=unread)
+        return inbox_items_for(user_id=cast(int, self.request.user.pk), unread_only=False)
 
 
 class InboxMarkReadApi(APIView):
@@ -78,15 +94,19 @@ class InboxMarkReadApi(APIView):
 _REFUSED = OpenApiResponse(description="the notification is in no state for this move")
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("status", str, enum=NotificationStatus.values),
-        OpenApiParameter("channel", str, enum=Channel.values),
-        OpenApiParameter("farm", int, description="only this farm's notifications"),
-    ]
-)
+class NotificationFilter(django_filters.FilterSet):
+    status = django_filters.ChoiceFilter(choices=NotificationStatus.choices)
+    channel = django_filters.ChoiceFilter(choices=Channel.choices)
+    farm = IdFilter(field_name="farm_id", help_text="only this farm's notifications")
+
+    class Meta:
+        model = Notification
+        fields = ("status", "channel", "farm")
+
+
 class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = Notification.objects.none()
+    filterset_class = NotificationFilter
 
     def get_serializer_class(self) -> type[BaseSerializer[Any]]:
         return NotificationSerializer if self.action == "list" else NotificationDetailSerializer
@@ -95,13 +115,6 @@ class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-a
         rows = scope_filter(
             Notification.objects.all(), request_scope(self.request), "farm__organization_id"
         )
-        for name in ("status", "channel"):
-            value = text_param(self.request, name)
-            if value is not None:
-                rows = rows.filter(**{name: value})
-        farm = int_param(self.request, "farm")
-        if farm is not None:
-            rows = rows.filter(farm_id=farm)
         if self.action != "list":
             rows = rows.prefetch_related(
                 Prefetch("attempts", NotificationAttempt.objects.order_by("attempt")),

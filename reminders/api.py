@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import django_filters
 from django.db.models import Q, QuerySet
 from django.urls import include, path
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
@@ -18,7 +19,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, int_param, request_scope
+from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
+from common.filters import IdFilter, StrictBooleanFilter
 from common.tenancy import OrgScope, scope_filter
 from reminders.models import ReminderSetting, ReportSubscription
 from reminders.serializers import (
@@ -46,6 +48,23 @@ def reminder_settings_visible(*, scope: OrgScope) -> QuerySet[ReminderSetting]:
     return rows.order_by("pk")
 
 
+class _FarmActiveFilter(django_filters.FilterSet):
+    farm = IdFilter(field_name="farm_id", help_text="only this farm's rows")
+    active = StrictBooleanFilter(field_name="active")
+
+
+class ReminderSettingFilter(_FarmActiveFilter):
+    class Meta:
+        model = ReminderSetting
+        fields = ("farm", "active")
+
+
+class ReportSubscriptionFilter(_FarmActiveFilter):
+    class Meta:
+        model = ReportSubscription
+        fields = ("farm", "active")
+
+
 class _WritableScopedViewSet(
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
@@ -62,25 +81,13 @@ class _WritableScopedViewSet(
         return idempotent_post(request, lambda: super(_WritableScopedViewSet, self).create(request))
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("farm", int, description="only this farm's settings"),
-        OpenApiParameter("active", bool),
-    ]
-)
 class ReminderSettingViewSet(_WritableScopedViewSet):
     serializer_class = ReminderSettingSerializer
     queryset = ReminderSetting.objects.none()
+    filterset_class = ReminderSettingFilter
 
     def get_queryset(self) -> QuerySet[ReminderSetting]:
-        rows = reminder_settings_visible(scope=request_scope(self.request))
-        farm = int_param(self.request, "farm")
-        if farm is not None:
-            rows = rows.filter(farm_id=farm)
-        active = self.request.query_params.get("active", "").lower()
-        if active in {"1", "true", "0", "false"}:
-            rows = rows.filter(active=active in {"1", "true"})
-        return rows
+        return reminder_settings_visible(scope=request_scope(self.request))
 
     @extend_schema(request=None, responses=ReminderSettingSerializer)
     @action(detail=True, methods=["post"])
@@ -93,26 +100,15 @@ class ReminderSettingViewSet(_WritableScopedViewSet):
         return Response(self.get_serializer(setting).data)
 
 
-@extend_schema(
-    parameters=[
-        OpenApiParameter("farm", int, description="only this farm's subscriptions"),
-        OpenApiParameter("active", bool),
-    ]
-)
 class ReportSubscriptionViewSet(_WritableScopedViewSet):
     serializer_class = ReportSubscriptionSerializer
     queryset = ReportSubscription.objects.none()
+    filterset_class = ReportSubscriptionFilter
 
     def get_queryset(self) -> QuerySet[ReportSubscription]:
         rows = scope_filter(
             ReportSubscription.objects.all(), request_scope(self.request), "farm__organization_id"
         )
-        farm = int_param(self.request, "farm")
-        if farm is not None:
-            rows = rows.filter(farm_id=farm)
-        active = self.request.query_params.get("active", "").lower()
-        if active in {"1", "true", "0", "false"}:
-            rows = rows.filter(active=active in {"1", "true"})
         return rows.order_by("pk")
 
     @extend_schema(

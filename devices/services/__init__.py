@@ -1,10 +1,23 @@
 """Every write of the devices domain: rejections, device provisioning, status changes, the
-bridge heartbeat.
+bridge heartbeat, farms and profiles.
 Imported as ``devices.services.<name>``; the modules are an internal split."""
 
+from devices.services.farms import farm_create, farm_update
+from devices.services.profiles import (
+    EndpointSpec,
+    endpoint_spec_problems,
+    profile_create,
+    profile_endpoints_add,
+    profile_rename,
+)
 from devices.services.provisioning import (
+    ProvisionedDevice,
+    ProvisioningRefused,
     device_create,
     device_endpoints_sync,
+    device_provision,
+    device_rename,
+    instance_endpoint_configure,
     profile_endpoints_sync,
 )
 from devices.services.rejections import (
@@ -16,10 +29,22 @@ from devices.services.status import device_status_change
 
 __all__ = [
     "DroppedMessages",
+    "EndpointSpec",
+    "ProvisionedDevice",
+    "ProvisioningRefused",
     "device_create",
     "device_endpoints_sync",
     "device_message_rejections_record",
+    "device_provision",
+    "device_rename",
     "device_status_change",
     "dropped_messages_record",
+    "endpoint_spec_problems",
+    "farm_create",
+    "farm_update",
+    "instance_endpoint_configure",
+    "profile_create",
+    "profile_endpoints_add",
     "profile_endpoints_sync",
+    "profile_rename",
 ]

@@ -14,7 +14,23 @@ from rest_framework import serializers
 from automation.models import AutomationRule
 from automation.serializers import CommandRetryRequestSerializer, RuleSerializer
 from common import serializers as strict
-from devices.serializers import TelemetryBatchSerializer
+from common.members.serializers import (
+    MemberCreateSerializer,
+    MemberUpdateSerializer,
+    OrganizationSerializer,
+)
+from devices.serializers import (
+    DeviceCreateSerializer,
+    DeviceStatusRequestSerializer,
+    DeviceUpdateSerializer,
+    FarmCreateSerializer,
+    FarmUpdateSerializer,
+    InstanceEndpointUpdateSerializer,
+    ProfileCreateSerializer,
+    ProfileEndpointsAddSerializer,
+    ProfileUpdateSerializer,
+    TelemetryBatchSerializer,
+)
 from notifications.serializers import NotificationActionSerializer
 from reminders.models import ReportSubscription
 from reminders.serializers import (
@@ -36,6 +52,18 @@ WRITABLE = (
     ReportSubscriptionSerializer,
     ReportRunRequestSerializer,
     NotificationActionSerializer,
+    OrganizationSerializer,
+    MemberCreateSerializer,
+    MemberUpdateSerializer,
+    FarmCreateSerializer,
+    FarmUpdateSerializer,
+    ProfileCreateSerializer,
+    ProfileUpdateSerializer,
+    ProfileEndpointsAddSerializer,
+    DeviceCreateSerializer,
+    DeviceUpdateSerializer,
+    DeviceStatusRequestSerializer,
+    InstanceEndpointUpdateSerializer,
 )
 # Fields whose DRF class does not coerce across JSON types, or checks what it takes.
 STRICT_ENOUGH = (

@@ -1,0 +1,151 @@
+"""Organisations and members over the REST API (``/api/v1/organizations/``,
+``/api/v1/members/``). Anyone signed in lists the organisations they belong to and their
+members; an organisation's admin adds, re-roles and removes its members; only a superuser
+creates organisations. Another organisation's rows are a 404, a member's write a 403."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from django.urls import include, path
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.routers import SimpleRouter
+
+from common.api import (
+    IDEMPOTENCY_PARAMETER,
+    ScopedViewSet,
+    idempotent_post,
+    request_admin_scope,
+    request_scope,
+    require_org_admin,
+)
+from common.filters import IdFilter
+from common.members.selectors import members_visible, organizations_visible
+from common.members.serializers import (
+    MemberCreateSerializer,
+    MemberSerializer,
+    MemberUpdateSerializer,
+    OrganizationSerializer,
+)
+from common.members.services import (
+    MembershipRefused,
+    member_add,
+    member_remove,
+    member_role_change,
+    organization_create,
+)
+from common.models import Organization, OrganizationMember
+from common.tenancy import OrgScope
+
+
+def _field_error(exc: MembershipRefused) -> ValidationError:
+    return ValidationError({exc.field: [str(exc)]})
+
+
+class OrganizationViewSet(ScopedViewSet):
+    serializer_class = OrganizationSerializer
+    queryset = Organization.objects.none()
+
+    def scoped(self, scope: OrgScope) -> QuerySet[Organization]:
+        return organizations_visible(scope=scope)
+
+    @extend_schema(
+        request=OrganizationSerializer,
+        responses={201: OrganizationSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Superusers only."""
+        return idempotent_post(request, lambda: self._create(request))
+
+    def _create(self, request: Request) -> Response:
+        if request_admin_scope(request) is not None:
+            raise PermissionDenied("Only a superuser creates organisations.")
+        body = OrganizationSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            organization = organization_create(name=body.validated_data["name"])
+        except MembershipRefused as exc:
+            raise _field_error(exc) from None
+        return Response(OrganizationSerializer(organization).data, status=status.HTTP_201_CREATED)
+
+
+class MemberFilter(django_filters.FilterSet):
+    organization = IdFilter(field_name="organization_id", help_text="only this organisation")
+
+    class Meta:
+        model = OrganizationMember
+        fields = ("organization",)
+
+
+class MemberViewSet(ScopedViewSet):
+    serializer_class = MemberSerializer
+    queryset = OrganizationMember.objects.none()
+    filterset_class = MemberFilter
+
+    def scoped(self, scope: OrgScope) -> QuerySet[OrganizationMember]:
+        return members_visible(scope=scope)
+
+    def _admin_object(self) -> OrganizationMember:
+        member: OrganizationMember = self.get_object()
+        require_org_admin(self.request, member.organization_id)
+        return member
+
+    @extend_schema(
+        request=MemberCreateSerializer,
+        responses={201: MemberSerializer},
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return idempotent_post(request, lambda: self._create(request))
+
+    def _create(self, request: Request) -> Response:
+        context = {"scope": request_scope(request)}
+        body = MemberCreateSerializer(data=request.data, context=context)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        require_org_admin(request, data["organization"].pk)
+        try:
+            member = member_add(
+                organization=data["organization"], user=data["user"], role=data["role"]
+            )
+        except MembershipRefused as exc:
+            raise _field_error(exc) from None
+        return Response(MemberSerializer(member).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=MemberUpdateSerializer, responses=MemberSerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        member = self._admin_object()
+        body = MemberUpdateSerializer(member, data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        if "role" in body.validated_data:
+            try:
+                member = member_role_change(
+                    member=member,
+                    role=body.validated_data["role"],
+                    by_superuser=request_admin_scope(request) is None,
+                )
+            except MembershipRefused as exc:
+                raise _field_error(exc) from None
+        return Response(MemberSerializer(member).data)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        member = self._admin_object()
+        try:
+            member_remove(member=member, by_superuser=request_admin_scope(request) is None)
+        except MembershipRefused as exc:
+            raise _field_error(exc) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+router = SimpleRouter()
+router.register("organizations", OrganizationViewSet, basename="organization")
+router.register("members", MemberViewSet, basename="member")
+
+urlpatterns = [path("", include(router.urls))]

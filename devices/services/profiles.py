@@ -1,0 +1,134 @@
+"""Device profiles and their endpoint catalogue. An endpoint is checked here once, for the API
+and any later caller alike: a writable endpoint names the RPC method that writes it, an enum
+lists its values, a number's bounds are in order, keys are unique in a profile. Adding
+endpoints to a profile gives every device of the profile the new endpoints in the same
+transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from devices.models import DeviceProfile, DeviceProfileEndpoint, EndpointDataType
+from devices.services.provisioning import ProvisioningRefused, profile_endpoints_sync
+from devices.values import value_has_type
+
+MAX_ENDPOINTS_PER_PROFILE = 200
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    """One catalogue entry as a caller describes it."""
+
+    key: str
+    data_type: str
+    writable: bool = False
+    min_value: float | None = None
+    max_value: float | None = None
+    allowed_values: list[Any] | None = None
+    rpc_method: str = ""
+    rpc_param_key: str = ""
+
+
+def endpoint_spec_problems(spec: EndpointSpec) -> dict[str, str]:
+    """What is wrong with ``spec``, per field (empty: nothing). Pure: no database."""
+    problems: dict[str, str] = {}
+    if spec.writable and not spec.rpc_method:
+        problems["rpc_method"] = "a writable endpoint needs the RPC method that writes it"
+    if spec.data_type != EndpointDataType.NUMBER:
+        for name in ("min_value", "max_value"):
+            if getattr(spec, name) is not None:
+                problems[name] = "only a number endpoint has bounds"
+    elif (
+        spec.min_value is not None
+        and spec.max_value is not None
+        and spec.min_value > spec.max_value
+    ):
+        problems["max_value"] = "must not be below min_value"
+    allowed = spec.allowed_values
+    if spec.data_type == EndpointDataType.ENUM and not allowed:
+        problems["allowed_values"] = "an enum endpoint lists its allowed values"
+    elif allowed is not None:
+        problem = _allowed_values_problem(spec.data_type, allowed)
+        if problem:
+            problems["allowed_values"] = problem
+    return problems
+
+
+def _allowed_values_problem(data_type: str, allowed: Any) -> str | None:
+    if data_type == EndpointDataType.BOOL:
+        return "a bool endpoint takes no allowed values"
+    if not isinstance(allowed, list) or not allowed:
+        return "must be a non-empty list"
+    if not all(value_has_type(data_type, value) for value in allowed):
+        return f"every value must be of the endpoint's type ({data_type})"
+    if len({repr(value) for value in allowed}) != len(allowed):
+        return "values must be distinct"
+    return None
+
+
+def _endpoints_add(profile: DeviceProfile, specs: Sequence[EndpointSpec]) -> None:
+    """Insert the entries (a key the profile already has is refused), then the devices'."""
+    keys = [spec.key for spec in specs]
+    taken = set(
+        DeviceProfileEndpoint.objects.filter(profile=profile, key__in=keys).values_list(
+            "key", flat=True
+        )
+    )
+    if taken or len(set(keys)) != len(keys):
+        repeated = sorted(taken or {k for k in keys if keys.count(k) > 1})
+        raise ProvisioningRefused("endpoints", f"duplicate endpoint key(s): {', '.join(repeated)}")
+    if DeviceProfileEndpoint.objects.filter(profile=profile).count() + len(specs) > (
+        MAX_ENDPOINTS_PER_PROFILE
+    ):
+        raise ProvisioningRefused(
+            "endpoints", f"a profile has at most {MAX_ENDPOINTS_PER_PROFILE} endpoints"
+        )
+    DeviceProfileEndpoint.objects.bulk_create(
+        DeviceProfileEndpoint(profile=profile, **spec.__dict__) for spec in specs
+    )
+    profile_endpoints_sync(profile=profile)
+
+
+def _checked(specs: Sequence[EndpointSpec]) -> None:
+    for spec in specs:
+        problems = endpoint_spec_problems(spec)
+        if problems:
+            field, message = next(iter(problems.items()))
+            raise ProvisioningRefused("endpoints", f"{spec.key}: {field}: {message}")
+
+
+def profile_create(*, name: str, endpoints: Sequence[EndpointSpec]) -> DeviceProfile:
+    """A profile with its catalogue, in one transaction; a taken name is refused."""
+    _checked(endpoints)
+    try:
+        with transaction.atomic():
+            profile = DeviceProfile.objects.create(name=name)
+            _endpoints_add(profile, endpoints)
+    except IntegrityError:
+        raise ProvisioningRefused("name", "a profile of this name exists") from None
+    return profile
+
+
+def profile_rename(*, profile: DeviceProfile, name: str) -> DeviceProfile:
+    try:
+        with transaction.atomic():
+            DeviceProfile.objects.filter(pk=profile.pk).update(name=name)
+    except IntegrityError:
+        raise ProvisioningRefused("name", "a profile of this name exists") from None
+    profile.name = name
+    return profile
+
+
+def profile_endpoints_add(
+    *, profile: DeviceProfile, endpoints: Sequence[EndpointSpec]
+) -> DeviceProfile:
+    """Extend the catalogue; every device of the profile gets the new endpoints at once."""
+    _checked(endpoints)
+    with transaction.atomic():
+        DeviceProfile.objects.select_for_update().filter(pk=profile.pk).first()
+        _endpoints_add(profile, endpoints)
+    return profile
