@@ -14,7 +14,7 @@ from django.db import transaction
 from automation.models import AutomationRule
 from automation.services.rules import rule_create
 from common.accounts.services import api_token_issue
-from common.models import Organization, OrganizationMember
+from common.models import MemberRole, Organization, OrganizationMember
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -73,7 +73,9 @@ def _operator(org: Organization, out: Provisioned) -> None:
         out.password = secrets.token_urlsafe(12)
         user = users.create_superuser(username=OPERATOR, email="", password=out.password)
         out.token = api_token_issue(user=user).key
-    OrganizationMember.objects.get_or_create(user=user, organization=org)
+    OrganizationMember.objects.get_or_create(
+        user=user, organization=org, defaults={"role": MemberRole.ADMIN}
+    )
 
 
 def _rules(
