@@ -7,7 +7,7 @@ transaction."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -88,9 +88,17 @@ def _endpoints_add(profile: DeviceProfile, specs: Sequence[EndpointSpec]) -> Non
             "endpoints", f"a profile has at most {MAX_ENDPOINTS_PER_PROFILE} endpoints"
         )
     DeviceProfileEndpoint.objects.bulk_create(
-        DeviceProfileEndpoint(profile=profile, **spec.__dict__) for spec in specs
+        DeviceProfileEndpoint(profile=profile, **_with_param_key(spec).__dict__) for spec in specs
     )
     profile_endpoints_sync(profile=profile)
+
+
+def _with_param_key(spec: EndpointSpec) -> EndpointSpec:
+    """A writable endpoint's RPC parameter is named as the endpoint unless the caller says
+    otherwise: without one, every command to it would be refused as ``binding_invalid``."""
+    if spec.writable and not spec.rpc_param_key:
+        return replace(spec, rpc_param_key=spec.key)
+    return spec
 
 
 def _checked(specs: Sequence[EndpointSpec]) -> None:

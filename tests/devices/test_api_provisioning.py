@@ -126,6 +126,22 @@ def test_a_profile_is_created_with_its_catalogue(tenants: tuple[Tenant, Tenant])
     assert "Relay v2" in [p["name"] for p in listed]  # unused yet, but visible to its maker
 
 
+def test_a_writable_endpoint_without_a_parameter_name_takes_its_key(
+    tenants: tuple[Tenant, Tenant],
+) -> None:
+    """Firmware names a command's parameter as the endpoint unless told otherwise; an empty
+    name would make every command to the endpoint ``binding_invalid``."""
+    alpha, _ = tenants
+    pump = {"key": "pump", "data_type": "bool", "writable": True, "rpc_method": "setIO"}
+    sensor = {"key": "level", "data_type": "number"}
+    made = admin(alpha).post(
+        "/api/v1/profiles/", {"name": "Pump v1", "endpoints": [pump, sensor]}, format="json"
+    )
+    assert made.status_code == 201, made.content
+    keys = {e["key"]: e["rpc_param_key"] for e in made.json()["endpoints"]}
+    assert keys == {"pump": "pump", "level": ""}
+
+
 @pytest.mark.parametrize(
     ("endpoint", "field"),
     [
