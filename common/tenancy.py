@@ -19,16 +19,20 @@ _ORG_PATHS: dict[str, str] = {}
 USER_ORG_PATH = "organization_memberships__organization_id"
 
 
-def organization_scope(user: AbstractBaseUser | AnonymousUser) -> OrgScope:
-    """The organisations ``user`` may see: all for a superuser, none for anyone anonymous."""
+def organization_scope(
+    user: AbstractBaseUser | AnonymousUser, *, role: str | None = None
+) -> OrgScope:
+    """The organisations ``user`` may see (with ``role``: those they hold that role in): all
+    for a superuser, none for anyone anonymous."""
     if not getattr(user, "is_authenticated", False):
         return frozenset()
     if getattr(user, "is_superuser", False):
         return None
     user_id: int = user.pk  # type: ignore[assignment]  # authenticated: always saved
-    return frozenset(
-        OrganizationMember.objects.filter(user_id=user_id).values_list("organization_id", flat=True)
-    )
+    members = OrganizationMember.objects.filter(user_id=user_id)
+    if role is not None:
+        members = members.filter(role=role)
+    return frozenset(members.values_list("organization_id", flat=True))
 
 
 def scope_filter(rows: QuerySet, scope: OrgScope, path: str) -> QuerySet:  # type: ignore[type-arg]

@@ -39,20 +39,23 @@ class FarmSerializer(serializers.ModelSerializer[Farm]):
         read_only_fields = fields
 
 
+# What a profile's catalogue entry says, read and written alike.
+ENDPOINT_CATALOGUE_FIELDS = (
+    "key",
+    "data_type",
+    "writable",
+    "min_value",
+    "max_value",
+    "allowed_values",
+    "rpc_method",
+    "rpc_param_key",
+)
+
+
 class ProfileEndpointSerializer(serializers.ModelSerializer[DeviceProfileEndpoint]):
     class Meta:
         model = DeviceProfileEndpoint
-        fields = (
-            "id",
-            "key",
-            "data_type",
-            "writable",
-            "min_value",
-            "max_value",
-            "allowed_values",
-            "rpc_method",
-            "rpc_param_key",
-        )
+        fields = ("id", *ENDPOINT_CATALOGUE_FIELDS)
         read_only_fields = fields
 
 
@@ -133,16 +136,7 @@ class FarmUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[Farm]):
 class ProfileEndpointInputSerializer(StrictModelSerializer[DeviceProfileEndpoint]):
     class Meta:
         model = DeviceProfileEndpoint
-        fields = (
-            "key",
-            "data_type",
-            "writable",
-            "min_value",
-            "max_value",
-            "allowed_values",
-            "rpc_method",
-            "rpc_param_key",
-        )
+        fields = ENDPOINT_CATALOGUE_FIELDS
         validators: list[Any] = []
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

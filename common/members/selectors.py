@@ -6,22 +6,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from common.models import MemberRole, Organization, OrganizationMember
-from common.tenancy import OrgScope, scope_filter
+from common.tenancy import OrgScope, organization_scope, scope_filter
 
 
 def organization_admin_scope(user: AbstractBaseUser | AnonymousUser) -> OrgScope:
     """The organisations ``user`` may write for: all for a superuser, those they are an admin
     of otherwise (none for anyone anonymous)."""
-    if not getattr(user, "is_authenticated", False):
-        return frozenset()
-    if getattr(user, "is_superuser", False):
-        return None
-    user_id: int = user.pk  # type: ignore[assignment]  # authenticated: always saved
-    return frozenset(
-        OrganizationMember.objects.filter(user_id=user_id, role=MemberRole.ADMIN).values_list(
-            "organization_id", flat=True
-        )
-    )
+    return organization_scope(user, role=MemberRole.ADMIN)
 
 
 def organizations_visible(*, scope: OrgScope) -> QuerySet[Organization]:
