@@ -112,9 +112,7 @@ def trace_records_write(records: list[AutomationJob]) -> int:
             record.worker = worker
         alias = router.db_for_write(AutomationJob)
         with transaction.atomic(using=alias):  # a failure inside a caller's transaction stays ours
-            AutomationJob.objects.using(alias).bulk_create(
-                records, batch_size=len(records), ignore_conflicts=True
-            )
+            AutomationJob.objects.using(alias).bulk_create(records, ignore_conflicts=True)
     except Exception as exc:
         SCHEDULER_TRACE_WRITE_FAILURES.inc(len(records))
         logger.warning("scheduler trace: %d execution records not written: %s", len(records), exc)
