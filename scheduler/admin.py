@@ -148,7 +148,8 @@ class AutomationJobAdmin(TraceBlobAdmin):
     )
     list_filter = ("outcome", "automation_type")
     search_fields = ("scheduler_key",)
-    ordering = ("-started_at", "-pk")
+    ordering = ("-finished_at",)  # its index; a row's records come through the unique key
+    show_full_result_count = False  # a filtered page never counts the whole trace
     readonly_fields = ("scheduler_link", "trace_blob")
 
     @admin.display(description="scheduler row")
