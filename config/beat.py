@@ -53,7 +53,7 @@ def beat_schedule() -> dict[str, BeatEntry]:
         ),
         # Execution trace records and blobs past SCHEDULER_TRACE_RETENTION_DAYS, bounded.
         "automation-scheduler-trace-prune": BeatEntry(
-            "scheduler.trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)
+            "automation.scheduler_trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)
         ),
         # Each active report subscription gets the row of its current period.
         "reminders-report-subscriptions-ensure": BeatEntry(

@@ -61,7 +61,7 @@ def scheduler_release_stale_task() -> int:
     return result.released + result.held
 
 
-@shared_task(name="scheduler.trace_prune", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name="automation.scheduler_trace_prune", **routed_to("scheduler"), **DB_RETRY)
 def scheduler_trace_prune_task() -> int:
     """Trace records past SCHEDULER_TRACE_RETENTION_DAYS and their blobs, in bounded batches."""
     return scheduler_trace_prune(now=timezone.now()).records
