@@ -1,20 +1,27 @@
 """Support's admin for the due-work table: rows are read-only and scoped through their farm;
 holds, retries and cancels are actions that ask for a reason and call
-``scheduler.services.support``."""
+``scheduler.services.support``. A row's page links to its execution trace (read-only records,
+scoped by the organisation copied onto each) and streams its trace blob through the storage
+API to staff who may see the row."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import Model
+from django.http import FileResponse, Http404, HttpRequest
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
 
 from common.admin import OrgScopedTabularInline, ReadOnlyAdmin, reason_action
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import AutomationJob, AutomationScheduler, AutomationSchedulerTransition
 from scheduler.services.support import (
     scheduler_support_cancel,
     scheduler_support_release,
     scheduler_support_retry_now,
 )
+from scheduler.trace_storage import trace_blob_content_type, trace_blob_open
 
 
 class SchedulerTransitionInline(OrgScopedTabularInline):
@@ -41,8 +48,43 @@ def _cancel(row: Any, actor: str, reason: str) -> bool:
     return scheduler_support_cancel(scheduler_id=row.pk, actor=actor, reason=reason)
 
 
+class TraceBlobAdmin(ReadOnlyAdmin):
+    """An admin whose rows name a trace blob: ``<id>/trace-blob/`` streams it, for a user who
+    may view the row (another organisation's row does not exist: 404)."""
+
+    def get_urls(self) -> list[URLPattern]:
+        meta = self.model._meta
+        view = self.admin_site.admin_view(self.trace_blob_view)
+        name = f"{meta.app_label}_{meta.model_name}_trace_blob"
+        return [path("<path:object_id>/trace-blob/", view, name=name), *super().get_urls()]
+
+    def trace_blob_view(self, request: HttpRequest, object_id: str) -> FileResponse:
+        row = self.get_object(request, object_id)
+        if row is None or not self.has_view_permission(request, row):
+            raise Http404("no such row")
+        name = str(getattr(row, "trace_blob_name", ""))
+        blob = trace_blob_open(name) if name else None
+        if blob is None:
+            raise Http404("no trace blob (none written, or pruned)")
+        content_type = trace_blob_content_type(name)
+        return FileResponse(
+            blob,
+            content_type=content_type,
+            as_attachment=not content_type.startswith(("application/json", "text/")),
+            filename=name.rpartition("/")[2],
+        )
+
+    def trace_blob_link(self, obj: Model) -> str:
+        name = str(getattr(obj, "trace_blob_name", ""))
+        if not name or obj.pk is None:
+            return "—"
+        meta = self.model._meta
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_trace_blob", args=[obj.pk])
+        return format_html('<a href="{}">{}</a>', url, name)
+
+
 @admin.register(AutomationScheduler)
-class AutomationSchedulerAdmin(ReadOnlyAdmin):
+class AutomationSchedulerAdmin(TraceBlobAdmin):
     # Scoped through the row's farm: rows without a farm are visible to superusers only.
     org_path = "farm__organization_id"
     list_select_related = ("farm",)  # a nullable FK: the admin would not join it
@@ -67,9 +109,54 @@ class AutomationSchedulerAdmin(ReadOnlyAdmin):
         ("farm", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("scheduler_key",)
+    readonly_fields = ("trace_links",)
     inlines = (SchedulerTransitionInline,)
     actions = (
         reason_action(name="release_hold", title="Release support hold", apply=_release),
         reason_action(name="retry_now", title="Retry now", apply=_retry_now),
         reason_action(name="cancel", title="Cancel", apply=_cancel),
     )
+
+    @admin.display(description="trace")
+    def trace_links(self, obj: AutomationScheduler) -> str:
+        """Its execution records (another store: never read to find work) and its blob."""
+        records = reverse("admin:scheduler_automationjob_changelist")
+        links = [(f"{records}?scheduler_id={obj.pk}", "execution records")]
+        if obj.trace_blob_name:
+            blob = reverse("admin:scheduler_automationscheduler_trace_blob", args=[obj.pk])
+            links.append((blob, f"trace blob {obj.trace_blob_name}"))
+        return format_html_join(" · ", '<a href="{}">{}</a>', links)
+
+
+@admin.register(AutomationJob)
+class AutomationJobAdmin(TraceBlobAdmin):
+    """The execution trace, opened from a row's page (``?scheduler_id=<id>``); scoped by the
+    organisation each record carries, so it needs no join to the coordination table."""
+
+    org_path = "organization_id"
+    list_display = (
+        "id",
+        "scheduler_id",
+        "scheduler_key",
+        "token",
+        "attempt",
+        "outcome",
+        "reason",
+        "started_at",
+        "duration_ms",
+        "worker",
+    )
+    list_filter = ("outcome", "automation_type")
+    search_fields = ("scheduler_key",)
+    ordering = ("-finished_at",)  # its index; a row's records come through the unique key
+    show_full_result_count = False  # a filtered page never counts the whole trace
+    readonly_fields = ("scheduler_link", "trace_blob")
+
+    @admin.display(description="scheduler row")
+    def scheduler_link(self, obj: AutomationJob) -> str:
+        url = reverse("admin:scheduler_automationscheduler_change", args=[obj.scheduler_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.scheduler_id)
+
+    @admin.display(description="trace blob")
+    def trace_blob(self, obj: AutomationJob) -> str:
+        return self.trace_blob_link(obj)

@@ -1,6 +1,6 @@
 """The due-work table (docs/spec.md §4): one row per piece of due work, claimed by lease and
-version, and its audit rows. Its tables keep the names they had when it lived in the
-automation app."""
+version, and its audit rows (their tables keep the names they had when they lived in the
+automation app); and the trace of executions, a thin copy no claim ever reads."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from devices.models import Farm
-from scheduler.states import SchedulerReason, SchedulerStatus
+from scheduler.states import FinishOutcome, SchedulerReason, SchedulerStatus
 
 
 class AutomationType(models.TextChoices):
@@ -111,3 +111,44 @@ class AutomationSchedulerTransition(models.Model):
         moved = f"{self.from_status or '∅'} → {self.to_status}"
         at = f"{self.at:%Y-%m-%d %H:%M:%S}"
         return f"scheduler #{self.scheduler_id} {moved} ({self.reason_code}) @ {at}"
+
+
+class AutomationJob(models.Model):
+    """One execution of a claimed row (type, key, outcome, timings, where the delivery went),
+    appended after the row's own transaction committed. A thin trace copy: workers never read
+    it to find work, it may live in another database (``SCHEDULER_TRACE_DATABASE``), and it is
+    pruned after ``SCHEDULER_TRACE_RETENTION_DAYS``. Plain ids, no foreign keys, so pruning
+    either side never blocks the other and no join crosses databases."""
+
+    scheduler_id = models.BigIntegerField()
+    automation_type = models.CharField(max_length=24, choices=AutomationType.choices)
+    scheduler_key = models.CharField(max_length=400)
+    token = models.PositiveIntegerField()  # the claim's version: one claim, one execution
+    attempt = models.PositiveIntegerField()  # 1 + the row's retry count when it was claimed
+    outcome = models.CharField(max_length=16, choices=[(o.value, o.value) for o in FinishOutcome])
+    reason = models.CharField(max_length=40, blank=True, default="")
+    detail = models.CharField(max_length=500, blank=True, default="")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    worker = models.CharField(max_length=120)  # host and process that ran it
+    coordinates = models.JSONField(null=True, blank=True)  # the row's small dispatch result
+    trace_blob_name = models.CharField(max_length=255, blank=True, default="")
+    # Copied from the row when the record is written: the admin scopes records by
+    # organisation without joining the coordination table (which may be another database).
+    farm_id = models.BigIntegerField(null=True, blank=True)
+    organization_id = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # A rewritten record (a retried write, a redelivered chunk) is absorbed; a second
+            # delivery of the same claim that lost the race is a record of its own (lost).
+            models.UniqueConstraint(
+                fields=["scheduler_id", "token", "outcome"], name="scheduler_job_execution_uniq"
+            ),
+        ]
+        indexes = [models.Index(fields=["finished_at"], name="scheduler_job_finished_idx")]
+
+    def __str__(self) -> str:
+        at = f"{self.started_at:%Y-%m-%d %H:%M:%S}"
+        return f"scheduler #{self.scheduler_id} v{self.token} {self.outcome} @ {at}"

@@ -3,6 +3,8 @@ database). Every move of a row is a versioned compare-and-set along an edge list
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from django.db.models import TextChoices
 
 
@@ -29,6 +31,19 @@ class SchedulerReason(TextChoices):
     RESULT_TOO_LARGE = "result_too_large"
     ENQUEUE_FAILED = "enqueue_failed"
     SUPPORT_RELEASED = "support_released"
+
+
+class FinishOutcome(StrEnum):
+    """What became of a claimed row: what ``scheduler_execute`` returns and what its trace
+    record (``AutomationJob.outcome``) says."""
+
+    COMPLETED = "completed"
+    DEACTIVATED = "deactivated"
+    CANCELLED = "cancelled"
+    RETRY_SCHEDULED = "retry_scheduled"
+    HELD = "held"
+    FAILED = "failed"
+    LOST = "lost"  # the token no longer matches: a newer claim or cleanup owns the row
 
 
 SS = SchedulerStatus

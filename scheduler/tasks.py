@@ -1,14 +1,12 @@
 """Celery tasks of the due-work scheduler (queue ``scheduler``): take ids, call one service.
 
-Beat drives both sweeps (config.beat). The due poll claims rows and fans out one execute task
+Beat drives the sweeps (config.beat). The due poll claims rows and fans out one execute task
 per chunk of rows; a lost execute message leaves its rows Processing until their lease
 expires, and stale cleanup returns them to Pending: the database, not the broker, holds the
 work.
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 from celery import shared_task
 from django.conf import settings
@@ -19,7 +17,9 @@ from scheduler.services import (
     ClaimedRow,
     scheduler_due_fan_out,
     scheduler_execute,
+    scheduler_execute_chunk,
     scheduler_release_stale,
+    scheduler_trace_prune,
 )
 
 EXECUTE_TASK = "automation.scheduler_execute"
@@ -42,10 +42,8 @@ def scheduler_poll_due_task() -> int:
 
 @shared_task(name="automation.scheduler_execute_batch", **routed_to("scheduler"), **DB_RETRY)
 def scheduler_execute_batch_task(rows: list[list[int]]) -> dict[str, int]:
-    """Each claimed row in its own transaction, as ``scheduler_execute`` would one by one."""
-    outcomes: Counter[str] = Counter()
-    for scheduler_id, token in rows:
-        outcomes[str(scheduler_execute(scheduler_id=scheduler_id, token=token))] += 1
+    """Each claimed row in its own transaction, then the chunk's trace in one INSERT."""
+    outcomes = scheduler_execute_chunk(rows=[(pk, token) for pk, token in rows])
     return dict(outcomes)
 
 
@@ -61,3 +59,9 @@ def scheduler_release_stale_task() -> int:
     """Return expired claims to Pending on the backoff ladder (or support hold)."""
     result = scheduler_release_stale(now=timezone.now())
     return result.released + result.held
+
+
+@shared_task(name="automation.scheduler_trace_prune", **routed_to("scheduler"), **DB_RETRY)
+def scheduler_trace_prune_task() -> int:
+    """Trace records past SCHEDULER_TRACE_RETENTION_DAYS and their blobs, in bounded batches."""
+    return scheduler_trace_prune(now=timezone.now()).records

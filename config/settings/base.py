@@ -19,6 +19,7 @@ from config.env import (
     mqtt_from_env,
 )
 from config.env_email import email_from_env
+from config.env_trace import TRACE_STORAGE_ALIAS, trace_database_from_env, trace_storage_from_env
 from config.logging import log_format_from_env, log_level_from_env, logging_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -213,8 +214,16 @@ SCHEDULER_BACKOFF_MINUTES = env_float_list("SCHEDULER_BACKOFF_MINUTES", (5.0, 15
 # DispatchResultJson stays small; larger diagnostics go to file storage (TraceBlobName).
 SCHEDULER_RESULT_MAX_BYTES = env_int("SCHEDULER_RESULT_MAX_BYTES", 2048, minimum=64)
 SCHEDULER_TRACE_PREFIX = env_str("SCHEDULER_TRACE_PREFIX", "automation-scheduler")
-# Django's default_storage (trace blobs) writes under MEDIA_ROOT.
+# The execution trace, never read to find work: records in SCHEDULER_TRACE_DATABASE, blobs in
+# STORAGES["scheduler_traces"] (files under MEDIA_ROOT unless the environment names another
+# backend, config/env_trace.py); beat prunes both after SCHEDULER_TRACE_RETENTION_DAYS.
 MEDIA_ROOT = env_str("MEDIA_ROOT", str(BASE_DIR / "var" / "media"))
+STORAGES[TRACE_STORAGE_ALIAS] = trace_storage_from_env()
+SCHEDULER_TRACE_DATABASE = trace_database_from_env(DATABASES)
+DATABASE_ROUTERS = ["scheduler.routers.SchedulerTraceRouter"]
+SCHEDULER_TRACE_RETENTION_DAYS = env_int("SCHEDULER_TRACE_RETENTION_DAYS", 30, minimum=1)
+SCHEDULER_TRACE_PRUNE_INTERVAL_S = env_float("SCHEDULER_TRACE_PRUNE_INTERVAL_S", 3600.0, minimum=1)
+SCHEDULER_TRACE_PRUNE_BATCH = env_int("SCHEDULER_TRACE_PRUNE_BATCH", 500, minimum=1)
 
 # --- Notifications ---
 # Delivery attempts per notification (support retry grants a fresh budget).

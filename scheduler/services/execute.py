@@ -3,22 +3,23 @@
 The handler's revalidation and run commit in one transaction with ``Completed WHERE version =
 token``: if the claim was lost meanwhile (lease expired and the row was claimed again, or the
 event path deactivated it), the completion matches no row and the handler's database writes
-roll back with it. Large diagnostics go to ``default_storage``; the row keeps only the name.
+roll back with it. Large diagnostics go to the trace storage; the row keeps only the name.
+Each execution appends one trace record after its chunk committed (``services.trace``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,9 +28,9 @@ from scheduler.registry import (
     HoldForSupport,
     PermanentFailure,
     RetryableFailure,
+    SchedulerHandler,
     SchedulerJob,
     SchedulerOutcome,
-    Trace,
     scheduler_handler_for,
 )
 from scheduler.selectors import scheduler_claimed_job
@@ -41,8 +42,9 @@ from scheduler.services.finish import (
     scheduler_hold,
     scheduler_unclaim,
 )
-from scheduler.services.moves import FinishOutcome
-from scheduler.states import SchedulerReason, SchedulerStatus
+from scheduler.services.trace import TraceBatch
+from scheduler.states import FinishOutcome, SchedulerReason, SchedulerStatus
+from scheduler.trace_storage import trace_blob_save
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +53,63 @@ class _ClaimLost(Exception):
     """Raised inside the handler's transaction to roll its writes back."""
 
 
+@dataclass
+class _Attempt:
+    """How one execution ended, for its trace record."""
+
+    outcome: FinishOutcome
+    reason: str = ""
+    detail: str = ""
+    coordinates: Mapping[str, Any] | None = None
+    blob: str = ""
+
+
 def scheduler_execute(
-    *, scheduler_id: int, token: int, now: datetime | None = None
+    *, scheduler_id: int, token: int, now: datetime | None = None, trace: TraceBatch | None = None
 ) -> FinishOutcome:
-    """Run one claimed row: revalidate, run, complete — or record the typed outcome."""
+    """Run one claimed row: revalidate, run, complete — or record the typed outcome. Its trace
+    record joins ``trace`` (written by whoever flushes it), or is written after commit."""
     now = now or timezone.now()
     job = scheduler_claimed_job(scheduler_id=scheduler_id, token=token, now=now)
-    if job is None:
+    if job is None:  # a redelivery, or the row moved on: nothing runs, nothing is traced
         return FinishOutcome.LOST
+    began = time.perf_counter()
+    attempt = _attempt(job)
+    batch = trace if trace is not None else TraceBatch()
+    batch.add(
+        job=job,
+        outcome=attempt.outcome,
+        started_at=now,
+        duration_s=time.perf_counter() - began,
+        reason=attempt.reason,
+        detail=attempt.detail,
+        coordinates=attempt.coordinates,
+        trace_blob_name=attempt.blob,
+    )
+    if trace is None:
+        batch.flush()
+    return attempt.outcome
+
+
+def scheduler_execute_chunk(
+    *, rows: Iterable[tuple[int, int]], clock: Callable[[], datetime] = timezone.now
+) -> Counter[str]:
+    """Each claimed (id, token) in its own transaction, then the chunk's trace records in one
+    INSERT (also when a row raised: the rows before it did run)."""
+    outcomes: Counter[str] = Counter()
+    batch = TraceBatch()
+    try:
+        for scheduler_id, token in rows:
+            outcome = scheduler_execute(
+                scheduler_id=scheduler_id, token=token, now=clock(), trace=batch
+            )
+            outcomes[str(outcome)] += 1
+    finally:
+        batch.flush()
+    return outcomes
+
+
+def _attempt(job: SchedulerJob) -> _Attempt:
     handler = scheduler_handler_for(job.automation_type)
     if handler is None:
         missing = RetryableFailure(
@@ -66,52 +117,62 @@ def scheduler_execute(
             reason=SchedulerReason.HANDLER_MISSING,
         )
         return _record(job, missing)
+    return _run(job, handler)
+
+
+def _run(job: SchedulerJob, handler: SchedulerHandler) -> _Attempt:
+    lost = _Attempt(FinishOutcome.LOST, detail="claim lost before completion")
     try:
         with transaction.atomic():
             handler.revalidate(job)
             result = handler.run(job)
             coordinates = _small(result.coordinates)
-            blob = _trace_save(job, "completed", result.trace)
+            lost.blob = trace_blob_save(job, "completed", result.trace)
             done = scheduler_complete(
-                scheduler_id=scheduler_id,
-                token=token,
+                scheduler_id=job.scheduler_id,
+                token=job.token,
                 coordinates=coordinates,
-                now=now,
-                trace_blob_name=blob,
+                now=job.now,
+                trace_blob_name=lost.blob,
             )
             if not done:
                 raise _ClaimLost
     except _ClaimLost:
-        logger.info("scheduler row %s: claim %s lost before completion", scheduler_id, token)
-        return FinishOutcome.LOST
+        logger.info(
+            "scheduler row %s: claim %s lost before completion", job.scheduler_id, job.token
+        )
+        return lost
     except SchedulerOutcome as outcome:
         return _record(job, outcome)
     except Exception as exc:  # a handler bug or a transient error: retried on the ladder
-        logger.exception("scheduler row %s (%s) failed", scheduler_id, job.scheduler_key)
+        logger.exception("scheduler row %s (%s) failed", job.scheduler_id, job.scheduler_key)
         failure = RetryableFailure(
             f"{type(exc).__name__}: {exc}", trace={"traceback": traceback.format_exc()}
         )
         return _record(job, failure)
-    return FinishOutcome.COMPLETED
+    return _Attempt(FinishOutcome.COMPLETED, coordinates=coordinates, blob=lost.blob)
 
 
-def _record(job: SchedulerJob, outcome: SchedulerOutcome) -> FinishOutcome:
-    blob = _trace_save(job, outcome.reason, outcome.trace)
+def _record(job: SchedulerJob, outcome: SchedulerOutcome) -> _Attempt:
+    blob = trace_blob_save(job, outcome.reason, outcome.trace)
+    detail = outcome.detail[:500]
     common: dict[str, Any] = {
         "scheduler_id": job.scheduler_id,
         "token": job.token,
         "now": job.now,
-        "detail": outcome.detail[:500],
+        "detail": detail,
         "trace_blob_name": blob,
     }
     if isinstance(outcome, Deactivate):
         ok = scheduler_deactivate(reason=outcome.reason, **common)
-        return FinishOutcome.DEACTIVATED if ok else FinishOutcome.LOST
-    if isinstance(outcome, HoldForSupport):
+        ended = FinishOutcome.DEACTIVATED if ok else FinishOutcome.LOST
+    elif isinstance(outcome, HoldForSupport):
         ok = scheduler_hold(from_status=SchedulerStatus.PROCESSING, reason=outcome.reason, **common)
-        return FinishOutcome.HELD if ok else FinishOutcome.LOST
-    retryable = not isinstance(outcome, PermanentFailure)
-    return scheduler_fail(reason=outcome.reason, retryable=retryable, **common)
+        ended = FinishOutcome.HELD if ok else FinishOutcome.LOST
+    else:
+        retryable = not isinstance(outcome, PermanentFailure)
+        ended = scheduler_fail(reason=outcome.reason, retryable=retryable, **common)
+    return _Attempt(ended, reason=outcome.reason, detail=detail, blob=blob)
 
 
 def _small(coordinates: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,27 +186,6 @@ def _small(coordinates: Mapping[str, Any]) -> dict[str, Any]:
             reason=SchedulerReason.RESULT_TOO_LARGE,
         )
     return value
-
-
-def _trace_save(job: SchedulerJob, label: str, trace: Trace | None) -> str:
-    """Write diagnostics to file storage; the name goes to TraceBlobName. A storage error is
-    logged and never decides the row's outcome."""
-    if trace is None:
-        return ""
-    if isinstance(trace, bytes):
-        body = trace
-    elif isinstance(trace, str):
-        body = trace.encode()
-    else:
-        envelope = {"schedulerKey": job.scheduler_key, "token": job.token, "outcome": label}
-        envelope.update(trace)
-        body = json.dumps(envelope, default=str, indent=1).encode()
-    name = f"{settings.SCHEDULER_TRACE_PREFIX}/{job.scheduler_id}/v{job.token}-{label}.json"
-    try:
-        return str(default_storage.save(name, ContentFile(body)))
-    except Exception as exc:
-        logger.warning("scheduler trace %s not written: %s", name, exc)
-        return ""
 
 
 def scheduler_due_fan_out(
@@ -195,7 +235,7 @@ def scheduler_process_due(
         rows = scheduler_claim_due(now=clock(), limit=batch)
         if not rows:
             break
-        for row in rows:
-            outcome = scheduler_execute(scheduler_id=row.scheduler_id, token=row.token, now=clock())
-            outcomes[outcome] += 1
+        outcomes += scheduler_execute_chunk(
+            rows=[(row.scheduler_id, row.token) for row in rows], clock=clock
+        )
     return outcomes

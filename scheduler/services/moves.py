@@ -5,7 +5,6 @@ newer claim, stale cleanup, the event path): the caller returns, nothing is writ
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
@@ -13,7 +12,12 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
-from scheduler.states import SchedulerReason, SchedulerStatus, scheduler_can_move
+from scheduler.states import (
+    FinishOutcome,
+    SchedulerReason,
+    SchedulerStatus,
+    scheduler_can_move,
+)
 
 TABLE = AutomationScheduler._meta.db_table
 _AUDIT_INSERT = (
@@ -22,18 +26,6 @@ _AUDIT_INSERT = (
     "SELECT id, %s, status, %s, version, retry_count, %s, %s "
 )
 _AUDIT_SQL = f"{_AUDIT_INSERT} FROM {TABLE} WHERE id = %s"
-
-
-class FinishOutcome(StrEnum):
-    """What became of a claimed row (also what ``scheduler_execute`` returns)."""
-
-    COMPLETED = "completed"
-    DEACTIVATED = "deactivated"
-    CANCELLED = "cancelled"
-    RETRY_SCHEDULED = "retry_scheduled"
-    HELD = "held"
-    FAILED = "failed"
-    LOST = "lost"  # the token no longer matches: a newer claim or cleanup owns the row
 
 
 def scheduler_move(
