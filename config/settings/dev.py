@@ -12,6 +12,7 @@ from config.settings.base import (
     REST_FRAMEWORK,
     SECRET_KEY,
     STATIC_ROOT,
+    STORAGES,
     WEBHOOK_SECRET_KEY,
 )
 
@@ -21,7 +22,7 @@ INSTALLED_APPS = [*INSTALLED_APPS, "devtools"]
 WHITENOISE_USE_FINDERS = True
 Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on a missing root
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    **STORAGES,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 # With MQTT_URL unset, the bridge and the simulator start the embedded broker through this.
