@@ -15,7 +15,6 @@ from scheduler.registry import (
     scheduler_handler_register,
 )
 
-
 USER_MESSAGE_PREFIX = "user-message:"
 
 
