@@ -66,8 +66,9 @@ def user_message_trigger(message: UserMessage) -> str:
     return TriggerType.DATE_BASED if once else TriggerType.RECURRING
 
 
-def user_message_rows_sync(*, message: UserMessage, now: datetime) -> RowsSynced:
-    """Bring the message's rows in line with it (see the module docstring)."""
+def user_message_rows_sync(*, message: UserMessage, now: datetime, detail: str = "") -> RowsSynced:
+    """Bring the message's rows in line with it (see the module docstring); ``detail`` goes
+    to the audit rows of a cancellation."""
     synced = RowsSynced()
     links = {link.sequence: link for link in message.occurrences.all()}
     rows = {
@@ -78,7 +79,7 @@ def user_message_rows_sync(*, message: UserMessage, now: datetime) -> RowsSynced
     }
     if message.status == UserMessageStatus.CANCELLED:
         for row in rows.values():
-            _deactivate(row, SchedulerReason.REMINDER_SETTING_INACTIVE, now, synced)
+            _deactivate(row, SchedulerReason.REMINDER_SETTING_INACTIVE, now, synced, detail)
         return synced
     schedule = MessageSchedule.of(message)
     for sequence, link in links.items():
@@ -191,10 +192,17 @@ def _ensure(
     synced.ensured.append(result.scheduler_key)
 
 
-def _deactivate(row: _Row, reason: SchedulerReason, now: datetime, synced: RowsSynced) -> None:
+def _deactivate(
+    row: _Row, reason: SchedulerReason, now: datetime, synced: RowsSynced, detail: str = ""
+) -> None:
     if row.status not in SCHEDULER_OPEN:
         return
     if scheduler_deactivate(
-        scheduler_id=row.pk, token=row.version, reason=reason, now=now, from_status=row.status
+        scheduler_id=row.pk,
+        token=row.version,
+        reason=reason,
+        now=now,
+        from_status=row.status,
+        detail=detail or "user message changed",
     ):
         synced.deactivated.append(row.key)

@@ -133,8 +133,11 @@ def user_message_update(
         return changed, user_message_rows_sync(message=message, now=now)
 
 
-def user_message_cancel(*, message_id: int, now: datetime | None = None) -> bool:
-    """Active → cancelled; its open rows are deactivated. False: it was cancelled already."""
+def user_message_cancel(
+    *, message_id: int, now: datetime | None = None, actor: str = "", reason: str = ""
+) -> bool:
+    """Active → cancelled; its open rows are deactivated (the audit rows name ``actor`` and
+    ``reason`` when given). False: it was cancelled already."""
     now = now or timezone.now()
     with transaction.atomic():
         message = UserMessage.objects.select_for_update().select_related("farm").get(pk=message_id)
@@ -149,7 +152,9 @@ def user_message_cancel(*, message_id: int, now: datetime | None = None) -> bool
         if not cancelled:
             return False
         message.refresh_from_db()
-        user_message_rows_sync(message=message, now=now)
+        who = f" by {actor}" if actor else ""
+        detail = f"user message cancelled{who}" + (f": {reason}" if reason else "")
+        user_message_rows_sync(message=message, now=now, detail=detail[:500])
     return True
 
 
