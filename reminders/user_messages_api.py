@@ -14,6 +14,7 @@ import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.decorators import action
@@ -128,6 +129,7 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
     def validate_farm(self, farm: Any) -> Any:
         return farm_with_known_zone(farm)
 
+    @extend_schema_field(OpenApiTypes.DATETIME)
     def get_next_occurrence_on(self, message: UserMessage) -> str | None:
         found = user_message_next_occurrence(message_id=message.pk)
         return None if found is None else serializers.DateTimeField().to_representation(found)

@@ -103,8 +103,12 @@ def user_message_update(
         message = UserMessage.objects.select_for_update().select_related("farm").get(pk=message_id)
         if message.status != UserMessageStatus.ACTIVE:
             raise UserMessageCancelled("status", "the message is cancelled; it cannot be edited")
-        users = list(changes.pop("recipient_users", _ids(message.recipient_users)))
-        contacts = list(changes.pop("recipient_contacts", _ids(message.recipient_contacts)))
+        named = changes.get("recipients_policy", message.recipients_policy)
+        keep = named == UserMessageRecipients.CHOSEN  # a policy names nobody: drop the names
+        users = list(changes.pop("recipient_users", _ids(message.recipient_users) if keep else []))
+        contacts = list(
+            changes.pop("recipient_contacts", _ids(message.recipient_contacts) if keep else [])
+        )
         changed = [name for name, value in changes.items() if getattr(message, name) != value]
         if set(users) != set(_ids(message.recipient_users)):
             changed.append("recipient_users")
