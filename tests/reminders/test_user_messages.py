@@ -11,8 +11,10 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core import mail
 
 from notifications.models import Notification
+from notifications.services import notification_deliver
 from reminders.models import UserMessageOccurrence
 from reminders.scheduler_handlers import ReminderSchedulerHandler
 from reminders.services.user_messages import (
@@ -246,6 +248,12 @@ def test_a_redelivered_task_queues_one_notification_per_recipient_and_channel(fa
     key = f"user-message:{msg.guid}:2026-03-03T08:00:00Z"
     assert len(notifications_for(key)) == 4
     assert UserMessageOccurrence.objects.filter(message=msg).count() == 1
+    # The notify task delivered twice as well: each email goes out once.
+    for note in notifications_for(key):
+        notification_deliver(notification_id=note.pk, now=FIRST)
+        notification_deliver(notification_id=note.pk, now=FIRST)
+    assert sorted(m.to[0] for m in mail.outbox) == ["ins@example.org", "vet@example.org"]
+    assert "Close the north gate tonight." in mail.outbox[0].body
 
 
 @pytest.mark.parametrize(
