@@ -36,7 +36,8 @@ from common.serializers import FixedFieldsMixin, StrictIntegerField, StrictModel
 from common.tenancy import OrgScope, scope_filter
 from devices.selectors import farms_visible
 from notifications.states import Channel
-from reminders.models import UserMessage, UserMessageStatus
+from reminders.models import UserMessage, UserMessageRecurrence, UserMessageStatus
+from reminders.models.user_messages import UserMessageRecipients
 from reminders.selectors import user_message_next_occurrence
 from reminders.serializers import farm_with_known_zone
 from reminders.services.user_messages import (
@@ -48,6 +49,7 @@ from reminders.services.user_messages import (
 )
 
 RECIPIENTS_MAX = 200
+API_NAMES = {"recurrence": "repeat", "recipients_policy": "recipients"}  # service → API
 
 
 @extend_schema_field({"type": "array", "items": {"type": "integer"}})
@@ -72,8 +74,24 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
     channels = serializers.ListField(
         child=serializers.ChoiceField(choices=Channel.choices), allow_empty=False, max_length=3
     )
-    recipient_users = _ids("with recipients_policy 'chosen': members of the farm, by user id")
-    recipient_contacts = _ids("with recipients_policy 'chosen': the farm's contacts, by id")
+    # API names of their own: the enums of reminders' ``recurrence`` and
+    # ``recipients_policy`` hold other choices.
+    repeat = serializers.ChoiceField(
+        source="recurrence",
+        choices=UserMessageRecurrence.choices,
+        required=False,
+        default=UserMessageRecurrence.ONCE,
+        help_text="once, or daily / weekly (on the weekday of starts_on) up to until or count",
+    )
+    recipients = serializers.ChoiceField(
+        source="recipients_policy",
+        choices=UserMessageRecipients.choices,
+        required=False,
+        default=UserMessageRecipients.FARM_MEMBERS,
+        help_text="a recipient policy of the farm, or 'chosen': recipient_users and contacts",
+    )
+    recipient_users = _ids("with recipients 'chosen': members of the farm, by user id")
+    recipient_contacts = _ids("with recipients 'chosen': the farm's contacts, by id")
     next_occurrence_on = serializers.SerializerMethodField()
 
     class Meta:
@@ -85,11 +103,11 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
             "author",
             "subject",
             "text",
-            "recipients_policy",
+            "recipients",
             "recipient_users",
             "recipient_contacts",
             "channels",
-            "recurrence",
+            "repeat",
             "starts_on",
             "send_time",
             "until",
@@ -122,8 +140,8 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if "scope" in self.context:
-            fields: Any = self.fields
+        fields: Any = self.fields
+        if "scope" in self.context and "farm" in fields:
             fields["farm"].queryset = farms_visible(scope=self.context["scope"])
 
     def validate_farm(self, farm: Any) -> Any:
@@ -136,7 +154,17 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
 
 
 class UserMessageUpdateSerializer(FixedFieldsMixin, UserMessageSerializer):
+    """What a PATCH may name (the read-only fields are the answer's, not the request's)."""
+
     fixed_fields = {"farm": "cannot be changed; cancel and create a new message instead"}
+
+    class Meta(UserMessageSerializer.Meta):
+        fields = tuple(
+            name
+            for name in UserMessageSerializer.Meta.fields
+            if name not in UserMessageSerializer.Meta.read_only_fields
+            and name not in ("farm", "next_occurrence_on")
+        )
 
 
 class UserMessageFilter(django_filters.FilterSet):
@@ -155,7 +183,7 @@ def _refusals() -> Iterator[None]:
     except UserMessageCancelled as exc:
         raise Conflict(str(exc)) from None
     except UserMessageInvalid as exc:
-        raise ValidationError({exc.field: [str(exc)]}) from None
+        raise ValidationError({API_NAMES.get(exc.field, exc.field): [str(exc)]}) from None
 
 
 class UserMessageViewSet(ScopedViewSet):

@@ -44,8 +44,8 @@ def _body(tenant: Tenant, **overrides: object) -> dict[str, object]:
         "subject": "Shearing",
         "text": "Shearers arrive at 7.",
         "channels": ["email"],
-        "recipients_policy": "external_contacts",
-        "recurrence": "daily",
+        "recipients": "external_contacts",
+        "repeat": "daily",
         "starts_on": "2026-03-03",
         "send_time": "06:00",
         "count": 3,
@@ -91,15 +91,17 @@ def test_a_create_retried_with_its_idempotency_key_is_one_message(alpha) -> None
     ("overrides", "field"),
     [
         ({"count": None}, "until"),
-        ({"recurrence": "once"}, "until"),
-        ({"starts_on": "2026-03-01", "recurrence": "once", "count": None}, "starts_on"),
+        ({"repeat": "once"}, "until"),
+        ({"starts_on": "2026-03-01", "repeat": "once", "count": None}, "starts_on"),
         ({"send_time": "06:00+01:00"}, "send_time"),
         ({"channels": ["fax"]}, "channels"),
         ({"count": 1001}, "count"),
-        ({"recipients_policy": "chosen"}, "recipient_users"),
-        ({"recipients_policy": "chosen", "recipient_users": [99999]}, "recipient_users"),
+        ({"recipients": "chosen"}, "recipient_users"),
+        ({"recipients": "chosen", "recipient_users": [99999]}, "recipient_users"),
         ({"recipient_users": ["1"]}, "recipient_users"),
         ({"subject": ""}, "subject"),
+        ({"recipient_users": [1]}, "recipients"),  # names need the policy 'chosen'
+        ({"repeat": "monthly"}, "repeat"),
     ],
 )
 def test_refused_input_is_a_400_naming_the_field(alpha, overrides, field) -> None:
