@@ -96,7 +96,7 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
 
     class Meta:
         model = UserMessage
-        fields = (
+        fields: tuple[str, ...] = (
             "id",
             "guid",
             "farm",
@@ -159,11 +159,18 @@ class UserMessageUpdateSerializer(FixedFieldsMixin, UserMessageSerializer):
     fixed_fields = {"farm": "cannot be changed; cancel and create a new message instead"}
 
     class Meta(UserMessageSerializer.Meta):
-        fields = tuple(
-            name
-            for name in UserMessageSerializer.Meta.fields
-            if name not in UserMessageSerializer.Meta.read_only_fields
-            and name not in ("farm", "next_occurrence_on")
+        fields = (
+            "subject",
+            "text",
+            "recipients",
+            "recipient_users",
+            "recipient_contacts",
+            "channels",
+            "repeat",
+            "starts_on",
+            "send_time",
+            "until",
+            "count",
         )
 
 

@@ -78,8 +78,8 @@ def user_message_rows_sync(*, message: UserMessage, now: datetime, detail: str =
         ).values_list("pk", "status", "version", "scheduler_key")
     }
     if message.status == UserMessageStatus.CANCELLED:
-        for row in rows.values():
-            _deactivate(row, SchedulerReason.REMINDER_SETTING_INACTIVE, now, synced, detail)
+        for open_row in rows.values():
+            _deactivate(open_row, SchedulerReason.REMINDER_SETTING_INACTIVE, now, synced, detail)
         return synced
     schedule = MessageSchedule.of(message)
     for sequence, link in links.items():
