@@ -60,4 +60,9 @@ def beat_schedule() -> dict[str, BeatEntry]:
             "reminders.report_subscriptions_ensure",
             float(settings.REMINDERS_REPORT_ENSURE_INTERVAL_S),
         ),
+        # Each live user message gets its rows up to the horizon (same cadence as reports).
+        "reminders-user-messages-ensure": BeatEntry(
+            "reminders.user_messages_ensure",
+            float(settings.REMINDERS_REPORT_ENSURE_INTERVAL_S),
+        ),
     }

@@ -60,6 +60,7 @@ urlpatterns = [
     path("api/v1/", include("devices.api")),
     path("api/v1/", include("automation.api")),
     path("api/v1/", include("reminders.api")),
+    path("api/v1/", include("reminders.user_messages_api")),  # users' scheduled messages
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),

@@ -1,19 +1,29 @@
 """Support's admin for reminders: settings, their sources (documents, endpoint metrics) and
-report subscriptions. Read-mostly: configuration changes go through the API and the reminders
+report subscriptions, users' scheduled messages (cancelled by an action through their service).
+Read-mostly: configuration changes go through the API and the reminders
 services (which re-derive scheduler rows), so these pages list, filter and open rows only.
 Each list is scoped to the staff user's organisations unless superuser."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
-from common.admin import ReadOnlyAdmin
+from common.admin import ReadOnlyAdmin, reason_action
 from common.tenancy import organization_scope
-from reminders.models import Document, EndpointMetricSource, ReminderSetting, ReportSubscription
+from reminders.models import (
+    Document,
+    EndpointMetricSource,
+    ReminderSetting,
+    ReportSubscription,
+    UserMessage,
+)
+from reminders.selectors import user_message_next_occurrence
+from reminders.services.user_messages import user_message_cancel
 
 
 @admin.register(ReminderSetting)
@@ -94,3 +104,40 @@ class ReportSubscriptionAdmin(ReadOnlyAdmin):
     )
     list_filter = ("active", "recurrence", "recipients_policy")
     search_fields = ("name",)
+
+
+def _user_message_cancel(row: Any, actor: str, reason: str) -> bool:
+    return user_message_cancel(message_id=row.pk, actor=actor, reason=reason)
+
+
+@admin.register(UserMessage)
+class UserMessageAdmin(ReadOnlyAdmin):
+    """Users' scheduled messages: written over the API; support lists them, sees the next
+    send, and cancels through the service (pending sends deactivated, sent ones kept)."""
+
+    org_path = "farm__organization_id"
+    list_select_related = ("farm", "author")
+    list_display = (
+        "id",
+        "subject",
+        "farm",
+        "author",
+        "recurrence",
+        "status",
+        "next_occurrence",
+        "last_occurrence_on",
+        "version",
+        "updated_at",
+    )
+    list_filter = ("status", "recurrence", "recipients_policy")
+    search_fields = ("subject", "guid")
+    raw_id_fields = ("author", "recipient_users", "recipient_contacts")
+    actions = (
+        reason_action(
+            name="cancel_user_messages", title="Cancel (pending sends)", apply=_user_message_cancel
+        ),
+    )
+
+    @admin.display(description="next occurrence")
+    def next_occurrence(self, row: UserMessage) -> datetime | None:
+        return user_message_next_occurrence(message_id=row.pk)

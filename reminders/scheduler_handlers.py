@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from reminders.services.execution import reminder_due_resolve, reminder_due_run
 from reminders.services.reports.run import report_due_resolve, report_due_run
+from reminders.services.user_messages.due import user_message_due_resolve, user_message_due_run
 from scheduler.models import AutomationType
 from scheduler.registry import (
     HandlerResult,
@@ -14,12 +15,22 @@ from scheduler.registry import (
     scheduler_handler_register,
 )
 
+USER_MESSAGE_PREFIX = "user-message:"
+
 
 class ReminderSchedulerHandler:
+    """Reminder rows, and users' scheduled messages (reminders a person wrote: same
+    automation type, told apart by their key)."""
+
     def revalidate(self, job: SchedulerJob) -> None:
-        reminder_due_resolve(job)
+        if job.scheduler_key.startswith(USER_MESSAGE_PREFIX):
+            user_message_due_resolve(job)
+        else:
+            reminder_due_resolve(job)
 
     def run(self, job: SchedulerJob) -> HandlerResult:
+        if job.scheduler_key.startswith(USER_MESSAGE_PREFIX):
+            return user_message_due_run(job)
         return reminder_due_run(job)
 
 

@@ -9,7 +9,12 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 
 from automation.models import AutomationEndpointEvent
-from reminders.models import MetricAggregate, ReminderOccurrence, ReminderSetting
+from reminders.models import (
+    MetricAggregate,
+    ReminderOccurrence,
+    ReminderSetting,
+    UserMessageOccurrence,
+)
 from reminders.providers.base import ProviderSet, SourceState
 from scheduler.models import AutomationScheduler
 from scheduler.states import SCHEDULER_OPEN, SchedulerStatus
@@ -116,3 +121,10 @@ def endpoint_metric_read(
 
 def _numeric(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def user_message_next_occurrence(*, message_id: int) -> datetime | None:
+    """When the message's earliest pending row is due (None: nothing pending)."""
+    links = UserMessageOccurrence.objects.filter(message_id=message_id).values("scheduler_id")
+    pending = AutomationScheduler.objects.filter(pk__in=links, status=SchedulerStatus.PENDING)
+    return pending.order_by("scheduled_on").values_list("scheduled_on", flat=True).first()

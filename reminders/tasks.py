@@ -15,6 +15,7 @@ from reminders.services.handlers import (
 )
 from reminders.services.reconcile import reminder_reconcile
 from reminders.services.reports.subscriptions import report_subscriptions_ensure_due
+from reminders.services.user_messages import user_messages_ensure_due
 
 logger = logging.getLogger(__name__)
 
@@ -45,3 +46,9 @@ def report_subscriptions_ensure_task() -> int:
 def endpoint_metrics_touched_task(endpoint_ids: list[int]) -> int:
     """New telemetry arrived for these endpoints: evaluate the metric sources over them."""
     return endpoint_metrics_touched(endpoint_ids=endpoint_ids, now=timezone.now())
+
+
+@shared_task(name="reminders.user_messages_ensure", **routed_to("scheduler"), **DB_RETRY)
+def user_messages_ensure_task() -> int:
+    """Extend every live user message's scheduler rows to the horizon."""
+    return user_messages_ensure_due(now=timezone.now())

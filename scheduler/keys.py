@@ -9,6 +9,7 @@ Forms::
     reminder:{settingGuid}:{sourceType}:{sourceGuid}:{triggerKey}:threshold:{thresholdKey}
     report-subscription:{guid}:scheduled:{periodStartUtc-or-scheduledOn}
     report-subscription:{guid}:manual:{manualRunGuid}
+    user-message:{messageGuid}:{scheduledOnUtc}
 """
 
 from __future__ import annotations
@@ -110,7 +111,24 @@ class ReportManualKey:
         return ("report-subscription", self.subscription_guid, "manual", self.manual_run_guid)
 
 
-SchedulerKeySpec = ReminderDateKey | ReminderThresholdKey | ReportScheduledKey | ReportManualKey
+@dataclass(frozen=True)
+class UserMessageKey:
+    """One occurrence of a user's scheduled message, identified by its instant in UTC. The
+    rows are reminders to the executor (they hand off to notifications the same way)."""
+
+    message_guid: str
+    scheduled_on_utc: str
+
+    automation_type: ClassVar[str] = AutomationType.REMINDER
+    trigger_types: ClassVar[tuple[str, ...]] = (TriggerType.DATE_BASED, TriggerType.RECURRING)
+
+    def parts(self) -> tuple[str, ...]:
+        return ("user-message", self.message_guid, self.scheduled_on_utc)
+
+
+SchedulerKeySpec = (
+    ReminderDateKey | ReminderThresholdKey | ReportScheduledKey | ReportManualKey | UserMessageKey
+)
 
 
 def scheduler_key(spec: SchedulerKeySpec) -> str:
@@ -200,6 +218,12 @@ def report_manual_key(
     )
 
 
+def user_message_key(*, message_guid: uuid.UUID | str, scheduled_on: datetime) -> UserMessageKey:
+    return UserMessageKey(
+        message_guid=_guid(message_guid, "message_guid"), scheduled_on_utc=utc_stamp(scheduled_on)
+    )
+
+
 def parse_scheduler_key(text: str) -> SchedulerKeySpec:
     """The inverse of :func:`scheduler_key`, for handlers that reload the source at due time."""
     if text.startswith("reminder:"):
@@ -211,7 +235,19 @@ def parse_scheduler_key(text: str) -> SchedulerKeySpec:
             return report_scheduled_key(subscription_guid=parts[1], period_start_utc=stamp)
         if len(parts) == 4 and parts[2] == "manual":
             return report_manual_key(subscription_guid=parts[1], manual_run_guid=parts[3])
+    if text.startswith("user-message:"):
+        parts = text.split(":", 2)
+        if len(parts) == 3:
+            stamp = _stamp(parts[2])
+            return user_message_key(message_guid=parts[1], scheduled_on=stamp)
     raise SchedulerKeyError(f"not a scheduler key: {text[:80]!r}")
+
+
+def _stamp(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SchedulerKeyError(f"not a UTC stamp: {text[:40]!r}") from None
 
 
 def _parse_reminder(text: str) -> SchedulerKeySpec:

@@ -8,6 +8,7 @@ from notifications.services.operators import dead_letter_notify_operators
 from notifications.services.recipients import (
     RECIPIENT_POLICIES,
     operators_resolve,
+    recipients_chosen,
     recipients_resolve,
 )
 from notifications.services.render import Rendered, RenderError, notification_render
@@ -38,6 +39,7 @@ __all__ = [
     "notifications_create",
     "notifications_sweep",
     "operators_resolve",
+    "recipients_chosen",
     "recipients_resolve",
     "retry_delay_s",
 ]

@@ -82,6 +82,17 @@ def recipients_resolve(*, farm: Farm, policy: str) -> list[Recipient]:
     return resolve(farm)
 
 
+def recipients_chosen(
+    *, farm: Farm, user_ids: Iterable[int], contact_ids: Iterable[int]
+) -> list[Recipient]:
+    """The named users who are (still) members of ``farm`` and its named active contacts: a
+    sender picks people, but only the farm's own people are told."""
+    users = _users(Q(pk__in=list(user_ids)) & _farm_scope(farm))
+    wanted = set(contact_ids)
+    contacts = [c for c in _contacts(farm) if c.contact_id in wanted]
+    return users + contacts
+
+
 def operators_resolve() -> list[Recipient]:
     """Who hears about platform trouble: users with the operator role on an organisation,
     and staff users."""

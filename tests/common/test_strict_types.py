@@ -38,6 +38,7 @@ from reminders.serializers import (
     ReportRunRequestSerializer,
     ReportSubscriptionSerializer,
 )
+from reminders.user_messages_api import UserMessageSerializer, UserMessageUpdateSerializer
 from tests.automation.conftest import make_intent
 from tests.automation.test_api import _client, _rule
 from tests.conftest import Tenant
@@ -64,6 +65,8 @@ WRITABLE = (
     DeviceUpdateSerializer,
     DeviceStatusRequestSerializer,
     InstanceEndpointUpdateSerializer,
+    UserMessageSerializer,
+    UserMessageUpdateSerializer,
 )
 # Fields whose DRF class does not coerce across JSON types, or checks what it takes.
 STRICT_ENOUGH = (

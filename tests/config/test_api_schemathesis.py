@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import date
+from datetime import time as local_time
 
 import pytest
 import schemathesis
@@ -18,6 +20,7 @@ from schemathesis.checks import not_a_server_error
 
 from common.models import MemberRole, OrganizationMember
 from config.wsgi import application
+from reminders.services.user_messages import user_message_create
 from tests.automation.conftest import dispatch, make_intent
 from tests.common.auth import api_key
 from tests.conftest import Tenant
@@ -63,6 +66,16 @@ def test_no_operation_answers_with_a_server_error(
     alpha, _ = tenants
     alpha.kit.rule()
     dispatch(make_intent(alpha.kit))  # a rule, an execution and a sent command to look up
+    user_message_create(  # a scheduled message to read, patch and cancel
+        farm_id=alpha.kit.farm.pk,
+        subject="Shearing",
+        text="Shearers arrive at 7.",
+        channels=["email"],
+        recurrence="daily",
+        starts_on=date(2026, 12, 1),
+        send_time=local_time(6, 0),
+        count=5,
+    )
     # An admin, so the writes (farms, profiles, devices, members) run past the role check;
     # device logins go to an in-memory stand-in for the broker.
     OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.ADMIN)

@@ -373,3 +373,18 @@ class ReconciliationWatermark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} · {self.scope} since {self.changed_since:%Y-%m-%d %H:%M:%S}"
+
+
+# Users' scheduled messages (their own module: this one is past the size of one module).
+from reminders.models.user_messages import (  # noqa: E402
+    UserMessage as UserMessage,
+)
+from reminders.models.user_messages import (  # noqa: E402
+    UserMessageOccurrence as UserMessageOccurrence,
+)
+from reminders.models.user_messages import (  # noqa: E402
+    UserMessageRecurrence as UserMessageRecurrence,
+)
+from reminders.models.user_messages import (  # noqa: E402
+    UserMessageStatus as UserMessageStatus,
+)
