@@ -33,6 +33,7 @@ API_RESOURCES = {
     "diagnostics": "diagnostics",
     "reminder-settings": "reminder-setting-list",
     "report-subscriptions": "report-subscription-list",
+    "user-messages": "user-message-list",
     "notifications": "notification-list",
     "inbox": "inbox-list",
     "auth-token": "api-token",
