@@ -15,23 +15,24 @@ from scheduler.registry import (
     scheduler_handler_register,
 )
 
-USER_MESSAGE_PREFIX = "user-message:"
-
 
 class ReminderSchedulerHandler:
-    """Reminder rows, and users' scheduled messages (reminders a person wrote: same
-    automation type, told apart by their key)."""
-
     def revalidate(self, job: SchedulerJob) -> None:
-        if job.scheduler_key.startswith(USER_MESSAGE_PREFIX):
-            user_message_due_resolve(job)
-        else:
-            reminder_due_resolve(job)
+        reminder_due_resolve(job)
 
     def run(self, job: SchedulerJob) -> HandlerResult:
-        if job.scheduler_key.startswith(USER_MESSAGE_PREFIX):
-            return user_message_due_run(job)
         return reminder_due_run(job)
+
+
+class UserMessageSchedulerHandler:
+    """Users' scheduled messages: the message is reloaded at due time (its text may have
+    changed since the row was made)."""
+
+    def revalidate(self, job: SchedulerJob) -> None:
+        user_message_due_resolve(job)
+
+    def run(self, job: SchedulerJob) -> HandlerResult:
+        return user_message_due_run(job)
 
 
 class ReportSchedulerHandler:
@@ -43,10 +44,11 @@ class ReportSchedulerHandler:
 
 
 def scheduler_handlers_register() -> None:
-    """Register both handlers once per process (a second call is a no-op)."""
+    """Register the handlers once per process (a second call is a no-op)."""
     for automation_type, handler in (
         (AutomationType.REMINDER, ReminderSchedulerHandler()),
         (AutomationType.REPORT_SUBSCRIPTION, ReportSchedulerHandler()),
+        (AutomationType.USER_MESSAGE, UserMessageSchedulerHandler()),
     ):
         if type(scheduler_handler_for(automation_type)) is not type(handler):
             scheduler_handler_register(automation_type, handler)

@@ -119,7 +119,7 @@ class UserMessageKey:
     message_guid: str
     scheduled_on_utc: str
 
-    automation_type: ClassVar[str] = AutomationType.REMINDER
+    automation_type: ClassVar[str] = AutomationType.USER_MESSAGE
     trigger_types: ClassVar[tuple[str, ...]] = (TriggerType.DATE_BASED, TriggerType.RECURRING)
 
     def parts(self) -> tuple[str, ...]:

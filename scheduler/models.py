@@ -14,6 +14,7 @@ from scheduler.states import FinishOutcome, SchedulerReason, SchedulerStatus
 class AutomationType(models.TextChoices):
     REMINDER = "reminder"
     REPORT_SUBSCRIPTION = "report_subscription"
+    USER_MESSAGE = "user_message"
 
 
 class TriggerType(models.TextChoices):

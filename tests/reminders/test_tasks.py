@@ -10,7 +10,11 @@ import pytest
 from config.beat import beat_schedule
 from config.celery import TASK_ROUTES
 from config.celery import app as celery_app
-from reminders.scheduler_handlers import ReminderSchedulerHandler, ReportSchedulerHandler
+from reminders.scheduler_handlers import (
+    ReminderSchedulerHandler,
+    ReportSchedulerHandler,
+    UserMessageSchedulerHandler,
+)
 from reminders.tasks import reminders_reconcile_task, report_subscriptions_ensure_task
 from scheduler.models import AutomationType
 from scheduler.registry import scheduler_handler_for
@@ -38,6 +42,9 @@ def test_the_scheduler_handlers_are_registered_at_app_start() -> None:
     assert isinstance(scheduler_handler_for(AutomationType.REMINDER), ReminderSchedulerHandler)
     assert isinstance(
         scheduler_handler_for(AutomationType.REPORT_SUBSCRIPTION), ReportSchedulerHandler
+    )
+    assert isinstance(
+        scheduler_handler_for(AutomationType.USER_MESSAGE), UserMessageSchedulerHandler
     )
 
 

@@ -16,7 +16,7 @@ from django.core import mail
 from notifications.models import Notification
 from notifications.services import notification_deliver
 from reminders.models import UserMessageOccurrence
-from reminders.scheduler_handlers import ReminderSchedulerHandler
+from reminders.scheduler_handlers import UserMessageSchedulerHandler
 from reminders.services.user_messages import (
     UserMessageCancelled,
     UserMessageInvalid,
@@ -234,7 +234,7 @@ def test_a_redelivered_task_queues_one_notification_per_recipient_and_channel(fa
     (claim,) = scheduler_claim_due(now=FIRST)
     job = scheduler_claimed_job(scheduler_id=claim.scheduler_id, token=claim.token, now=FIRST)
     assert job is not None
-    handler = ReminderSchedulerHandler()
+    handler = UserMessageSchedulerHandler()
     first = handler.run(job)
     second = handler.run(job)  # the same task delivered again, before the row completed
     assert first.coordinates == second.coordinates and first.coordinates["queued"] == 4
