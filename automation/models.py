@@ -108,7 +108,8 @@ class AutomationRuleExecution(models.Model):
     rule = models.ForeignKey(AutomationRule, on_delete=models.CASCADE, related_name="executions")
     outcome = models.CharField(max_length=32, choices=ExecutionOutcome.choices)
     failure_reason = models.CharField(max_length=64, blank=True, default="")
-    # For ``suppressed``: the failed or uncertain command whose cool-down held this decision.
+    # For ``suppressed``: the failed or uncertain command whose cool-down held this decision,
+    # or the manual command whose hold did (``manual_override``).
     suppressed_by = models.ForeignKey(
         "AutomationCommandIntent",
         on_delete=models.SET_NULL,
