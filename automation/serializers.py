@@ -22,8 +22,7 @@ from automation.services.rules import (
     rule_errors,
     rule_update,
 )
-from common.serializers import StrictCharField, StrictModelSerializer
-from common.validators import validate_json_bounds
+from common.serializers import BoundedJSONField, StrictCharField, StrictModelSerializer
 from devices.selectors import farms_visible, instance_endpoints_visible
 from scheduler.models import AutomationScheduler
 
@@ -130,10 +129,7 @@ class ManualCommandRequestSerializer(serializers.Serializer[Any]):
     """An operator's value for an endpoint, checked like a rule's target value (the endpoint's
     type and constraints, by the service); the reason is kept with the user name."""
 
-    value = serializers.JSONField(
-        help_text="the value to set: a boolean, number or string",
-        validators=[validate_json_bounds],
-    )
+    value = BoundedJSONField(help_text="the value to set: a boolean, number or string")
     reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
 
     def validate_value(self, value: Any) -> Any:
