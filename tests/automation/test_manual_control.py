@@ -7,6 +7,7 @@ cancelled. Who asked and why are on the intent, its audit rows and its timeline.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -377,3 +378,50 @@ def test_a_manual_command_costs_the_same_whatever_the_endpoints_history(
         _manual(kit, operator, value)
     later, _ = _counted(lambda: _manual(kit, operator, True))
     assert later == first
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_manual_command_racing_a_rule_decision_wins_whatever_the_order() -> None:
+    """Run together on two connections, the decision and the manual command serialise on the
+    target's lock: either the manual command replaces the rule's unsent one, or the hold it
+    set suppresses the decision. The endpoint ends with the manual command as its only live
+    one."""
+    user = User.objects.create_user(username="racer")
+    for _ in range(8):  # several rounds: races are probabilistic
+        kit = make_farm()
+        kit.rule(target_value=True)
+        payload = json.dumps({"ts": "2026-11-29T11:59:00Z", "values": {"temp": 31}})
+        events = telemetry_ingest(
+            messages=[InboundTelemetry(kit.sensor.serial_number, payload, NOW)]
+        ).pending_event_ids
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def run(
+            job: Callable[[], Any],
+            barrier: threading.Barrier = barrier,
+            errors: list[BaseException] = errors,
+        ) -> None:
+            try:
+                barrier.wait()
+                job()
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+            finally:
+                connection.close()
+
+        jobs: list[Callable[[], Any]] = [
+            lambda events=events: endpoint_events_evaluate(event_ids=events),
+            lambda kit=kit: _manual(kit, user, False),
+        ]
+        threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        live = AutomationCommandIntent.objects.filter(
+            target_device=kit.actuator, status__in=["pending_dispatch"]
+        )
+        assert list(live.values_list("origin", "target_value")) == [("manual", False)]
