@@ -199,7 +199,7 @@ def test_the_device_page_sets_a_value_once_per_form_and_cancels_the_hold(support
     kit = make_farm()
     page = support.get(f"{DEVICE_URL}{kit.actuator.pk}/change/")
     assert page.status_code == 200
-    assert b"manual control" in page.content and b"Set a value" in page.content
+    assert b"Manual control" in page.content and b"Set a value" in page.content
     form_url = f"{DEVICE_URL}{kit.actuator.pk}/manual-command/"
     form = support.get(form_url)
     assert form.status_code == 200

@@ -198,7 +198,7 @@ def test_a_manual_command_waits_behind_a_sent_rule_command_one_live_at_a_time(
     rule_command = dispatch(make_intent(kit))
     manual = _manual(kit, operator, False).intent
     assert _statuses(kit) == [
-        ("rule", True, "dispatched", ""),
+        ("rule", True, "dispatched", "dispatched"),
         ("manual", False, "pending_dispatch", ""),
     ]
     outcome = command_intent_dispatch(intent_id=manual.pk, publish=fake_publish, trust_cache=False)
@@ -271,7 +271,7 @@ def test_a_cancelled_hold_lets_rules_act_again_and_is_audited(operator: User) ->
     # The manual command keeps its course (sent); the rule's new decision queues behind it.
     assert len(_crossing(kit, 1)) == 1
     assert _statuses(kit) == [
-        ("manual", False, "dispatched", ""),
+        ("manual", False, "dispatched", "dispatched"),
         ("rule", True, "pending_dispatch", ""),
     ]
 
