@@ -376,7 +376,7 @@ urlpatterns = [
     path(
         "endpoints/<int:pk>/hold/cancel/",
         EndpointHoldCancelApi.as_view(),
-        name="endpoint-hold-cancel",
+        name="endpoint-hold_cancel",  # one word after the basename, like every route name
     ),
     path("", include(router.urls)),
 ]

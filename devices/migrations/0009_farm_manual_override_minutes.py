@@ -14,6 +14,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='farm',
             name='manual_override_minutes',
-            field=models.PositiveIntegerField(default=30, validators=[django.core.validators.MaxValueValidator(10080)]),
+            field=models.PositiveIntegerField(blank=True, default=30, validators=[django.core.validators.MaxValueValidator(10080)]),
         ),
     ]

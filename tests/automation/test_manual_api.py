@@ -236,3 +236,21 @@ def test_the_device_page_is_scoped(tenants: tuple[Tenant, Tenant], client: Clien
         404,
     )
     assert not AutomationCommandIntent.objects.exists()
+
+
+def test_the_farm_admin_sets_the_override_period_and_refuses_it_cleared(support: Client) -> None:
+    kit = make_farm()
+    url = f"/admin/devices/farm/{kit.farm.pk}/change/"
+    form = {
+        "organization": kit.farm.organization_id,
+        "name": kit.farm.name,
+        "time_zone": kit.farm.time_zone,
+    }
+    assert support.post(url, {**form, "manual_override_minutes": "5"}).status_code == 302
+    kit.farm.refresh_from_db()
+    assert kit.farm.manual_override_minutes == 5
+    cleared = support.post(url, {**form, "manual_override_minutes": ""})
+    assert cleared.status_code == 200 and b"0 for no hold" in cleared.content
+    assert support.post(url, {**form, "manual_override_minutes": "20000"}).status_code == 200
+    kit.farm.refresh_from_db()
+    assert kit.farm.manual_override_minutes == 5
