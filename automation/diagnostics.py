@@ -22,7 +22,7 @@ from automation.models import (
     ReceiptType,
 )
 from automation.services.cooldown import command_cooldowns_cooling
-from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome
+from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
 from common.tenancy import OrgScope, scope_filter
 
 # Order of stages at the same instant: cause before effect.
@@ -349,8 +349,10 @@ def targets_cooling_down(
 
 
 def decisions_suppressed(*, since: datetime, scope: OrgScope = None) -> int:
-    """Rule decisions a cool-down or a manual hold held since ``since``."""
+    """Rule decisions a cool-down held since ``since`` (not those a manual hold held)."""
     rows = executions_visible(scope=scope).filter(
-        outcome=ExecutionOutcome.SUPPRESSED, created_at__gte=since
+        outcome=ExecutionOutcome.SUPPRESSED,
+        failure_reason=ReasonCode.COOLDOWN,
+        created_at__gte=since,
     )
     return rows.count()

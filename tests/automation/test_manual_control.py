@@ -20,7 +20,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from automation.diagnostics import command_timeline
+from automation.diagnostics import command_timeline, decisions_suppressed
 from automation.models import (
     AutomationCommandIntent,
     AutomationRuleExecution,
@@ -238,6 +238,8 @@ def test_rule_decisions_during_the_hold_end_suppressed_manual_override(operator:
         ("suppressed", "manual_override", manual.pk)
     }
     assert executions.count() == 2
+    # Not counted as a cool-down's work in the diagnostics.
+    assert decisions_suppressed(since=timezone.now() - timedelta(hours=1)) == 0
     # The manual command is still the endpoint's latest decision: nothing replaced it.
     assert _statuses(kit) == [("manual", False, "pending_dispatch", "")]
 
