@@ -1,8 +1,10 @@
 """The execution-core part of the REST API (``/api/v1/``): telemetry ingest over HTTP (the
 same ``telemetry_ingest`` service as the MQTT bridge), rules (validated like the safety
-gates), command intents (read-only, plus support's manual retry of an ended command), rule
-executions with their timelines, diagnostics, and the scheduler table (read-only). Every row is
-scoped to the caller's organisations (else 404)."""
+gates), command intents (read-only, plus support's manual retry of an ended command), an
+operator's manual command on an endpoint and the cancel of its hold
+(``automation.services.manual``), rule executions with their timelines, diagnostics, and the
+scheduler table (read-only). Every row is scoped to the caller's organisations (else 404);
+manual control needs an admin of the endpoint's organisation (else 403)."""
 
 from __future__ import annotations
 
@@ -39,29 +41,43 @@ from automation.models import (
     AutomationCommandIntent,
     AutomationRule,
     AutomationRuleExecution,
+    EndpointManualHold,
 )
 from automation.serializers import (
     CommandIntentSerializer,
     CommandRetryRequestSerializer,
     DiagnosticsSerializer,
+    EndpointHoldSerializer,
+    HoldCancelRequestSerializer,
+    ManualCommandRequestSerializer,
+    ManualCommandSerializer,
     RuleExecutionSerializer,
     RuleSerializer,
     SchedulerSerializer,
     TimelineSerializer,
 )
 from automation.services.ingest import telemetry_ingest
+from automation.services.manual import (
+    ManualCommandRefused,
+    endpoint_command_manual,
+    endpoint_hold_cancel,
+)
 from automation.services.support import CommandRetryRefused, command_intent_retry
-from automation.states import CommandStatus
+from automation.states import CommandOrigin, CommandStatus
 from common.api import (
+    IDEMPOTENCY_HEADER,
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
     idempotent_post,
     request_scope,
+    require_org_admin,
 )
+from common.errors import Conflict
 from common.filters import IdFilter
 from common.tenancy import OrgScope, scope_filter
+from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.messages import InboundTelemetry
-from devices.selectors import devices_by_serial
+from devices.selectors import devices_by_serial, instance_endpoints_visible
 from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
 from scheduler.models import AutomationScheduler, AutomationType, TriggerType
 from scheduler.states import SchedulerStatus
@@ -77,12 +93,13 @@ class RuleFilter(django_filters.FilterSet):
 
 class CommandIntentFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=CommandStatus.choices)
+    origin = django_filters.ChoiceFilter(choices=CommandOrigin.choices)
     device = IdFilter(field_name="target_device_id", help_text="target device id")
     rule = IdFilter(field_name="rule_id")
 
     class Meta:
         model = AutomationCommandIntent
-        fields = ("status", "device", "rule")
+        fields = ("status", "origin", "device", "rule")
 
 
 class RuleExecutionFilter(django_filters.FilterSet):
@@ -218,6 +235,80 @@ class DiagnosticsApi(APIView):
         return Response(serializer.data)
 
 
+def _endpoint_for_write(request: Request, pk: int) -> DeviceInstanceEndpoint:
+    """The caller's endpoint (another organisation's is a 404), if they administer it (403)."""
+    rows = instance_endpoints_visible(scope=request_scope(request)).select_related("device__farm")
+    endpoint = rows.filter(pk=pk).first()
+    if endpoint is None:
+        raise NotFound("no such endpoint")
+    require_org_admin(request, endpoint.device.farm.organization_id)
+    return endpoint
+
+
+class EndpointCommandApi(APIView):
+    """An operator sets the endpoint's value by hand: a ``manual`` command on the rules' own
+    path (gates, one live command per endpoint, latest decision wins, applied only on the
+    device's evidence), holding the endpoint against rules for the farm's
+    ``manual_override_minutes``. 201 with the new command; 200 with the one an earlier request
+    of the same ``Idempotency-Key`` made."""
+
+    @extend_schema(
+        request=ManualCommandRequestSerializer,
+        responses={
+            201: ManualCommandSerializer,
+            200: ManualCommandSerializer,
+            409: OpenApiResponse(description="conflict: the device is retired or in maintenance"),
+        },
+        parameters=[IDEMPOTENCY_PARAMETER],
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        return idempotent_post(request, lambda: self._command(request, pk))
+
+    def _command(self, request: Request, pk: int) -> Response:
+        endpoint = _endpoint_for_write(request, pk)
+        body = ManualCommandRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            result = endpoint_command_manual(
+                endpoint_id=endpoint.pk,
+                value=body.validated_data["value"],
+                actor=request.user,
+                reason=body.validated_data["reason"],
+                request_key=request.headers.get(IDEMPOTENCY_HEADER, "").strip() or None,
+            )
+        except ManualCommandRefused as exc:
+            if exc.conflict:
+                raise Conflict(exc.message) from None
+            raise ValidationError({exc.field: [exc.message]}) from None
+        shown = {"command": result.intent, "manual_hold_until": result.hold_until}
+        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
+        return Response(ManualCommandSerializer(shown).data, status=code)
+
+
+class EndpointHoldCancelApi(APIView):
+    """End the endpoint's manual hold now: the rules decide its next reading. The command that
+    held it keeps its course. 409 when no hold is active."""
+
+    @extend_schema(
+        request=HoldCancelRequestSerializer,
+        responses={
+            200: EndpointHoldSerializer,
+            409: OpenApiResponse(description="conflict: the endpoint is not held"),
+        },
+    )
+    def post(self, request: Request, pk: int) -> Response:
+        endpoint = _endpoint_for_write(request, pk)
+        body = HoldCancelRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        reason = body.validated_data["reason"]
+        if not endpoint_hold_cancel(endpoint_id=endpoint.pk, actor=request.user, reason=reason):
+            raise Conflict("the endpoint is not held by a manual command")
+        hold = EndpointManualHold.objects.select_related("requested_by", "cancelled_by").get(
+            endpoint_id=endpoint.pk
+        )
+        return Response(EndpointHoldSerializer(hold).data)
+
+
 def _enqueue_events(event_ids: list[int]) -> None:
     from automation.tasks import endpoint_events_enqueue
 
@@ -281,5 +372,11 @@ router.register("scheduler", SchedulerViewSet, basename="scheduler")
 urlpatterns = [
     path("telemetry/", TelemetryIngestApi.as_view(), name="telemetry-ingest"),
     path("diagnostics/", DiagnosticsApi.as_view(), name="diagnostics"),
+    path("endpoints/<int:pk>/command/", EndpointCommandApi.as_view(), name="endpoint-command"),
+    path(
+        "endpoints/<int:pk>/hold/cancel/",
+        EndpointHoldCancelApi.as_view(),
+        name="endpoint-hold_cancel",  # one word after the basename, like every route name
+    ),
     path("", include(router.urls)),
 ]

@@ -22,7 +22,7 @@ from automation.models import (
     ReceiptType,
 )
 from automation.services.cooldown import command_cooldowns_cooling
-from automation.states import CommandStatus, ExecutionOutcome
+from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
 from common.tenancy import OrgScope, scope_filter
 
 # Order of stages at the same instant: cause before effect.
@@ -114,14 +114,25 @@ def _receipt_what(receipt: DeviceCommandReceipt) -> tuple[str, str]:
     return str(receipt.receipt_type), str(payload.get("reason", ""))
 
 
+def requester_name(intent: AutomationCommandIntent) -> str:
+    """Who asked for a manual command ("" for a rule's)."""
+    if intent.origin == CommandOrigin.RULE:
+        return ""
+    user = intent.requested_by
+    return user.get_username() if user is not None else "(deleted user)"
+
+
 def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
+    asked = ""
+    if intent.origin != CommandOrigin.RULE:
+        asked = f" asked by {requester_name(intent)}: {intent.request_reason}"
     entries = [
         TimelineEntry(
             at=intent.created_at,
             stage="intent",
-            what=f"intent created: {intent.command_method} {intent.command_params!r} "
-            f"to {intent.target_serial_number}",
-            detail=f"idempotency key {intent.idempotency_key[:12]}…",
+            what=f"{intent.origin} intent created: {intent.command_method} "
+            f"{intent.command_params!r} to {intent.target_serial_number}",
+            detail=f"idempotency key {intent.idempotency_key[:12]}…{asked}",
             ref=f"intent:{intent.pk}",
         )
     ]
@@ -130,7 +141,7 @@ def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
             TimelineEntry(
                 at=t.at,
                 stage="transition",
-                what=f"{t.from_status} -> {t.to_status}",
+                what=f"{t.from_status or 'new'} -> {t.to_status}",
                 reason=t.reason_code,
                 attempt=t.attempt,
                 detail=t.detail,
@@ -154,8 +165,11 @@ def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
 
 
 def _intent_ids(intent: AutomationCommandIntent) -> dict[str, Any]:
+    execution = intent.rule_execution
     return {
-        "eventId": intent.rule_execution.event_id,
+        "origin": intent.origin,
+        "requestedBy": requester_name(intent) or None,
+        "eventId": execution.event_id if execution is not None else None,
         "ruleId": intent.rule_id,
         "ruleExecutionId": intent.rule_execution_id,
         "commandIntentId": intent.pk,
@@ -169,7 +183,9 @@ def _intent_ids(intent: AutomationCommandIntent) -> dict[str, Any]:
 
 
 def intents_visible(*, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
-    rows = AutomationCommandIntent.objects.select_related("rule_execution", "target_device")
+    rows = AutomationCommandIntent.objects.select_related(
+        "rule_execution", "target_device", "requested_by"
+    )
     return scope_filter(rows, scope, "target_device__farm__organization_id")
 
 
@@ -179,11 +195,14 @@ def executions_visible(*, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
 
 
 def command_timeline(*, intent: AutomationCommandIntent) -> Timeline:
-    """event → execution → intent → each transition (attempt) → each receipt."""
-    execution = AutomationRuleExecution.objects.select_related(
-        "rule", "event__source_telemetry"
-    ).get(pk=intent.rule_execution_id)
-    entries = _execution_entries(execution) + _intent_entries(intent)
+    """event → execution → intent → each transition (attempt) → each receipt; a manual
+    command starts at its intent, which names who asked and why."""
+    entries = _intent_entries(intent)
+    if intent.rule_execution_id is not None:
+        execution = AutomationRuleExecution.objects.select_related(
+            "rule", "event__source_telemetry"
+        ).get(pk=intent.rule_execution_id)
+        entries = _execution_entries(execution) + entries
     subject = f"command {intent.device_command_id or '(not yet sent)'} (intent {intent.pk})"
     return Timeline(subject=subject, ids=_intent_ids(intent), entries=_sorted(entries))
 
@@ -330,8 +349,10 @@ def targets_cooling_down(
 
 
 def decisions_suppressed(*, since: datetime, scope: OrgScope = None) -> int:
-    """Rule decisions a cool-down held since ``since``."""
+    """Rule decisions a cool-down held since ``since`` (not those a manual hold held)."""
     rows = executions_visible(scope=scope).filter(
-        outcome=ExecutionOutcome.SUPPRESSED, created_at__gte=since
+        outcome=ExecutionOutcome.SUPPRESSED,
+        failure_reason=ReasonCode.COOLDOWN,
+        created_at__gte=since,
     )
     return rows.count()

@@ -29,7 +29,7 @@ def target_failure(
 
 
 def command_gate_failure(
-    rule: AutomationRule,
+    rule: AutomationRule | None,
     target: DeviceInstanceEndpoint,
     *,
     value: object = None,
@@ -37,17 +37,19 @@ def command_gate_failure(
     freshness_s: float | None = None,
 ) -> ReasonCode | None:
     """The first gate that forbids sending ``value`` (default: the rule's target value) to
-    ``target``, or None.
+    ``target``, or None. A manual command (``rule`` None) passes every gate but the rule's
+    own: its value is given and its farm is the endpoint's.
 
     Every failure but ``target_offline`` is a configuration reason: never retried.
     ``now``/``freshness_s`` enable the online check, which only dispatch can make.
     """
     device = target.device
-    if not rule.is_active:
+    if rule is not None and not rule.is_active:
         return ReasonCode.RULE_INACTIVE
-    failure = target_failure(
-        target, farm_id=rule.farm_id, value=rule.target_value if value is None else value
-    )
+    if value is None and rule is not None:
+        value = rule.target_value
+    farm_id = device.farm_id if rule is None else rule.farm_id
+    failure = target_failure(target, farm_id=farm_id, value=value)
     if failure is not None:
         return failure
     if device.status == DeviceStatus.RETIRED:

@@ -36,6 +36,14 @@ def intent_idempotency_key(
     return _sha256(rule_id, target_endpoint_id, canonical_json(target_value), event_id)
 
 
+def manual_intent_idempotency_key(
+    *, endpoint_id: int, target_value: Any, user_id: int | None, request_key: str
+) -> str:
+    """An operator's manual command: the same request (the API's ``Idempotency-Key``, or the
+    key the admin form carries) for the same endpoint and value lands on one intent."""
+    return _sha256("manual", endpoint_id, canonical_json(target_value), user_id, request_key)
+
+
 def intent_retry_idempotency_key(*, original_key: str, retry_number: int) -> str:
     """Manual retry ``retry_number`` (1-based) of an intent: two clicks that read the same
     number of earlier retries build the same key, so they create one new intent."""

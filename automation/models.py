@@ -4,10 +4,11 @@ compare-and-set in services."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from automation.states import CommandStatus, EventStatus, ExecutionOutcome
+from automation.states import CommandOrigin, CommandStatus, EventStatus, ExecutionOutcome
 from common.models import Organization
 from common.validators import validate_json_bounds
 from devices.models import Device, DeviceInstanceEndpoint, Farm, Telemetry
@@ -107,7 +108,8 @@ class AutomationRuleExecution(models.Model):
     rule = models.ForeignKey(AutomationRule, on_delete=models.CASCADE, related_name="executions")
     outcome = models.CharField(max_length=32, choices=ExecutionOutcome.choices)
     failure_reason = models.CharField(max_length=64, blank=True, default="")
-    # For ``suppressed``: the failed or uncertain command whose cool-down held this decision.
+    # For ``suppressed``: the failed or uncertain command whose cool-down held this decision,
+    # or the manual command whose hold did (``manual_override``).
     suppressed_by = models.ForeignKey(
         "AutomationCommandIntent",
         on_delete=models.SET_NULL,
@@ -134,16 +136,35 @@ class AutomationRuleExecution(models.Model):
 class AutomationCommandIntent(models.Model):
     """The durable command ledger: the correlation root of an MQTT RPC and its retries.
 
-    An execution has one original intent; support's manual retries of a terminal intent are
-    further intents of the same execution, each linked ``retry_of`` that original."""
+    A rule-origin intent belongs to a rule execution, which has one original intent; support's
+    manual retries of a terminal intent are further intents of the same execution, each linked
+    ``retry_of`` that original. A manual intent has no rule: ``requested_by`` asked for it,
+    for ``request_reason`` (``automation.services.manual``)."""
 
+    origin = models.CharField(
+        max_length=16, choices=CommandOrigin.choices, default=CommandOrigin.RULE
+    )
     rule_execution = models.ForeignKey(
-        AutomationRuleExecution, on_delete=models.CASCADE, related_name="intents"
+        AutomationRuleExecution,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="intents",
     )
     retry_of = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="retries"
     )
-    rule = models.ForeignKey(AutomationRule, on_delete=models.CASCADE, related_name="intents")
+    rule = models.ForeignKey(
+        AutomationRule, on_delete=models.CASCADE, null=True, blank=True, related_name="intents"
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    request_reason = models.CharField(max_length=400, blank=True, default="")
     target_device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="intents")
     target_device_endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="intents"
@@ -201,7 +222,13 @@ class AutomationCommandIntent(models.Model):
                 fields=["rule_execution"],
                 condition=Q(retry_of__isnull=True),
                 name="one_original_intent_per_execution",
-            )
+            ),
+            # A rule's command always names its rule and execution; only a manual one has none.
+            models.CheckConstraint(
+                condition=~Q(origin=CommandOrigin.RULE)
+                | Q(rule__isnull=False, rule_execution__isnull=False),
+                name="rule_intent_has_rule_and_execution",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -209,6 +236,34 @@ class AutomationCommandIntent(models.Model):
         shown = str(value).lower() if isinstance(value, bool) else value
         key = self.target_device_endpoint.profile_endpoint.key
         return f"command #{self.pk} {self.target_serial_number} · {key} → {shown} ({self.status})"
+
+
+class EndpointManualHold(models.Model):
+    """An operator's manual command holds its endpoint against rules until ``until``: rule
+    decisions for it end ``suppressed``/``manual_override`` and send nothing. One row per
+    endpoint, moved by the next manual command (a new ``intent``, a new ``until``) or ended
+    early by ``cancelled_at`` (``automation.services.manual``)."""
+
+    endpoint = models.OneToOneField(
+        DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="manual_hold"
+    )
+    intent = models.ForeignKey(AutomationCommandIntent, on_delete=models.CASCADE, related_name="+")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    until = models.DateTimeField()
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    cancel_reason = models.CharField(max_length=400, blank=True, default="")
+    version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        state = "cancelled" if self.cancelled_at else f"until {self.until:%Y-%m-%d %H:%M:%S}"
+        return f"{self.endpoint} held by command #{self.intent_id} ({state})"
 
 
 class CommandCooldown(models.Model):

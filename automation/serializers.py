@@ -9,7 +9,12 @@ from typing import Any
 
 from rest_framework import serializers
 
-from automation.models import AutomationCommandIntent, AutomationRule, AutomationRuleExecution
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationRule,
+    AutomationRuleExecution,
+    EndpointManualHold,
+)
 from automation.services.rules import (
     RULE_FIELDS,
     RuleInvalid,
@@ -17,7 +22,7 @@ from automation.services.rules import (
     rule_errors,
     rule_update,
 )
-from common.serializers import StrictCharField, StrictModelSerializer
+from common.serializers import BoundedJSONField, StrictCharField, StrictModelSerializer
 from devices.selectors import farms_visible, instance_endpoints_visible
 from scheduler.models import AutomationScheduler
 
@@ -74,10 +79,20 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
 
 
 class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandIntent]):
+    """A command as the ledger holds it; a manual one names who asked (``requested_by``, a
+    user name) and why, and has no rule or execution."""
+
+    requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+
     class Meta:
         model = AutomationCommandIntent
         fields = (
             "id",
+            "origin",
+            "requested_by",
+            "request_reason",
             "rule_execution",
             "retry_of",
             "rule",
@@ -108,6 +123,57 @@ class CommandRetryRequestSerializer(serializers.Serializer[Any]):
     """Why support retries: kept with the user name in the original command's audit trail."""
 
     reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
+
+
+class ManualCommandRequestSerializer(serializers.Serializer[Any]):
+    """An operator's value for an endpoint, checked like a rule's target value (the endpoint's
+    type and constraints, by the service); the reason is kept with the user name."""
+
+    value = BoundedJSONField(help_text="the value to set: a boolean, number or string")
+    reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
+
+    def validate_value(self, value: Any) -> Any:
+        if value is None or isinstance(value, dict | list):
+            raise serializers.ValidationError("must be a boolean, a number or a string")
+        return value
+
+
+class ManualCommandSerializer(serializers.Serializer[Any]):
+    command = CommandIntentSerializer()
+    manual_hold_until = serializers.DateTimeField(
+        allow_null=True, help_text="rules act on the endpoint again after this (null: not held)"
+    )
+
+
+class HoldCancelRequestSerializer(serializers.Serializer[Any]):
+    """Why the hold ends early: kept with the user name on the hold and in the audit trail."""
+
+    reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
+
+
+class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
+    """An endpoint's manual hold: rules act on it again after ``until``, or since
+    ``cancelled_at``."""
+
+    requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+    cancelled_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True
+    )
+
+    class Meta:
+        model = EndpointManualHold
+        fields = (
+            "endpoint",
+            "intent",
+            "requested_by",
+            "until",
+            "cancelled_at",
+            "cancelled_by",
+            "cancel_reason",
+        )
+        read_only_fields = fields
 
 
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):

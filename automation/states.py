@@ -64,8 +64,16 @@ class ExecutionOutcome(TextChoices):
     ALREADY_IN_STATE = "already_in_state"
     ALREADY_PENDING = "already_pending"
     BLOCKED = "blocked"
-    # The same (endpoint, value) failed on the device moments ago: cooling down, nothing sent.
+    # Held, nothing sent: the same (endpoint, value) failed on the device moments ago
+    # (``cooldown``), or an operator's manual command holds the endpoint (``manual_override``).
     SUPPRESSED = "suppressed"
+
+
+class CommandOrigin(TextChoices):
+    """Who decided a command: a rule's execution, or an operator by hand (``requested_by``)."""
+
+    RULE = "rule"
+    MANUAL = "manual"
 
 
 class ReasonCode(TextChoices):
@@ -107,3 +115,7 @@ class ReasonCode(TextChoices):
     COOLDOWN = "cooldown"
     # The broker stayed unreachable until the command was older than COMMAND_MAX_AGE_S.
     BROKER_UNREACHABLE = "broker_unreachable"
+    # An operator's manual command holds the endpoint: rule decisions for it send nothing.
+    MANUAL_OVERRIDE = "manual_override"
+    # An operator ended a manual hold before its time: rules act on the endpoint again.
+    HOLD_CANCELLED = "hold_cancelled"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 from common.models import Organization
@@ -14,6 +15,12 @@ class Farm(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="farms")
     name = models.CharField(max_length=200)
     time_zone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    # How long an operator's manual command holds its endpoint against the farm's rules
+    # (0: no hold, rules may act again at once); at most a week. Optional in forms (a form
+    # without it keeps the default); ``clean`` refuses it cleared.
+    manual_override_minutes = models.PositiveIntegerField(
+        default=30, blank=True, validators=[MaxValueValidator(7 * 24 * 60)]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -23,6 +30,10 @@ class Farm(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.manual_override_minutes is None:
+            raise ValidationError({"manual_override_minutes": "minutes: 0 for no hold"})
 
 
 class DeviceProfile(models.Model):

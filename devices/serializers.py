@@ -4,8 +4,10 @@ and shapes; uniqueness and the catalogue rules are the services' (``devices.serv
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -35,7 +37,14 @@ MAX_ENDPOINTS_PER_REQUEST = 200
 class FarmSerializer(serializers.ModelSerializer[Farm]):
     class Meta:
         model = Farm
-        fields = ("id", "organization", "name", "time_zone", "created_at")
+        fields = (
+            "id",
+            "organization",
+            "name",
+            "time_zone",
+            "manual_override_minutes",
+            "created_at",
+        )
         read_only_fields = fields
 
 
@@ -83,8 +92,34 @@ class DeviceSerializer(serializers.ModelSerializer[Device]):
         read_only_fields = fields
 
 
+def manual_holds_until(endpoint_ids: list[int]) -> dict[int, datetime]:
+    """When each held endpoint's manual hold ends (the automation app's hold, read through its
+    reverse relation ``manual_hold`` so this app imports nothing of automation); one query."""
+    rows = DeviceInstanceEndpoint.objects.filter(
+        pk__in=endpoint_ids,
+        manual_hold__cancelled_at__isnull=True,
+        manual_hold__until__gt=timezone.now(),
+    ).values_list("pk", "manual_hold__until")
+    return dict(rows)
+
+
+class _InstanceEndpointListSerializer(serializers.ListSerializer[DeviceInstanceEndpoint]):
+    """A page of endpoints reads their holds in one query, not one per endpoint."""
+
+    manual_holds: dict[int, datetime] | None = None
+
+    def to_representation(self, data: Any) -> list[Any]:
+        rows = list(data.all() if hasattr(data, "all") else data)
+        self.manual_holds = manual_holds_until([e.pk for e in rows])
+        return super().to_representation(rows)
+
+
 class InstanceEndpointSerializer(serializers.ModelSerializer[DeviceInstanceEndpoint]):
     key = serializers.CharField(source="profile_endpoint.key", read_only=True)
+    manual_hold_until = serializers.SerializerMethodField(
+        help_text="an operator's manual command holds the endpoint against rules until then "
+        "(null: rules act on it)"
+    )
 
     class Meta:
         model = DeviceInstanceEndpoint
@@ -98,8 +133,18 @@ class InstanceEndpointSerializer(serializers.ModelSerializer[DeviceInstanceEndpo
             "rpc_param_key_override",
             "last_value",
             "last_value_at",
+            "manual_hold_until",
         )
         read_only_fields = fields
+        list_serializer_class = _InstanceEndpointListSerializer
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_manual_hold_until(self, obj: DeviceInstanceEndpoint) -> str | None:
+        holds = getattr(self.parent, "manual_holds", None)
+        if holds is None:
+            holds = manual_holds_until([obj.pk])
+        until = holds.get(obj.pk)
+        return None if until is None else serializers.DateTimeField().to_representation(until)
 
 
 def _limit(fields: dict[str, Any], name: str, rows: Any) -> None:

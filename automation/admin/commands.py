@@ -96,11 +96,18 @@ class CommandIntentAdmin(ReadOnlyAdmin):
         "target_value",
         "attempt_count",
         "retry_of_id",
+        "origin",
+        "requested_by",
         "updated_at",
     )
     list_display_links = ("status", "id")
-    list_filter = ("status", StuckFilter, ("target_device", admin.RelatedOnlyFieldListFilter))
-    list_select_related = ("target_device_endpoint__profile_endpoint",)
+    list_filter = (
+        "status",
+        StuckFilter,
+        "origin",
+        ("target_device", admin.RelatedOnlyFieldListFilter),
+    )
+    list_select_related = ("target_device_endpoint__profile_endpoint", "requested_by")
     search_fields = ("device_command_id", "target_serial_number", "idempotency_key")
     readonly_fields = ("device", "timeline")
     actions = (

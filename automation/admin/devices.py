@@ -1,22 +1,25 @@
 """The device admin as the automation app completes it: how many commands are still open on
 each device (one subquery for the whole list, linked to those commands) and, on a device's
-page, the 24 h chart of its endpoints with the commands sent. Registered here, over the devices
-app's admin, so ``devices`` never imports ``automation`` (docs/architecture.md)."""
+page, the 24 h chart of its endpoints with the commands sent and manual control (set a value,
+cancel a hold: ``automation.admin.manual``). Registered here, over the devices app's admin, so
+``devices`` never imports ``automation`` (docs/architecture.md)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from automation.admin.chart import chart_svg, device_chart_data
+from automation.admin.manual import hold_cancel_view, manual_command_view, manual_control_html
 from automation.models import AutomationCommandIntent
 from automation.states import COMMAND_LIVE
 from devices.admin import DeviceAdmin
@@ -48,7 +51,8 @@ class AutomationDeviceAdmin(DeviceAdmin):
         )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
-        return (*super().get_readonly_fields(request, obj), "open_commands", "chart")
+        fields = (*super().get_readonly_fields(request, obj), "open_commands", "chart")
+        return (*fields, "manual_control") if obj is not None else fields
 
     @admin.display(description="open commands", ordering="open_command_count")
     def open_commands(self, obj: Device) -> SafeString | int:
@@ -58,6 +62,25 @@ class AutomationDeviceAdmin(DeviceAdmin):
         url = reverse("admin:automation_automationcommandintent_changelist")
         query = f"target_device__id__exact={obj.pk}&status__in={','.join(sorted(COMMAND_LIVE))}"
         return format_html('<a href="{}?{}">{}</a>', url, query, count)
+
+    @admin.display(description="manual control")
+    def manual_control(self, obj: Device) -> SafeString:
+        return manual_control_html(obj)
+
+    def get_urls(self) -> list[Any]:
+        def view(handler: Any, name: str) -> Any:
+            wrapped = self.admin_site.admin_view(partial(handler, self))
+            return path(
+                f"<path:object_id>/{name}/",
+                wrapped,
+                name=f"devices_device_{name.replace('-', '_')}",
+            )
+
+        return [
+            view(manual_command_view, "manual-command"),
+            view(hold_cancel_view, "hold-cancel"),
+            *super().get_urls(),
+        ]
 
     @admin.display(description="last 24 h")
     def chart(self, obj: Device) -> SafeString:

@@ -83,10 +83,12 @@ def command_cooldown_record(intent: AutomationCommandIntent, *, now: datetime) -
         .filter(target_device_endpoint_id=endpoint.pk, value_key=key)
         .first()
     )
-    rule_updated_at = (
+    rule_updated_at = (  # a manual command has no rule whose edit could lift it
         AutomationRule.objects.filter(pk=intent.rule_id)
         .values_list("updated_at", flat=True)
         .first()
+        if intent.rule_id is not None
+        else None
     )
     chained = row is not None and not cooldown_lifted(
         row,

@@ -158,8 +158,9 @@ def _gate_batch(
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
 ) -> list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]]:
-    """Every safety gate of docs/spec.md §3.5 on fresh rows (two reads for the batch); a
-    briefly offline device is transient (docs/spec.md §3.4), any other failure final."""
+    """Every safety gate of docs/spec.md §3.5 on fresh rows (two reads for the batch; a manual
+    command has no rule to re-check); a briefly offline device is transient (docs/spec.md
+    §3.4), any other failure final."""
     rules = AutomationRule.objects.in_bulk({i.rule_id for i in claimed if i.rule_id})
     targets = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").in_bulk(
         {i.target_device_endpoint_id for i in claimed}
@@ -168,7 +169,7 @@ def _gate_batch(
     for intent in claimed:
         target = targets[intent.target_device_endpoint_id]
         gate = command_gate_failure(
-            rules[intent.rule_id],
+            rules[intent.rule_id] if intent.rule_id is not None else None,
             target,
             value=intent.target_value,
             now=now,

@@ -12,6 +12,10 @@ the device ends in the state the newest reading asks for, whatever the delivery 
 No storms: a target already holding the value (by its last report) or already asked for it
 gets no command, and a pair whose last command failed on the device is cooling down
 (``automation.services.cooldown``): the decision is recorded ``suppressed``.
+
+Manual control wins over rules while it holds: a decision for an endpoint an operator's
+manual command holds (``automation.services.manual``) is recorded
+``suppressed``/``manual_override`` and neither creates nor replaces a command.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from automation.models import (
 )
 from automation.operators import operator_matches, values_equal
 from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
+from automation.services.manual import manual_holds_active
 from automation.services.targets import (
     TargetState,
     commands_supersede_unsent,
@@ -63,7 +68,7 @@ class _Decision:
     rule: AutomationRule
     outcome: ExecutionOutcome
     reason: str = ""
-    suppressed_by: int | None = None  # the failed command whose cool-down holds this one
+    suppressed_by: int | None = None  # the failed command cooling, or the manual one holding
 
 
 @dataclass
@@ -90,6 +95,7 @@ def _decide(
     rule: AutomationRule,
     targets: dict[int, TargetState],
     cooldowns: dict[CooldownKey, CommandCooldown],
+    holds: dict[int, int],
     now: datetime,
 ) -> _Decision | None:
     """None when the rule's condition does not hold; otherwise what to do about it.
@@ -106,6 +112,11 @@ def _decide(
     blocked = command_gate_failure(rule, endpoint)
     if blocked is not None:
         return _Decision(event, rule, ExecutionOutcome.BLOCKED, blocked)
+    held_by = holds.get(endpoint.pk)
+    if held_by is not None:
+        return _Decision(
+            event, rule, ExecutionOutcome.SUPPRESSED, ReasonCode.MANUAL_OVERRIDE, held_by
+        )
     target = targets[endpoint.pk]
     has_live, live_value = target.newest_live_value()
     if has_live and values_equal(live_value, value):
@@ -187,6 +198,7 @@ def _decide_all(
     newest = _newest_readings(events)
     cooldowns = command_cooldowns_for(targets)
     now = timezone.now()
+    holds = manual_holds_active(targets, now=now)
     decisions: list[_Decision] = []
     finished: dict[EventEnd, list[int]] = defaultdict(list)
     for event in sorted(events, key=lambda e: (e.event_timestamp, e.pk)):
@@ -199,13 +211,15 @@ def _decide_all(
                 d
                 for rule in rules_by_trigger.get(event.device_instance_endpoint_id, [])
                 if rule.farm_id == event.farm_id
-                and (d := _decide(event, rule, targets, cooldowns, now)) is not None
+                and (d := _decide(event, rule, targets, cooldowns, holds, now)) is not None
             ]
         except Exception:  # one bad rule or value must not stall the batch
             logger.exception("evaluation failed", extra={"eventId": event.pk})
             finished[EventStatus.FAILED, ReasonCode.EVALUATION_ERROR].append(event.pk)
             continue
         for decision in matched:
+            if decision.reason == ReasonCode.MANUAL_OVERRIDE:
+                continue  # the manual command stays the endpoint's latest decision
             target_state_track(
                 targets[decision.rule.target_endpoint_id],
                 decision.outcome,

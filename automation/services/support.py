@@ -95,9 +95,12 @@ def _retry_insert(
         try:
             with transaction.atomic():
                 new = AutomationCommandIntent.objects.create(
+                    origin=original.origin,  # a manual command's retry stays manual
                     rule_execution_id=original.rule_execution_id,
                     retry_of=original,
                     rule_id=original.rule_id,
+                    requested_by_id=original.requested_by_id,
+                    request_reason=original.request_reason,
                     target_device_id=original.target_device_id,
                     target_device_endpoint_id=original.target_device_endpoint_id,
                     target_serial_number=original.target_serial_number,

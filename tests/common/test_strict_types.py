@@ -12,7 +12,12 @@ import pytest
 from rest_framework import serializers
 
 from automation.models import AutomationRule
-from automation.serializers import CommandRetryRequestSerializer, RuleSerializer
+from automation.serializers import (
+    CommandRetryRequestSerializer,
+    HoldCancelRequestSerializer,
+    ManualCommandRequestSerializer,
+    RuleSerializer,
+)
 from common import serializers as strict
 from common.members.serializers import (
     MemberCreateSerializer,
@@ -48,6 +53,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_d
 WRITABLE = (
     RuleSerializer,
     CommandRetryRequestSerializer,
+    ManualCommandRequestSerializer,
+    HoldCancelRequestSerializer,
     TelemetryBatchSerializer,
     ReminderSettingSerializer,
     ReportSubscriptionSerializer,

@@ -1,0 +1,261 @@
+"""Manual control: an operator sets an endpoint's value on the exact path a rule's decision
+takes, and holds the endpoint against the farm's rules for a while.
+
+* The same gates: the target's configuration gates (``automation.gates.target_failure``) and
+  the device's status refuse the request before anything is written; dispatch re-checks
+  every gate, freshness included, as for any command.
+* One intent per request: its key is built from the endpoint, the value, the user and the
+  request's key (the API's ``Idempotency-Key``, or the key the admin form carries), so a
+  repeated request finds the intent it made.
+* Latest decision wins, as for a newer rule decision: under the target's evaluation lock,
+  the endpoint's commands never sent are superseded (``expired``/``superseded``); one already
+  claimed or sent keeps its course and this one waits behind it (the dispatcher's inflight
+  slot keeps one live command per endpoint). The normal dispatcher sends it, nudged after
+  commit (the sweep otherwise), and it is ``applied`` only on the device's evidence.
+* The hold: an ``EndpointManualHold`` until now + the farm's ``manual_override_minutes``;
+  meanwhile rule decisions for the endpoint end ``suppressed``/``manual_override``
+  (``automation.services.evaluate``). A newer manual command moves the hold to itself; a
+  cancel ends it early, and the next reading is decided by the rules again.
+
+Who asked and why is on the intent (``requested_by``, ``request_reason``) and in its audit
+rows (``CommandTransition``, reason ``manual``; a cancel ``hold_cancelled``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from automation.gates import command_gate_failure
+from automation.keys import desired_state_fingerprint, manual_intent_idempotency_key
+from automation.models import AutomationCommandIntent, CommandTransition, EndpointManualHold
+from automation.services.commands import nudge
+from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
+from automation.states import CommandOrigin, CommandStatus, ReasonCode
+from devices.models import DeviceInstanceEndpoint
+from scheduler.services.support import support_note
+
+Actor = AbstractBaseUser | AnonymousUser
+
+# What a refused request says, by the gate that refused it: (field, message). The device's
+# status is a conflict (``ManualCommandRefused.conflict``): the request may succeed later.
+_REFUSALS: dict[ReasonCode, tuple[str, str]] = {
+    ReasonCode.VALUE_WRONG_TYPE: ("value", "is not of the endpoint's type"),
+    ReasonCode.VALUE_OUT_OF_RANGE: ("value", "is outside the endpoint's min/max"),
+    ReasonCode.VALUE_NOT_ALLOWED: ("value", "is not one of the endpoint's allowed values"),
+    ReasonCode.TARGET_NOT_WRITABLE: ("non_field_errors", "the endpoint is not writable"),
+    ReasonCode.TARGET_DISABLED: ("non_field_errors", "the endpoint is disabled"),
+    ReasonCode.BINDING_INVALID: ("non_field_errors", "the endpoint has no RPC binding"),
+    ReasonCode.TARGET_RETIRED: ("non_field_errors", "the device is retired"),
+    ReasonCode.TARGET_MAINTENANCE: ("non_field_errors", "the device is in maintenance"),
+}
+_CONFLICTS = frozenset({ReasonCode.TARGET_RETIRED, ReasonCode.TARGET_MAINTENANCE})
+
+
+class ManualCommandRefused(ValueError):
+    """A gate refused the request: ``field`` and ``message`` for the caller, ``reason`` the
+    gate's code; ``conflict`` when it is the device's state, not the request, that is wrong."""
+
+    def __init__(self, reason: ReasonCode) -> None:
+        self.reason = reason
+        self.field, text = _REFUSALS.get(reason, ("non_field_errors", "refused"))
+        self.message = f"{reason}: {text}"
+        self.conflict = reason in _CONFLICTS
+        super().__init__(self.message)
+
+
+@dataclass(frozen=True)
+class ManualCommand:
+    """The command the request made (``created``) or the one an earlier identical request
+    made, and the endpoint's hold after it."""
+
+    intent: AutomationCommandIntent
+    created: bool
+    hold_until: datetime | None
+
+
+def manual_command_refusal(target: DeviceInstanceEndpoint, value: Any) -> ReasonCode | None:
+    """The gate that refuses sending ``value`` to ``target`` by hand, known before dispatch
+    (dispatch adds freshness: an offline device is retried, as for a rule's command)."""
+    return command_gate_failure(None, target, value=value)
+
+
+def endpoint_command_manual(
+    *,
+    endpoint_id: int,
+    value: Any,
+    actor: Actor,
+    reason: str,
+    request_key: str | None = None,
+    now: datetime | None = None,
+) -> ManualCommand:
+    """Set ``endpoint_id`` to ``value`` by hand (see the module docstring). Raises
+    ``DeviceInstanceEndpoint.DoesNotExist``, ``ManualCommandRefused`` or, for a blank
+    reason, ``scheduler.services.support.SupportReasonMissing``."""
+    note = support_note(actor.get_username(), reason)
+    now = now or timezone.now()
+    target = DeviceInstanceEndpoint.objects.select_related("device__farm", "profile_endpoint").get(
+        pk=endpoint_id
+    )
+    refused = manual_command_refusal(target, value)
+    if refused is not None:
+        raise ManualCommandRefused(refused)
+    user_id = actor.pk if actor.is_authenticated else None
+    key = manual_intent_idempotency_key(
+        endpoint_id=target.pk,
+        target_value=value,
+        user_id=user_id,
+        request_key=request_key or uuid.uuid4().hex,
+    )
+    existing = AutomationCommandIntent.objects.filter(idempotency_key=key).first()
+    if existing is not None:
+        return ManualCommand(existing, False, manual_hold_until(endpoint_id=target.pk, now=now))
+    with transaction.atomic():
+        targets_lock([target.pk])
+        targets = target_states_load([target.pk])  # before the insert: what this replaces
+        try:
+            with transaction.atomic():
+                intent = AutomationCommandIntent.objects.create(
+                    **_intent_fields(target, value, key, user_id, reason.strip(), now)
+                )
+        except IntegrityError:  # a concurrent twin of this request made it
+            twin = AutomationCommandIntent.objects.get(idempotency_key=key)
+            return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
+        state = targets[target.pk]
+        state.replaced, state.creates = list(state.unsent), True
+        commands_supersede_unsent(targets, [(intent.pk, target.pk)], now)
+        until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
+        _hold_move(target.pk, intent, user_id, until, now)
+        CommandTransition.objects.create(
+            intent=intent,
+            from_status="",
+            to_status=CommandStatus.PENDING_DISPATCH,
+            reason_code=ReasonCode.MANUAL,
+            detail=f"{note} (rules held until {until:%Y-%m-%d %H:%M:%S} UTC)"[:500],
+            attempt=0,
+            at=now,
+        )
+        from automation.tasks import command_intents_dispatch_task
+
+        transaction.on_commit(lambda: nudge(command_intents_dispatch_task, [intent.pk]))
+    return ManualCommand(intent, True, until if until > now else None)
+
+
+def _intent_fields(
+    target: DeviceInstanceEndpoint,
+    value: Any,
+    key: str,
+    user_id: int | None,
+    reason: str,
+    now: datetime,
+) -> dict[str, Any]:
+    params = {target.rpc_param_key: value}
+    return {
+        "origin": CommandOrigin.MANUAL,
+        "requested_by_id": user_id,
+        "request_reason": reason[:400],
+        "target_device_id": target.device_id,
+        "target_device_endpoint_id": target.pk,
+        "target_serial_number": target.device.serial_number,
+        "command_method": target.rpc_method,
+        "command_params": params,
+        "target_value": value,
+        "idempotency_key": key,
+        "desired_state_fingerprint": desired_state_fingerprint(params),
+        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
+        "created_at": now,
+        "updated_at": now,
+    }
+
+
+def _hold_move(
+    endpoint_id: int,
+    intent: AutomationCommandIntent,
+    user_id: int | None,
+    until: datetime,
+    now: datetime,
+) -> None:
+    """The endpoint's hold now belongs to ``intent``, until ``until`` (a cancelled or expired
+    hold is reopened). Called under the endpoint's lock, so no other hold write interleaves."""
+    fields: dict[str, Any] = {
+        "intent": intent,
+        "requested_by_id": user_id,
+        "until": until,
+        "cancelled_at": None,
+        "cancelled_by_id": None,
+        "cancel_reason": "",
+        "updated_at": now,
+    }
+    moved = EndpointManualHold.objects.filter(endpoint_id=endpoint_id).update(
+        version=F("version") + 1, **fields
+    )
+    if not moved:
+        EndpointManualHold.objects.create(endpoint_id=endpoint_id, created_at=now, **fields)
+
+
+def endpoint_hold_cancel(
+    *, endpoint_id: int, actor: Actor, reason: str, now: datetime | None = None
+) -> bool:
+    """End the endpoint's active hold now, so the rules decide its next reading; False when
+    no hold is active (then nothing is written). The who and why are on the hold and an audit
+    row (``hold_cancelled``) on the command that held it; that command keeps its course."""
+    note = support_note(actor.get_username(), reason)
+    now = now or timezone.now()
+    with transaction.atomic():
+        targets_lock([endpoint_id])
+        hold = (
+            EndpointManualHold.objects.select_related("intent")
+            .filter(endpoint_id=endpoint_id, cancelled_at__isnull=True, until__gt=now)
+            .first()
+        )
+        if hold is None:
+            return False
+        moved = EndpointManualHold.objects.filter(pk=hold.pk, version=hold.version).update(
+            version=F("version") + 1,
+            cancelled_at=now,
+            cancelled_by_id=actor.pk if actor.is_authenticated else None,
+            cancel_reason=reason.strip()[:400],
+            updated_at=now,
+        )
+        if moved != 1:
+            return False
+        intent = hold.intent
+        CommandTransition.objects.create(
+            intent=intent,
+            from_status=intent.status,
+            to_status=intent.status,
+            reason_code=ReasonCode.HOLD_CANCELLED,
+            detail=f"hold on endpoint {endpoint_id} cancelled {note}"[:500],
+            attempt=intent.attempt_count,
+            at=now,
+        )
+    return True
+
+
+def manual_holds_active(endpoint_ids: Iterable[int], *, now: datetime) -> dict[int, int]:
+    """Endpoint id → the manual command holding it, for the endpoints held at ``now`` (one
+    query, whatever the number of endpoints)."""
+    rows = EndpointManualHold.objects.filter(
+        endpoint_id__in=set(endpoint_ids), cancelled_at__isnull=True, until__gt=now
+    ).values_list("endpoint_id", "intent_id")
+    return dict(rows)
+
+
+def manual_hold_until(*, endpoint_id: int, now: datetime | None = None) -> datetime | None:
+    """When the endpoint's active hold ends, or None when it is not held."""
+    return (
+        EndpointManualHold.objects.filter(
+            endpoint_id=endpoint_id, cancelled_at__isnull=True, until__gt=now or timezone.now()
+        )
+        .values_list("until", flat=True)
+        .first()
+    )
