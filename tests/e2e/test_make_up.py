@@ -96,7 +96,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if missing or not os.environ["DATABASE_URL"].startswith("postgres"):
         pytest.skip(f"make up runs against real servers; unset: {' '.join(missing) or 'none'}")
     run = uuid.uuid4().hex[:8]
-    server = os.environ["DATABASE_URL"]
+    # The server's maintenance database: the configured one need not exist yet.
+    server = _with_path(os.environ["DATABASE_URL"], "/postgres")
     db_name = f"farm_up_{run}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db_name}"')
