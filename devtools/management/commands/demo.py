@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
@@ -20,6 +21,7 @@ from automation.models import (
     AutomationEndpointEvent,
     AutomationRuleExecution,
 )
+from automation.services.manual import endpoint_command_manual
 from automation.states import (
     COMMAND_LIVE,
     COMMAND_TERMINAL,
@@ -28,6 +30,7 @@ from automation.states import (
     ExecutionOutcome,
 )
 from config.tables import format_table
+from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.bridge import MqttBridge
 from devtools.demo import DEMO_FAULTS, seed_demo_farm
 from devtools.embedded_broker import ensure_embedded_broker
@@ -70,6 +73,8 @@ class Command(BaseCommand):
                     sim.publish_telemetry(serial, ts=since - timedelta(seconds=1))
                 self._feed(sim, [s for s, _, _ in pairs], since)
                 self._wait_quiet(since, opts["timeout"])
+                self._manual(sim, pairs[0][1])
+                self._wait_quiet(since, opts["timeout"])
             finally:
                 sim.stop()
                 bridge.stop()
@@ -83,6 +88,20 @@ class Command(BaseCommand):
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)  # a duplicate delivery
             self._wait_quiet(since, 60, settle_only=True)
+
+    def _manual(self, sim: DeviceSimulator, relay: str) -> None:
+        """An operator flips the first relay by hand: the same gates, serialisation and
+        evidence as a rule's command, and a hold that keeps the rules off it for a while."""
+        operator, _ = get_user_model()._default_manager.get_or_create(username="demo-operator")
+        endpoint = DeviceInstanceEndpoint.objects.get(
+            device__serial_number=relay, profile_endpoint__key="io1"
+        )
+        endpoint_command_manual(
+            endpoint_id=endpoint.pk,
+            value=not sim.values_of(relay)["io1"],
+            actor=operator,
+            reason="demo: checking the vent by hand",
+        )
 
     def _wait_quiet(self, since: datetime, timeout_s: float, *, settle_only: bool = False) -> None:
         """Until no event is pending and every command of this run is final (or, with
@@ -157,6 +176,19 @@ class Command(BaseCommand):
                 ],
             )
         )
+        origins: dict[str, Counter[str]] = {}
+        for i in intents:
+            origins.setdefault(i.origin, Counter())[i.status] += 1
+        self.stdout.write("\nCommands by origin (manual: asked by an operator, with a reason)")
+        self.stdout.write(
+            format_table(
+                ["origin", "commands", "by final state"],
+                [
+                    (origin, sum(n.values()), ", ".join(f"{s} {c}" for s, c in sorted(n.items())))
+                    for origin, n in sorted(origins.items())
+                ],
+            )
+        )
         self.stdout.write("\nLatency from first publish")
         self.stdout.write(
             format_table(
@@ -186,6 +218,10 @@ class Command(BaseCommand):
                 ).exists(),
             ),
             ("some commands were applied", any(i.status == "applied" for i in intents)),
+            (
+                "the manual command was applied",
+                any(i.origin == "manual" and i.status == "applied" for i in intents),
+            ),
         ]
         self.stdout.write("\nInvariants")
         self.stdout.write(
