@@ -22,7 +22,7 @@ from reminders.models import (
     ReportSubscription,
     UserMessage,
 )
-from reminders.selectors import user_message_next_occurrence
+from reminders.selectors import user_messages_with_next_occurrence
 from reminders.services.user_messages import user_message_cancel
 
 
@@ -138,6 +138,10 @@ class UserMessageAdmin(ReadOnlyAdmin):
         ),
     )
 
-    @admin.display(description="next occurrence")
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return user_messages_with_next_occurrence(super().get_queryset(request))
+
+    @admin.display(description="next occurrence", ordering="next_occurrence")
     def next_occurrence(self, row: UserMessage) -> datetime | None:
-        return user_message_next_occurrence(message_id=row.pk)
+        found: datetime | None = row.next_occurrence  # type: ignore[attr-defined]
+        return found

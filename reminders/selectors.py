@@ -6,13 +6,14 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.db.models import Q
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from automation.models import AutomationEndpointEvent
 from reminders.models import (
     MetricAggregate,
     ReminderOccurrence,
     ReminderSetting,
+    UserMessage,
     UserMessageOccurrence,
 )
 from reminders.providers.base import ProviderSet, SourceState
@@ -121,6 +122,20 @@ def endpoint_metric_read(
 
 def _numeric(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def user_messages_with_next_occurrence(rows: QuerySet[UserMessage]) -> QuerySet[UserMessage]:
+    """``next_occurrence`` on each message, computed in the list's own query (a lookup per
+    row would make a page of messages cost a query each)."""
+    links = UserMessageOccurrence.objects.filter(message_id=OuterRef(OuterRef("pk"))).values(
+        "scheduler_id"
+    )
+    pending = (
+        AutomationScheduler.objects.filter(pk__in=Subquery(links), status=SchedulerStatus.PENDING)
+        .order_by("scheduled_on")
+        .values("scheduled_on")[:1]
+    )
+    return rows.annotate(next_occurrence=Subquery(pending))
 
 
 def user_message_next_occurrence(*, message_id: int) -> datetime | None:

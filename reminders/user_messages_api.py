@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import django_filters
@@ -38,7 +39,10 @@ from devices.selectors import farms_visible
 from notifications.states import Channel
 from reminders.models import UserMessage, UserMessageRecurrence, UserMessageStatus
 from reminders.models.user_messages import UserMessageRecipients
-from reminders.selectors import user_message_next_occurrence
+from reminders.selectors import (
+    user_message_next_occurrence,
+    user_messages_with_next_occurrence,
+)
 from reminders.serializers import farm_with_known_zone
 from reminders.services.user_messages import (
     UserMessageCancelled,
@@ -149,7 +153,9 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
 
     @extend_schema_field(OpenApiTypes.DATETIME)
     def get_next_occurrence_on(self, message: UserMessage) -> str | None:
-        found = user_message_next_occurrence(message_id=message.pk)
+        found: datetime | None = getattr(message, "next_occurrence", None)
+        if not hasattr(message, "next_occurrence"):  # just written, not read by the list
+            found = user_message_next_occurrence(message_id=message.pk)
         return None if found is None else serializers.DateTimeField().to_representation(found)
 
 
@@ -202,6 +208,7 @@ class UserMessageViewSet(ScopedViewSet):
         rows = UserMessage.objects.select_related("farm").prefetch_related(
             "recipient_users", "recipient_contacts"
         )
+        rows = user_messages_with_next_occurrence(rows)
         return scope_filter(rows, scope, "farm__organization_id").order_by("pk")
 
     def _context(self) -> dict[str, Any]:

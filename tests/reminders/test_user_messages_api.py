@@ -157,3 +157,26 @@ def test_the_admin_lists_messages_and_cancels_them_through_the_service(
             "status", flat=True
         )
     ) == {"deactivated"}
+
+
+def _list_queries(client: object) -> tuple[int, list[object]]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(URL)  # type: ignore[attr-defined]
+    assert response.status_code == 200
+    return len(captured.captured_queries), response.json()["results"]
+
+
+def test_the_list_costs_the_same_queries_for_one_message_or_many(alpha) -> None:
+    client = token_client(alpha.user)
+    assert client.post(URL, _body(alpha), format="json").status_code == 201
+    few, rows = _list_queries(client)
+    for n in range(4):
+        body = _body(alpha, subject=f"Shearing {n}", send_time=f"0{n + 1}:30")
+        assert client.post(URL, body, format="json").status_code == 201
+    many, more_rows = _list_queries(client)
+    assert len(more_rows) == len(rows) + 4
+    assert many == few
+    assert all(row["next_occurrence_on"] for row in more_rows)  # each has its next send
