@@ -19,11 +19,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import paho.mqtt.client as paho
 import pytest
 
 from config.env import MqttConfig
+from devices.mqtt.client import MqttUnavailable, connect, new_client
 from devices.mqtt.dynsec import CONTROL_TOPIC, DynsecCredentials
 from tests.mqtt_fixtures import LOOPBACK, free_port, port_open
+from tests.waiting import WAIT_S
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 BOOTSTRAP = DEPLOY / "mosquitto-dynsec-bootstrap.json"
@@ -206,3 +209,20 @@ def dynsec_broker(tmp_path: Path) -> Iterator[DeployedMosquitto]:
         yield server
     finally:
         server.stop()
+
+
+def publish(client: paho.Client, topic: str, payload: bytes) -> None:
+    info = client.publish(topic, payload, qos=1)
+    info.wait_for_publish(WAIT_S)
+    assert info.is_published(), f"no PUBACK for {topic}"
+
+
+def refused(config: MqttConfig) -> bool:
+    """The broker refused this login (not merely unreachable)."""
+    client = new_client("probe", config=config)
+    try:
+        connect(client, config=config, attempts=1)
+    except MqttUnavailable as exc:
+        return "refused" in str(exc)
+    client.disconnect()
+    return False

@@ -25,10 +25,7 @@ import pytest
 from config.env import MqttConfig
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
 from devices.mqtt.client import (
-    MqttUnavailable,
     backend_client_id,
-    connect,
-    new_client,
     start_client,
 )
 from devices.mqtt.publisher import Publisher
@@ -38,6 +35,8 @@ from tests.devices.deployed_broker import (
     DeployedMosquitto,
     Login,
     missing_tools,
+    publish,
+    refused,
 )
 from tests.waiting import WAIT_S
 
@@ -153,22 +152,6 @@ def device(
     client = start_client(client_id or login.username, config=broker.config(login), **options)
     clients.append(client)
     return client  # fmt: skip
-
-
-def publish(client: paho.Client, topic: str, payload: bytes) -> None:
-    info = client.publish(topic, payload, qos=1)
-    info.wait_for_publish(WAIT_S)
-    assert info.is_published(), f"no PUBACK for {topic}"
-
-
-def refused(config: MqttConfig) -> bool:
-    client = new_client("probe", config=config)
-    try:
-        connect(client, config=config, attempts=1)
-    except MqttUnavailable as exc:
-        return "refused" in str(exc)
-    client.disconnect()
-    return False
 
 
 def test_anonymous_and_wrong_credentials_are_refused_on_every_listener(broker: Broker) -> None:

@@ -21,10 +21,7 @@ from django.test import override_settings
 from config.env import MqttConfig
 from devices.models import Device, DeviceStatus
 from devices.mqtt.client import (
-    MqttUnavailable,
     backend_client_id,
-    connect,
-    new_client,
     start_client,
 )
 from devices.mqtt.dynsec import DynsecCredentials
@@ -39,6 +36,8 @@ from tests.devices.deployed_broker import (
     Login,
     dynsec_broker,
     new_login,
+    publish,
+    refused,
 )
 from tests.devices.factories import DeviceFactory
 from tests.mqtt_fixtures import LOOPBACK, free_port
@@ -95,22 +94,6 @@ def watch(broker: DeployedMosquitto, clients: list[paho.Client], subscribe: list
     )
     clients.append(client)
     return inbox
-
-
-def publish(client: paho.Client, topic: str, payload: bytes) -> None:
-    info = client.publish(topic, payload, qos=1)
-    info.wait_for_publish(WAIT_S)
-    assert info.is_published(), f"no PUBACK for {topic}"
-
-
-def refused(config: MqttConfig) -> bool:
-    client = new_client("probe", config=config)
-    try:
-        connect(client, config=config, attempts=1)
-    except MqttUnavailable as exc:
-        return "refused" in str(exc)
-    client.disconnect()
-    return False
 
 
 def disconnected_signal(client: paho.Client) -> threading.Event:
