@@ -74,6 +74,22 @@ def _ids(help_text: str) -> _IdListField:
     )
 
 
+# What a message's author may set, at creation and in a PATCH alike.
+EDITABLE_FIELDS = (
+    "subject",
+    "text",
+    "recipients",
+    "recipient_users",
+    "recipient_contacts",
+    "channels",
+    "repeat",
+    "starts_on",
+    "send_time",
+    "until",
+    "count",
+)
+
+
 class UserMessageSerializer(StrictModelSerializer[UserMessage]):
     channels = serializers.ListField(
         child=serializers.ChoiceField(choices=Channel.choices), allow_empty=False, max_length=3
@@ -105,17 +121,7 @@ class UserMessageSerializer(StrictModelSerializer[UserMessage]):
             "guid",
             "farm",
             "author",
-            "subject",
-            "text",
-            "recipients",
-            "recipient_users",
-            "recipient_contacts",
-            "channels",
-            "repeat",
-            "starts_on",
-            "send_time",
-            "until",
-            "count",
+            *EDITABLE_FIELDS,
             "status",
             "version",
             "next_occurrence_on",
@@ -165,19 +171,7 @@ class UserMessageUpdateSerializer(FixedFieldsMixin, UserMessageSerializer):
     fixed_fields = {"farm": "cannot be changed; cancel and create a new message instead"}
 
     class Meta(UserMessageSerializer.Meta):
-        fields = (
-            "subject",
-            "text",
-            "recipients",
-            "recipient_users",
-            "recipient_contacts",
-            "channels",
-            "repeat",
-            "starts_on",
-            "send_time",
-            "until",
-            "count",
-        )
+        fields = EDITABLE_FIELDS
 
 
 class UserMessageFilter(django_filters.FilterSet):
