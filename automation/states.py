@@ -67,13 +67,20 @@ class ExecutionOutcome(TextChoices):
     # Held, nothing sent: the same (endpoint, value) failed on the device moments ago
     # (``cooldown``), or an operator's manual command holds the endpoint (``manual_override``).
     SUPPRESSED = "suppressed"
+    # Another decision for the same endpoint at the same time outranked this one
+    # (``lower_priority``, ``won_by`` names the winner).
+    DISCARDED = "discarded"
+    # A schedule's occurrence that ran later than its lateness allows (``too_late``).
+    SKIPPED = "skipped"
 
 
 class CommandOrigin(TextChoices):
-    """Who decided a command: a rule's execution, or an operator by hand (``requested_by``)."""
+    """Who decided a command: a rule's execution on a reading, a rule's schedule, or an
+    operator by hand (``requested_by``)."""
 
     RULE = "rule"
     MANUAL = "manual"
+    SCHEDULE = "schedule"  # a rule's schedule occurrence (a scheduler row)
 
 
 class ReasonCode(TextChoices):
@@ -119,3 +126,9 @@ class ReasonCode(TextChoices):
     MANUAL_OVERRIDE = "manual_override"
     # An operator ended a manual hold before its time: rules act on the endpoint again.
     HOLD_CANCELLED = "hold_cancelled"
+    # A decision of a higher-priority rule (or a newer reading) won the same endpoint.
+    LOWER_PRIORITY = "lower_priority"
+    # A schedule's occurrence ran later than its lateness allows: it acts never, not late.
+    TOO_LATE = "too_late"
+    # A rule's schedule occurrence fired (``origin`` schedule).
+    SCHEDULE_FIRED = "schedule_fired"

@@ -15,6 +15,7 @@ class AutomationType(models.TextChoices):
     REMINDER = "reminder"
     REPORT_SUBSCRIPTION = "report_subscription"
     USER_MESSAGE = "user_message"
+    RULE_SCHEDULE = "rule_schedule"
 
 
 class TriggerType(models.TextChoices):

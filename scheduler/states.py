@@ -31,6 +31,8 @@ class SchedulerReason(TextChoices):
     RESULT_TOO_LARGE = "result_too_large"
     ENQUEUE_FAILED = "enqueue_failed"
     SUPPORT_RELEASED = "support_released"
+    # The occurrence ran later than its lateness allows (a rule schedule after an outage).
+    TOO_LATE = "too_late"
 
 
 class FinishOutcome(StrEnum):
@@ -71,6 +73,7 @@ SCHEDULER_DEACTIVATION_REASONS: frozenset[str] = frozenset(
         SchedulerReason.SOURCE_NO_LONGER_VALID,
         SchedulerReason.REMINDER_SETTING_INACTIVE,
         SchedulerReason.SETTING_CHANGED,
+        SchedulerReason.TOO_LATE,
     }
 )
 

@@ -252,6 +252,7 @@ def _persist(decisions: Sequence[_Decision], targets: dict[int, TargetState]) ->
             {
                 "event": d.event.pk,
                 "rule": d.rule.pk,
+                "target_endpoint": d.rule.target_endpoint_id,
                 "outcome": d.outcome,
                 "failure_reason": d.reason,
                 "suppressed_by": d.suppressed_by,

@@ -159,7 +159,11 @@ def _intent(kit, status: str, at: datetime, n: int) -> AutomationCommandIntent:
     event = kit.temp.automationendpointevent_set.order_by("-pk").first()
     rule = kit.rule()
     execution = AutomationRuleExecution.objects.create(
-        event=event, rule=rule, outcome="intent_created", created_at=at
+        event=event,
+        rule=rule,
+        target_endpoint=rule.target_endpoint,
+        outcome="intent_created",
+        created_at=at,
     )
     return AutomationCommandIntent.objects.create(
         rule_execution=execution,
