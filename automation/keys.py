@@ -36,6 +36,15 @@ def intent_idempotency_key(
     return _sha256(rule_id, target_endpoint_id, canonical_json(target_value), event_id)
 
 
+def schedule_intent_idempotency_key(
+    *, rule_id: int, target_endpoint_id: int, target_value: Any, occurrence_id: int
+) -> str:
+    """A rule schedule's occurrence (its scheduler row): a re-run of the row finds its intent."""
+    return _sha256(
+        "schedule", rule_id, target_endpoint_id, canonical_json(target_value), occurrence_id
+    )
+
+
 def manual_intent_idempotency_key(
     *, endpoint_id: int, target_value: Any, user_id: int | None, request_key: str
 ) -> str:

@@ -133,10 +133,10 @@ class AutomationRuleExecution(models.Model):
 class AutomationCommandIntent(models.Model):
     """The durable command ledger: the correlation root of an MQTT RPC and its retries.
 
-    A rule- or schedule-origin intent belongs to a rule execution, which has one original intent; support's
-    manual retries of a terminal intent are further intents of the same execution, each linked
-    ``retry_of`` that original. A manual intent has no rule: ``requested_by`` asked for it,
-    for ``request_reason`` (``automation.services.manual``)."""
+    A rule- or schedule-origin intent belongs to a rule execution, which has one original
+    intent; support's manual retries of a terminal intent are further intents of the same
+    execution, each linked ``retry_of`` that original. A manual intent has no rule:
+    ``requested_by`` asked for it, for ``request_reason`` (``automation.services.manual``)."""
 
     origin = models.CharField(
         max_length=16, choices=CommandOrigin.choices, default=CommandOrigin.RULE

@@ -13,6 +13,12 @@ No storms: a target already holding the value (by its last report) or already as
 gets no command, and a pair whose last command failed on the device is cooling down
 (``automation.services.cooldown``): the decision is recorded ``suppressed``.
 
+Several rules, conditions and actions: a reading of any of a rule's condition endpoints makes
+it evaluate, and it fires only when every condition holds (``automation.services.conditions``);
+each of its actions is its own decision, and decisions for one endpoint resolve by priority
+(``automation.services.priority``) on the shared decision path
+(``automation.services.decisions``).
+
 Manual control wins over rules while it holds: a decision for an endpoint an operator's
 manual command holds (``automation.services.manual``) is recorded
 ``suppressed``/``manual_override`` and neither creates nor replaces a command.
@@ -25,50 +31,33 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from automation.gates import command_gate_failure
-from automation.keys import desired_state_fingerprint, intent_idempotency_key, target_value_key
-from automation.models import (
-    AutomationCommandIntent,
-    AutomationEndpointEvent,
-    AutomationRule,
-    AutomationRuleExecution,
-    CommandCooldown,
+from automation.models import AutomationEndpointEvent, AutomationRule
+from automation.services.conditions import (
+    Reading,
+    condition_endpoints,
+    readings_load,
+    rule_holds,
+    rules_triggered_by,
 )
-from automation.operators import operator_matches, values_equal
-from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
+from automation.services.cooldown import command_cooldowns_for
+from automation.services.decisions import (
+    Context,
+    Decision,
+    Trigger,
+    candidates_decide,
+    decisions_persist,
+    rule_actions,
+)
 from automation.services.manual import manual_holds_active
-from automation.services.targets import (
-    TargetState,
-    commands_supersede_unsent,
-    target_state_track,
-    target_states_load,
-    targets_lock,
-)
-from automation.states import (
-    CommandStatus,
-    EventStatus,
-    ExecutionOutcome,
-    ReasonCode,
-)
-from common.sql import insert_ignore_returning
+from automation.services.targets import target_states_load, targets_lock
+from automation.states import EventStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class _Decision:
-    event: AutomationEndpointEvent
-    rule: AutomationRule
-    outcome: ExecutionOutcome
-    reason: str = ""
-    suppressed_by: int | None = None  # the failed command cooling, or the manual one holding
 
 
 @dataclass
@@ -90,54 +79,6 @@ def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, dat
     return {pk: at for pk, at in rows if at is not None}
 
 
-def _decide(
-    event: AutomationEndpointEvent,
-    rule: AutomationRule,
-    targets: dict[int, TargetState],
-    cooldowns: dict[CooldownKey, CommandCooldown],
-    holds: dict[int, int],
-    now: datetime,
-) -> _Decision | None:
-    """None when the rule's condition does not hold; otherwise what to do about it.
-
-    Compared with the newest live command, then, when no command is on its way to the
-    device, with the value the device last reported (telemetry or a state report): commands
-    never sent are replaced by this decision (latest wins), so they do not count. A command
-    already sent may still fail, so its value is asked for again rather than assumed."""
-    if not operator_matches(
-        rule.operator, event.normalized_value, rule.threshold_value, rule.threshold_value_high
-    ):
-        return None
-    endpoint, value = rule.target_endpoint, rule.target_value
-    blocked = command_gate_failure(rule, endpoint)
-    if blocked is not None:
-        return _Decision(event, rule, ExecutionOutcome.BLOCKED, blocked)
-    held_by = holds.get(endpoint.pk)
-    if held_by is not None:
-        return _Decision(
-            event, rule, ExecutionOutcome.SUPPRESSED, ReasonCode.MANUAL_OVERRIDE, held_by
-        )
-    target = targets[endpoint.pk]
-    has_live, live_value = target.newest_live_value()
-    if has_live and values_equal(live_value, value):
-        return _Decision(event, rule, ExecutionOutcome.ALREADY_PENDING)
-    if not target.has_sent and values_equal(target.reported, value):
-        # Only commands never sent are live (or none): the device holds what it reported.
-        return _Decision(event, rule, ExecutionOutcome.ALREADY_IN_STATE)
-    cooling = cooldowns.get((endpoint.pk, target_value_key(value)))
-    if cooling is not None and cooldown_holds(
-        cooling,
-        rule=rule,
-        reported=target.reported,
-        endpoint_edited_at=target.edited_at,
-        now=now,
-    ):
-        return _Decision(
-            event, rule, ExecutionOutcome.SUPPRESSED, ReasonCode.COOLDOWN, cooling.command_id
-        )
-    return _Decision(event, rule, ExecutionOutcome.INTENT_CREATED)
-
-
 def endpoint_events_evaluate(
     *,
     event_ids: Sequence[int],
@@ -153,23 +94,28 @@ def endpoint_events_evaluate(
     if not events:
         return result
     result.endpoint_ids = sorted({e.device_instance_endpoint_id for e in events})
-    rules_by_trigger: dict[int, list[AutomationRule]] = defaultdict(list)
-    rules = list(
-        AutomationRule.objects.filter(
-            trigger_endpoint_id__in={e.device_instance_endpoint_id for e in events},
-            is_active=True,
-        ).select_related("target_endpoint__device", "target_endpoint__profile_endpoint")
-    )
+    rules = rules_triggered_by(result.endpoint_ids)
+    rules_by_endpoint: dict[int, list[AutomationRule]] = defaultdict(list)
     for rule in rules:
-        rules_by_trigger[rule.trigger_endpoint_id].append(rule)
+        for endpoint_id in condition_endpoints(rule):
+            rules_by_endpoint[endpoint_id].append(rule)
+    target_ids = {a.endpoint.pk for rule in rules for a in rule_actions(rule)}
     with transaction.atomic():
-        targets_lock(r.target_endpoint_id for r in rules)
-        targets = target_states_load(r.target_endpoint_id for r in rules)
-        decisions, finished = _decide_all(events, rules_by_trigger, targets)
+        targets_lock(target_ids)
+        targets = target_states_load(target_ids)
+        now = timezone.now()
+        context = Context(
+            targets=targets,
+            cooldowns=command_cooldowns_for(targets),
+            holds=manual_holds_active(targets, now=now),
+            now=now,
+        )
+        candidates, finished = _candidates(events, rules_by_endpoint, readings_load(rules))
+        decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)
         for d in decisions:
             result.outcomes[d.outcome] = result.outcomes.get(d.outcome, 0) + 1
-        result.pending_intent_ids = _persist(decisions, targets)
+        result.pending_intent_ids = decisions_persist(decisions, targets, now)
         for (status, reason), ended_ids in finished.items():
             _events_finish(ended_ids, status, reason)
         if on_intents is not None and result.pending_intent_ids:
@@ -187,50 +133,42 @@ def endpoint_events_evaluate(
 EventEnd = tuple[EventStatus, ReasonCode]
 
 
-def _decide_all(
+def _candidates(
     events: Sequence[AutomationEndpointEvent],
-    rules_by_trigger: dict[int, list[AutomationRule]],
-    targets: dict[int, TargetState],
-) -> tuple[list[_Decision], dict[EventEnd, list[int]]]:
-    """Decisions for the batch, and how each event ends. Only the newest reading of a trigger
-    endpoint acts: an older one evaluated late (a redelivery, a sweep after an outage) would
-    otherwise send a command the newer reading has already overruled."""
+    rules_by_endpoint: dict[int, list[AutomationRule]],
+    readings: dict[int, Reading],
+) -> tuple[list[Decision], dict[EventEnd, list[int]]]:
+    """One candidate per (event, firing rule, action), and how each event ends. Only the
+    newest reading of an endpoint acts: an older one evaluated late (a redelivery, a sweep
+    after an outage) would otherwise send a command the newer reading has already overruled."""
     newest = _newest_readings(events)
-    cooldowns = command_cooldowns_for(targets)
-    now = timezone.now()
-    holds = manual_holds_active(targets, now=now)
-    decisions: list[_Decision] = []
+    candidates: list[Decision] = []
     finished: dict[EventEnd, list[int]] = defaultdict(list)
     for event in sorted(events, key=lambda e: (e.event_timestamp, e.pk)):
         seen = newest.get(event.device_instance_endpoint_id)
         if seen is not None and event.event_timestamp < seen:
             finished[EventStatus.DISCARDED, ReasonCode.NEWER_READING].append(event.pk)
             continue
+        trigger = Trigger(at=event.event_timestamp, event=event)
         try:
-            matched = [
-                d
-                for rule in rules_by_trigger.get(event.device_instance_endpoint_id, [])
+            fired = [
+                rule
+                for rule in rules_by_endpoint.get(event.device_instance_endpoint_id, [])
                 if rule.farm_id == event.farm_id
-                and (d := _decide(event, rule, targets, cooldowns, holds, now)) is not None
+                and rule_holds(rule, readings, at=event.event_timestamp, event=event)
             ]
         except Exception:  # one bad rule or value must not stall the batch
             logger.exception("evaluation failed", extra={"eventId": event.pk})
             finished[EventStatus.FAILED, ReasonCode.EVALUATION_ERROR].append(event.pk)
             continue
-        for decision in matched:
-            if decision.reason == ReasonCode.MANUAL_OVERRIDE:
-                continue  # the manual command stays the endpoint's latest decision
-            target_state_track(
-                targets[decision.rule.target_endpoint_id],
-                decision.outcome,
-                decision.rule.target_value,
-            )
-        decisions.extend(matched)
-        if matched:
+        candidates.extend(
+            Decision(trigger, rule, action) for rule in fired for action in rule_actions(rule)
+        )
+        if fired:
             finished[EventStatus.PROCESSED, ReasonCode.RULE_MATCHED].append(event.pk)
         else:
             finished[EventStatus.DISCARDED, ReasonCode.NO_MATCHING_RULE].append(event.pk)
-    return decisions, finished
+    return candidates, finished
 
 
 def _events_finish(ids: list[int], status: EventStatus, reason: ReasonCode) -> None:
@@ -238,88 +176,6 @@ def _events_finish(ids: list[int], status: EventStatus, reason: ReasonCode) -> N
     AutomationEndpointEvent.objects.filter(
         pk__in=ids, processing_status=EventStatus.PENDING
     ).update(processing_status=status, status_reason=reason, processed_at=timezone.now())
-
-
-def _persist(decisions: Sequence[_Decision], targets: dict[int, TargetState]) -> list[int]:
-    """Insert executions and intents set-based, replace the unsent commands the decisions
-    overruled; returns ids of intents awaiting dispatch."""
-    if not decisions:
-        return []
-    now = timezone.now()
-    insert_ignore_returning(
-        AutomationRuleExecution,
-        [
-            {
-                "event": d.event.pk,
-                "rule": d.rule.pk,
-                "target_endpoint": d.rule.target_endpoint_id,
-                "outcome": d.outcome,
-                "failure_reason": d.reason,
-                "suppressed_by": d.suppressed_by,
-                "created_at": now,
-            }
-            for d in decisions
-        ],
-    )
-    wanted = [d for d in decisions if d.outcome == ExecutionOutcome.INTENT_CREATED]
-    # Insert in reading order, so on each endpoint the newest reading's command has the
-    # highest id (the one that supersedes, and the one the device ends with).
-    wanted.sort(key=lambda d: (d.event.event_timestamp, d.event.pk))
-    created = _intents_insert(wanted, now) if wanted else []
-    return commands_supersede_unsent(targets, created, now)
-
-
-def _intents_insert(wanted: Sequence[_Decision], now: datetime) -> list[tuple[int, int]]:
-    """(id, target endpoint) of the pending intents for these decisions, oldest first."""
-    execution_ids = dict(
-        (
-            ((event_id, rule_id), pk)
-            for event_id, rule_id, pk in AutomationRuleExecution.objects.filter(
-                event_id__in={d.event.pk for d in wanted},
-                rule_id__in={d.rule.pk for d in wanted},
-                outcome=ExecutionOutcome.INTENT_CREATED,  # a concurrent worker may have decided
-            ).values_list("event_id", "rule_id", "pk")
-        )
-    )
-    intents = [
-        _intent(d, execution_ids[(d.event.pk, d.rule.pk)], now)
-        for d in wanted
-        if (d.event.pk, d.rule.pk) in execution_ids
-    ]
-    insert_ignore_returning(AutomationCommandIntent, intents)
-    return list(
-        AutomationCommandIntent.objects.filter(
-            idempotency_key__in=[i["idempotency_key"] for i in intents],
-            status=CommandStatus.PENDING_DISPATCH,
-        )
-        .order_by("pk")
-        .values_list("pk", "target_device_endpoint_id")
-    )
-
-
-def _intent(decision: _Decision, execution_id: int, now: datetime) -> dict[str, Any]:
-    rule, target = decision.rule, decision.rule.target_endpoint
-    params = {target.rpc_param_key: rule.target_value}
-    return {
-        "rule_execution": execution_id,
-        "rule": rule.pk,
-        "target_device": target.device_id,
-        "target_device_endpoint": target.pk,
-        "target_serial_number": target.device.serial_number,
-        "command_method": target.rpc_method,
-        "command_params": params,
-        "target_value": rule.target_value,
-        "idempotency_key": intent_idempotency_key(
-            rule_id=rule.pk,
-            target_endpoint_id=target.pk,
-            target_value=rule.target_value,
-            event_id=decision.event.pk,
-        ),
-        "desired_state_fingerprint": desired_state_fingerprint(params),
-        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
-        "created_at": now,
-        "updated_at": now,
-    }
 
 
 def endpoint_events_pending(*, older_than: datetime, limit: int) -> list[int]:

@@ -33,6 +33,9 @@ class TargetState:
     date while a batch is decided, so two rules on one target in one batch agree."""
 
     live: list[tuple[int, Any]] = field(default_factory=list)  # (id, value), oldest first
+    # (priority, execution) of the live commands a rule or schedule decided: a decision of a
+    # lower-priority rule does not replace them (``automation.services.priority``).
+    ranked: list[tuple[int, int]] = field(default_factory=list)
     unsent: list[int] = field(default_factory=list)  # live commands never sent: replaceable
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
     # What the device last reported, read after the live commands (see target_states_load).
@@ -60,11 +63,21 @@ def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
             target_device_endpoint_id__in=set(targets), status__in=COMMAND_LIVE
         )
         .order_by("pk")
-        .values_list("pk", "target_device_endpoint_id", "target_value", "status", "attempt_count")
+        .values_list(
+            "pk",
+            "target_device_endpoint_id",
+            "target_value",
+            "status",
+            "attempt_count",
+            "rule__priority",
+            "rule_execution_id",
+        )
     )
-    for pk, endpoint_id, value, status, attempts in rows:
+    for pk, endpoint_id, value, status, attempts, priority, execution_id in rows:
         target = targets[endpoint_id]
         target.live.append((pk, value))
+        if priority is not None and execution_id is not None:
+            target.ranked.append((priority, execution_id))
         if status == CommandStatus.PENDING_DISPATCH and attempts == 0:
             target.unsent.append(pk)
         else:

@@ -1,0 +1,267 @@
+"""From a rule that fires to what it records: the one decision path of readings
+(``automation.services.evaluate``) and schedule occurrences
+(``automation.services.rule_schedules``).
+
+A firing rule asks for each of its actions (the target endpoint, then each further action):
+one candidate per (trigger, rule, endpoint). Per endpoint one candidate wins
+(``automation.services.priority``); the others end ``discarded``/``lower_priority``. The
+winner passes the gates, the manual hold, the live commands and the cool-down, like any
+decision, and a command it needs is inserted set-based and replaces the endpoint's unsent
+ones (latest decision wins). Called under the targets' lock (``targets_lock``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q
+
+from automation.gates import command_gate_failure
+from automation.keys import (
+    desired_state_fingerprint,
+    intent_idempotency_key,
+    schedule_intent_idempotency_key,
+    target_value_key,
+)
+from automation.models import (
+    AutomationCommandIntent,
+    AutomationEndpointEvent,
+    AutomationRule,
+    AutomationRuleExecution,
+    CommandCooldown,
+)
+from automation.operators import values_equal
+from automation.services.cooldown import CooldownKey, cooldown_holds
+from automation.services.priority import candidates_rank
+from automation.services.targets import (
+    TargetState,
+    commands_supersede_unsent,
+    target_state_track,
+)
+from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
+from common.sql import insert_ignore_returning
+from devices.models import DeviceInstanceEndpoint
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What made a rule fire: a reading (``event``) or a schedule's occurrence (the scheduler
+    row ``occurrence_id``), at ``at`` (the reading's or the occurrence's time)."""
+
+    at: datetime
+    event: AutomationEndpointEvent | None = None
+    occurrence_id: int | None = None
+
+    @property
+    def order(self) -> tuple[datetime, int]:
+        return (self.at, self.event.pk if self.event is not None else self.occurrence_id or 0)
+
+
+@dataclass(frozen=True)
+class Action:
+    endpoint: DeviceInstanceEndpoint
+    value: Any
+
+
+def rule_actions(rule: AutomationRule) -> list[Action]:
+    """The target endpoint's action, then the further ones (prefetched ``actions``)."""
+    further = sorted(rule.actions.all(), key=lambda a: a.pk)
+    return [
+        Action(rule.target_endpoint, rule.target_value),
+        *(Action(a.target_endpoint, a.target_value) for a in further),
+    ]
+
+
+@dataclass(frozen=True)
+class Decision:
+    trigger: Trigger
+    rule: AutomationRule
+    action: Action
+    outcome: ExecutionOutcome = ExecutionOutcome.INTENT_CREATED
+    reason: str = ""
+    suppressed_by: int | None = None  # the failed command cooling, or the manual one holding
+    won_by: Decision | None = None  # for lower_priority: the decision that won this batch
+    won_by_execution: int | None = None  # ... or the live command's execution that did
+
+    @property
+    def identity(self) -> tuple[int | None, int | None, int, int]:
+        return (
+            self.trigger.event.pk if self.trigger.event is not None else None,
+            self.trigger.occurrence_id,
+            self.rule.pk,
+            self.action.endpoint.pk,
+        )
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the decisions of one batch read, loaded once under the targets' lock."""
+
+    targets: dict[int, TargetState]
+    cooldowns: dict[CooldownKey, CommandCooldown]
+    holds: dict[int, int]  # endpoint → the manual command holding it
+    now: datetime
+
+
+def candidates_decide(candidates: Sequence[Decision], context: Context) -> list[Decision]:
+    """Every candidate's outcome: one winner per endpoint decided in trigger order (each
+    seeing what the earlier ones changed), the rest discarded naming the winner."""
+    winners, losers = candidates_rank(candidates, context.targets)
+    decided: list[Decision] = []
+    for candidate in sorted(winners, key=lambda d: d.trigger.order):
+        decision = _decide(candidate, context)
+        if decision.reason != ReasonCode.MANUAL_OVERRIDE and decision.won_by_execution is None:
+            # A manual command and a higher-priority live command stay the latest decision.
+            target_state_track(
+                context.targets[decision.action.endpoint.pk],
+                decision.outcome,
+                decision.action.value,
+            )
+        decided.append(decision)
+    won = {d.identity: d for d in decided}
+    for loser in losers:
+        winner = won.get(loser.won_by.identity) if loser.won_by is not None else None
+        decided.append(replace(loser, won_by=winner))
+    return decided
+
+
+def _decide(candidate: Decision, context: Context) -> Decision:
+    """Compared with the newest live command, then, when no command is on its way to the
+    device, with the value the device last reported (telemetry or a state report): commands
+    never sent are replaced by this decision (latest wins), so they do not count. A command
+    already sent may still fail, so its value is asked for again rather than assumed."""
+    if candidate.won_by_execution is not None:
+        return candidate  # a live command of a higher-priority rule holds the endpoint
+    rule, endpoint, value = candidate.rule, candidate.action.endpoint, candidate.action.value
+
+    def ends(outcome: ExecutionOutcome, reason: str = "", by: int | None = None) -> Decision:
+        return replace(candidate, outcome=outcome, reason=reason, suppressed_by=by)
+
+    blocked = command_gate_failure(rule, endpoint, value=value)
+    if blocked is not None:
+        return ends(ExecutionOutcome.BLOCKED, blocked)
+    held_by = context.holds.get(endpoint.pk)
+    if held_by is not None:
+        return ends(ExecutionOutcome.SUPPRESSED, ReasonCode.MANUAL_OVERRIDE, held_by)
+    target = context.targets[endpoint.pk]
+    has_live, live_value = target.newest_live_value()
+    if has_live and values_equal(live_value, value):
+        return ends(ExecutionOutcome.ALREADY_PENDING)
+    if not target.has_sent and values_equal(target.reported, value):
+        # Only commands never sent are live (or none): the device holds what it reported.
+        return ends(ExecutionOutcome.ALREADY_IN_STATE)
+    cooling = context.cooldowns.get((endpoint.pk, target_value_key(value)))
+    if cooling is not None and cooldown_holds(
+        cooling,
+        rule=rule,
+        reported=target.reported,
+        endpoint_edited_at=target.edited_at,
+        now=context.now,
+    ):
+        return ends(ExecutionOutcome.SUPPRESSED, ReasonCode.COOLDOWN, cooling.command_id)
+    return ends(ExecutionOutcome.INTENT_CREATED)
+
+
+def decisions_persist(
+    decisions: Sequence[Decision], targets: dict[int, TargetState], now: datetime
+) -> list[int]:
+    """Insert the executions (winners first, so the discarded ones can name theirs) and the
+    intents set-based, replace the unsent commands the decisions overruled; the ids of the
+    intents awaiting dispatch."""
+    if not decisions:
+        return []
+    first = [d for d in decisions if d.won_by is None]
+    insert_ignore_returning(AutomationRuleExecution, [_execution(d, None, now) for d in first])
+    ids = _execution_ids(decisions)
+    rest = [d for d in decisions if d.won_by is not None]
+    insert_ignore_returning(
+        AutomationRuleExecution,
+        [_execution(d, ids.get(d.won_by.identity) if d.won_by else None, now) for d in rest],
+    )
+    wanted = [d for d in first if d.outcome == ExecutionOutcome.INTENT_CREATED]
+    # Insert in trigger order, so on each endpoint the newest decision's command has the
+    # highest id (the one that supersedes, and the one the device ends with).
+    wanted.sort(key=lambda d: d.trigger.order)
+    intents = [_intent(d, ids[d.identity], now) for d in wanted if d.identity in ids]
+    insert_ignore_returning(AutomationCommandIntent, intents)
+    created = list(
+        AutomationCommandIntent.objects.filter(
+            idempotency_key__in=[i["idempotency_key"] for i in intents],
+            status=CommandStatus.PENDING_DISPATCH,
+        )
+        .order_by("pk")
+        .values_list("pk", "target_device_endpoint_id")
+    )
+    return commands_supersede_unsent(targets, created, now)
+
+
+def _execution(d: Decision, won_by: int | None, now: datetime) -> dict[str, Any]:
+    return {
+        "event": d.trigger.event.pk if d.trigger.event is not None else None,
+        "occurrence": d.trigger.occurrence_id,
+        "rule": d.rule.pk,
+        "target_endpoint": d.action.endpoint.pk,
+        "outcome": d.outcome,
+        "failure_reason": d.reason,
+        "suppressed_by": d.suppressed_by,
+        "won_by": won_by if won_by is not None else d.won_by_execution,
+        "created_at": now,
+    }
+
+
+def _execution_ids(decisions: Sequence[Decision]) -> dict[tuple[Any, ...], int]:
+    """(event, occurrence, rule, endpoint) → execution id, for the batch's decisions that
+    ended as decided here (a concurrent worker may have recorded another outcome first)."""
+    events = {d.trigger.event.pk for d in decisions if d.trigger.event is not None}
+    occurrences = {d.trigger.occurrence_id for d in decisions if d.trigger.occurrence_id}
+    rows = AutomationRuleExecution.objects.filter(
+        Q(event_id__in=events) | Q(occurrence_id__in=occurrences),
+        rule_id__in={d.rule.pk for d in decisions},
+    ).values_list("event_id", "occurrence_id", "rule_id", "target_endpoint_id", "pk", "outcome")
+    outcome_of = {d.identity: d.outcome for d in decisions if d.won_by is None}
+    return {
+        (event, occurrence, rule, endpoint): pk
+        for event, occurrence, rule, endpoint, pk, outcome in rows
+        if outcome_of.get((event, occurrence, rule, endpoint), outcome) == outcome
+    }
+
+
+def _intent(d: Decision, execution_id: int, now: datetime) -> dict[str, Any]:
+    rule, target, value = d.rule, d.action.endpoint, d.action.value
+    params = {target.rpc_param_key: value}
+    if d.trigger.event is not None:
+        origin = CommandOrigin.RULE
+        key = intent_idempotency_key(
+            rule_id=rule.pk,
+            target_endpoint_id=target.pk,
+            target_value=value,
+            event_id=d.trigger.event.pk,
+        )
+    else:
+        origin = CommandOrigin.SCHEDULE
+        key = schedule_intent_idempotency_key(
+            rule_id=rule.pk,
+            target_endpoint_id=target.pk,
+            target_value=value,
+            occurrence_id=d.trigger.occurrence_id or 0,
+        )
+    return {
+        "origin": origin,
+        "rule_execution": execution_id,
+        "rule": rule.pk,
+        "target_device": target.device_id,
+        "target_device_endpoint": target.pk,
+        "target_serial_number": target.device.serial_number,
+        "command_method": target.rpc_method,
+        "command_params": params,
+        "target_value": value,
+        "idempotency_key": key,
+        "desired_state_fingerprint": desired_state_fingerprint(params),
+        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
+        "created_at": now,
+        "updated_at": now,
+    }

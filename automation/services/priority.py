@@ -1,0 +1,64 @@
+"""Several rules on one endpoint: which decision acts.
+
+Decisions for the same endpoint at the same time (one evaluation batch, or one schedule
+occurrence) resolve to the highest ``AutomationRule.priority``, then to the newest trigger
+(reading or occurrence); the others end ``discarded``/``lower_priority`` naming the winner's
+execution (``won_by``). A live command of a rule with a strictly higher priority also holds
+the endpoint: a lower-priority decision while it is on its way ends the same way, naming that
+command's execution; an equal priority leaves the latest decision winning. An operator's
+manual command outranks every rule through its hold (``automation.services.manual``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from automation.services.targets import TargetState
+from automation.states import ExecutionOutcome, ReasonCode
+
+if TYPE_CHECKING:
+    from automation.services.decisions import Decision
+
+
+def candidates_rank(
+    candidates: Sequence[Decision], targets: dict[int, TargetState]
+) -> tuple[list[Decision], list[Decision]]:
+    """(winners, losers): one winner per endpoint, or none where a higher-priority live
+    command holds it; every loser already ``discarded``/``lower_priority``."""
+    by_endpoint: dict[int, list[Decision]] = defaultdict(list)
+    for candidate in candidates:
+        by_endpoint[candidate.action.endpoint.pk].append(candidate)
+    winners: list[Decision] = []
+    losers: list[Decision] = []
+    for endpoint_id, group in by_endpoint.items():
+        group.sort(key=lambda d: (d.rule.priority, d.trigger.order), reverse=True)
+        best = group[0]
+        live = _live_outranking(targets[endpoint_id], best.rule.priority)
+        if live is not None:
+            losers.extend(_discarded(d, won_by_execution=live) for d in group)
+            continue
+        winners.append(best)
+        losers.extend(_discarded(d, won_by=best) for d in group[1:])
+    return winners, losers
+
+
+def _live_outranking(target: TargetState, priority: int) -> int | None:
+    """The execution of the highest-priority (then newest) live command whose rule outranks
+    ``priority``, if any."""
+    above = [(p, execution) for p, execution in target.ranked if p > priority]
+    return max(above)[1] if above else None
+
+
+def _discarded(
+    candidate: Decision, *, won_by: Decision | None = None, won_by_execution: int | None = None
+) -> Decision:
+    return replace(
+        candidate,
+        outcome=ExecutionOutcome.DISCARDED,
+        reason=ReasonCode.LOWER_PRIORITY,
+        won_by=won_by,
+        won_by_execution=won_by_execution,
+    )
