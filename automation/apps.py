@@ -6,7 +6,8 @@ class AutomationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Counting hooks and scrape-time gauges for ``/metrics``, in every process."""
+        """Counting hooks and scrape-time gauges for ``/metrics``, and the handler of rule
+        schedules' occurrences, in every process."""
         from django.db.models.signals import post_save
 
         from automation.metrics import execution_core_gauges
@@ -20,3 +21,6 @@ class AutomationConfig(AppConfig):
             dispatch_uid="farm-metrics-transition",
         )
         metrics_gauges_register("automation", execution_core_gauges)
+        from automation.scheduler_handlers import scheduler_handlers_register
+
+        scheduler_handlers_register()

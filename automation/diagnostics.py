@@ -75,7 +75,27 @@ def _sorted(entries: list[TimelineEntry]) -> list[TimelineEntry]:
 
 
 def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry]:
+    decided = TimelineEntry(
+        at=execution.created_at,
+        stage="execution",
+        what=f"rule {execution.rule_id} '{execution.rule.name}' -> {execution.outcome}",
+        reason=execution.failure_reason,
+        detail=f"won by execution {execution.won_by_id}" if execution.won_by_id else "",
+        ref=f"execution:{execution.pk}",
+    )
     event = execution.event
+    if event is None:  # a schedule's occurrence
+        row = execution.occurrence
+        assert row is not None  # an execution has an event or an occurrence (a constraint)
+        cause = TimelineEntry(
+            at=row.scheduled_on,
+            stage="event",
+            what=f"rule schedule occurrence due (local {row.scheduled_local_date}, "
+            f"{row.time_zone_id})",
+            detail=row.scheduler_key,
+            ref=f"scheduler:{row.pk}",
+        )
+        return [cause, decided]
     telemetry = event.source_telemetry
     return [
         TimelineEntry(
@@ -93,13 +113,7 @@ def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry
             detail=f"endpoint {event.device_instance_endpoint_id}",
             ref=f"event:{event.pk}",
         ),
-        TimelineEntry(
-            at=execution.created_at,
-            stage="execution",
-            what=f"rule {execution.rule_id} '{execution.rule.name}' -> {execution.outcome}",
-            reason=execution.failure_reason,
-            ref=f"execution:{execution.pk}",
-        ),
+        decided,
     ]
 
 
@@ -115,8 +129,8 @@ def _receipt_what(receipt: DeviceCommandReceipt) -> tuple[str, str]:
 
 
 def requester_name(intent: AutomationCommandIntent) -> str:
-    """Who asked for a manual command ("" for a rule's)."""
-    if intent.origin == CommandOrigin.RULE:
+    """Who asked for a manual command ("" for a rule's or a schedule's)."""
+    if intent.origin != CommandOrigin.MANUAL:
         return ""
     user = intent.requested_by
     return user.get_username() if user is not None else "(deleted user)"
@@ -124,8 +138,10 @@ def requester_name(intent: AutomationCommandIntent) -> str:
 
 def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
     asked = ""
-    if intent.origin != CommandOrigin.RULE:
+    if intent.origin == CommandOrigin.MANUAL:
         asked = f" asked by {requester_name(intent)}: {intent.request_reason}"
+    elif intent.origin == CommandOrigin.SCHEDULE:
+        asked = f" by rule {intent.rule_id}'s schedule"
     entries = [
         TimelineEntry(
             at=intent.created_at,
@@ -170,6 +186,7 @@ def _intent_ids(intent: AutomationCommandIntent) -> dict[str, Any]:
         "origin": intent.origin,
         "requestedBy": requester_name(intent) or None,
         "eventId": execution.event_id if execution is not None else None,
+        "occurrenceId": execution.occurrence_id if execution is not None else None,
         "ruleId": intent.rule_id,
         "ruleExecutionId": intent.rule_execution_id,
         "commandIntentId": intent.pk,
@@ -200,7 +217,7 @@ def command_timeline(*, intent: AutomationCommandIntent) -> Timeline:
     entries = _intent_entries(intent)
     if intent.rule_execution_id is not None:
         execution = AutomationRuleExecution.objects.select_related(
-            "rule", "event__source_telemetry"
+            "rule", "event__source_telemetry", "occurrence"
         ).get(pk=intent.rule_execution_id)
         entries = _execution_entries(execution) + entries
     subject = f"command {intent.device_command_id or '(not yet sent)'} (intent {intent.pk})"
@@ -210,12 +227,13 @@ def command_timeline(*, intent: AutomationCommandIntent) -> Timeline:
 def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
     """The execution's cause and decision, then its command's whole life if it made one."""
     execution = AutomationRuleExecution.objects.select_related(
-        "rule", "event__source_telemetry"
+        "rule", "event__source_telemetry", "occurrence"
     ).get(pk=execution.pk)
     entries = _execution_entries(execution)
     intent = AutomationCommandIntent.objects.filter(rule_execution=execution).first()
     ids: dict[str, Any] = {
         "eventId": execution.event_id,
+        "occurrenceId": execution.occurrence_id,
         "ruleId": execution.rule_id,
         "ruleExecutionId": execution.pk,
         "outcome": execution.outcome,

@@ -144,6 +144,14 @@ def command_intents_reconcile_task(intent_ids: list[int]) -> int:
     return len(intent_ids)
 
 
+@shared_task(name="automation.rule_schedules_ensure", **routed_to("scheduler"), **DB_RETRY)
+def rule_schedules_ensure_task() -> int:
+    """Extend every scheduled rule's occurrence rows to the horizon."""
+    from automation.services.rule_schedules import rule_schedules_ensure_due
+
+    return rule_schedules_ensure_due(now=timezone.now())
+
+
 @shared_task(name="automation.command_intents_sweep", **routed_to("dispatch"))
 def command_intents_sweep_task() -> int:
     """Dispatch what is due (lost nudges, elapsed backoffs) and reconcile what is overdue

@@ -60,6 +60,10 @@ def beat_schedule() -> dict[str, BeatEntry]:
             "reminders.report_subscriptions_ensure",
             float(settings.REMINDERS_REPORT_ENSURE_INTERVAL_S),
         ),
+        # Each scheduled rule gets the rows of its occurrences up to the horizon.
+        "automation-rule-schedules-ensure": BeatEntry(
+            "automation.rule_schedules_ensure", float(settings.RULE_SCHEDULE_ENSURE_INTERVAL_S)
+        ),
         # Each live user message gets its rows up to the horizon (same cadence as reports).
         "reminders-user-messages-ensure": BeatEntry(
             "reminders.user_messages_ensure",

@@ -126,8 +126,28 @@ class UserMessageKey:
         return ("user-message", self.message_guid, self.scheduled_on_utc)
 
 
+@dataclass(frozen=True)
+class RuleScheduleKey:
+    """One occurrence of an automation rule's schedule, by the rule and its instant in UTC
+    (two schedules of a rule at one instant are one occurrence)."""
+
+    rule_id: str
+    scheduled_on_utc: str
+
+    automation_type: ClassVar[str] = AutomationType.RULE_SCHEDULE
+    trigger_types: ClassVar[tuple[str, ...]] = (TriggerType.RECURRING,)
+
+    def parts(self) -> tuple[str, ...]:
+        return ("rule-schedule", self.rule_id, self.scheduled_on_utc)
+
+
 SchedulerKeySpec = (
-    ReminderDateKey | ReminderThresholdKey | ReportScheduledKey | ReportManualKey | UserMessageKey
+    ReminderDateKey
+    | ReminderThresholdKey
+    | ReportScheduledKey
+    | ReportManualKey
+    | UserMessageKey
+    | RuleScheduleKey
 )
 
 
@@ -224,6 +244,10 @@ def user_message_key(*, message_guid: uuid.UUID | str, scheduled_on: datetime) -
     )
 
 
+def rule_schedule_key(*, rule_id: int, scheduled_on: datetime) -> RuleScheduleKey:
+    return RuleScheduleKey(rule_id=str(int(rule_id)), scheduled_on_utc=utc_stamp(scheduled_on))
+
+
 def parse_scheduler_key(text: str) -> SchedulerKeySpec:
     """The inverse of :func:`scheduler_key`, for handlers that reload the source at due time."""
     if text.startswith("reminder:"):
@@ -240,6 +264,10 @@ def parse_scheduler_key(text: str) -> SchedulerKeySpec:
         if len(parts) == 3:
             stamp = _stamp(parts[2])
             return user_message_key(message_guid=parts[1], scheduled_on=stamp)
+    if text.startswith("rule-schedule:"):
+        parts = text.split(":", 2)
+        if len(parts) == 3 and parts[1].isdigit():
+            return rule_schedule_key(rule_id=int(parts[1]), scheduled_on=_stamp(parts[2]))
     raise SchedulerKeyError(f"not a scheduler key: {text[:80]!r}")
 
 

@@ -30,13 +30,13 @@ class Reading:
     at: datetime | None
 
 
-def rules_loaded(rules: Any) -> list[AutomationRule]:
-    """Active rules with what deciding needs: targets, further conditions and actions (three
-    queries, whatever the number of rules)."""
+def rules_loaded(rules: Any, *, active_only: bool = True) -> list[AutomationRule]:
+    """The (active) rules with what deciding needs: targets, further conditions and actions
+    (three queries, whatever the number of rules)."""
+    if active_only:
+        rules = rules.filter(is_active=True)
     return list(
-        rules.filter(is_active=True)
-        .select_related(*_TARGET)
-        .prefetch_related(
+        rules.select_related(*_TARGET).prefetch_related(
             "conditions",
             Prefetch("actions", queryset=AutomationRuleAction.objects.select_related(*_TARGET)),
         )

@@ -284,6 +284,8 @@ REMINDERS_RECONCILE_FARM_IDS = _reminder_farm_ids()
 # Metric sources are re-evaluated while their endpoint reported within this many minutes.
 REMINDERS_METRIC_MAX_WINDOW_MINUTES = env_int("REMINDERS_METRIC_MAX_WINDOW_MINUTES", 1440)
 # Report subscriptions: how often beat ensures each current period's row, and batch size.
+# Rule schedules' occurrence rows are written two days ahead; an edit writes its own at once.
+RULE_SCHEDULE_ENSURE_INTERVAL_S = env_float("RULE_SCHEDULE_ENSURE_INTERVAL_S", 300.0, minimum=1.0)
 REMINDERS_REPORT_ENSURE_INTERVAL_S = env_float(
     "REMINDERS_REPORT_ENSURE_INTERVAL_S", 900.0, minimum=1.0
 )

@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from common.localtime import LocalTimeRule
 from common.models import Organization
 from common.validators import (
     validate_date_bounds,
@@ -109,14 +110,6 @@ class RecipientsPolicy(models.TextChoices):
     FARM_MANAGERS = "farm_managers"
     EXTERNAL_CONTACTS = "external_contacts"
     EVERYONE = "everyone"
-
-
-class LocalTimeRule(models.TextChoices):
-    """How a local send time became an instant (recorded on every date-based occurrence)."""
-
-    EXACT = "exact"
-    GAP_SHIFTED_FORWARD = "gap_shifted_forward"
-    FOLD_FIRST_OCCURRENCE = "fold_first_occurrence"
 
 
 class Recurrence(models.TextChoices):

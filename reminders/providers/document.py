@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import Q
 
+from common.localtime import date_minus_days, local_to_utc, local_today
 from reminders.models import (
     OFFSET_DAYS_MAX,
     Document,
@@ -29,7 +30,6 @@ from reminders.providers.base import (
     SourceState,
     reminder_providers_register,
 )
-from reminders.services.dst import date_minus_days, local_to_utc, local_today
 from scheduler.keys import reminder_date_key
 from scheduler.models import TriggerType
 from scheduler.states import SchedulerReason

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef
 
 from automation.models import AutomationEndpointEvent
+from common.localtime import local_today
 from reminders.models import (
     EndpointMetricSource,
     ReminderOccurrence,
@@ -30,7 +31,6 @@ from reminders.providers.base import (
     reminder_providers_register,
 )
 from reminders.selectors import endpoint_metric_read, occurrence_completed_exists
-from reminders.services.dst import local_today
 from reminders.services.thresholds import (
     ThresholdDecision,
     threshold_base,

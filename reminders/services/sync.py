@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 
 from django.db import DataError, transaction
 
+from common.localtime import local_today
 from reminders.models import ReminderOccurrence, ReminderSetting
 from reminders.providers.base import Candidate, ProviderSet, SourceState, reminder_providers_for
 from reminders.selectors import (
@@ -25,7 +26,6 @@ from reminders.selectors import (
     occurrences_open,
     reminder_settings_for_source,
 )
-from reminders.services.dst import local_today
 from scheduler.services import (
     EnsureOutcome,
     EnsureResult,

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from common.localtime import local_day_start, local_today
 from reminders.models import ReminderSetting, ThresholdOperator, ThresholdState
 from reminders.providers.base import SourceState
-from reminders.services.dst import local_day_start, local_today
 from scheduler.keys import FiringPolicy, threshold_key
 
 _COMPARE = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
+from common.localtime import local_day_start, local_to_utc, local_today
 from reminders.models import Recurrence
-from reminders.services.dst import local_day_start, local_to_utc, local_today
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.localtime import local_today
 from common.validators import DATE_MAX, DATE_MIN, LOCAL_TIME_MESSAGE, time_zones_known
 from notifications.states import Channel
 from reminders.models import (
@@ -21,7 +22,6 @@ from reminders.models import (
     ReportManualRun,
     ReportSubscription,
 )
-from reminders.services.dst import local_today
 from reminders.services.reports.periods import (
     ReportPeriod,
     period_before,

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
+from common.localtime import local_to_utc, local_today
 from reminders.models import LocalTimeRule, UserMessage, UserMessageRecurrence
 from reminders.models.user_messages import USER_MESSAGE_OCCURRENCES_MAX
-from reminders.services.dst import local_to_utc, local_today
 
 STEP_DAYS = {UserMessageRecurrence.DAILY: 1, UserMessageRecurrence.WEEKLY: 7}
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from reminders.models import LocalTimeRule
+from django.db import models
+
+
+class LocalTimeRule(models.TextChoices):
+    """How a local time became an instant (recorded on every date-based occurrence)."""
+
+    EXACT = "exact"
+    GAP_SHIFTED_FORWARD = "gap_shifted_forward"
+    FOLD_FIRST_OCCURRENCE = "fold_first_occurrence"
 
 
 @dataclass(frozen=True)

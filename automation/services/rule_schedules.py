@@ -1,0 +1,248 @@
+"""Time-based rules: each occurrence of a rule's schedules is one scheduler row, key
+``rule-schedule:{ruleId}:{occurrenceUtc}``, so it runs once whatever crashes or redelivers.
+
+* Occurrences are local times in the farm's zone under the reminders' DST rule
+  (``common.localtime``): a time a DST gap skips moves forward by the gap, one a fold repeats
+  runs at its first instant. Two schedules of a rule at one instant are one occurrence.
+* Beat ensures the rows up to ``HORIZON`` ahead (only the missing ones are written), and back
+  to ``BACKFILL`` for an outage that also stopped beat, so a missed occurrence still ends
+  visibly instead of vanishing.
+* At due time the handler reloads the rule: gone, inactive, or no longer wanting this instant
+  (an edited or removed schedule) deactivates the row. An occurrence run later than its
+  schedule's ``max_lateness_s`` records ``skipped``/``too_late`` for each action and sends
+  nothing; otherwise, when every condition holds on fresh readings, each action takes the
+  decision path of readings (``automation.services.decisions``), its commands of origin
+  ``schedule``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Prefetch, QuerySet
+
+from automation.models import AutomationRule, AutomationRuleSchedule
+from automation.services.commands import nudge
+from automation.services.conditions import readings_load, rule_holds, rules_loaded
+from automation.services.cooldown import command_cooldowns_for
+from automation.services.decisions import (
+    Context,
+    Decision,
+    Trigger,
+    candidates_decide,
+    decisions_persist,
+    rule_actions,
+)
+from automation.services.manual import manual_holds_active
+from automation.services.targets import target_states_load, targets_lock
+from automation.states import ExecutionOutcome, ReasonCode
+from common.localtime import LocalTimeRule, local_to_utc
+from scheduler.keys import (
+    RuleScheduleKey,
+    SchedulerKeyError,
+    parse_scheduler_key,
+    rule_schedule_key,
+    scheduler_input_hash,
+    scheduler_key,
+)
+from scheduler.models import AutomationScheduler, TriggerType
+from scheduler.registry import (
+    Deactivate,
+    HandlerResult,
+    HoldForSupport,
+    PermanentFailure,
+    SchedulerJob,
+    SourceNoLongerValid,
+)
+from scheduler.services import scheduler_ensure
+from scheduler.states import SchedulerReason
+
+HORIZON = timedelta(days=2)
+BACKFILL = timedelta(days=1)
+ENSURE_BATCH = 200
+
+
+@dataclass(frozen=True)
+class RuleOccurrence:
+    utc: datetime
+    local_date: date
+    local_time_rule: LocalTimeRule
+    schedule: AutomationRuleSchedule
+
+
+def _active_schedules() -> Prefetch[Any]:
+    return Prefetch(
+        "schedules",
+        queryset=AutomationRuleSchedule.objects.filter(is_active=True).order_by("local_time"),
+        to_attr="active_schedules",
+    )
+
+
+def rule_occurrences(rule: AutomationRule, start: datetime, end: datetime) -> list[RuleOccurrence]:
+    """The rule's occurrences in [start, end), oldest first (``active_schedules`` prefetched,
+    the farm loaded); an instant two schedules share is one occurrence, the earlier local
+    time's."""
+    zone = rule.farm.time_zone
+    found: dict[datetime, RuleOccurrence] = {}
+    day = (start - timedelta(days=1)).date()
+    while day <= (end + timedelta(days=1)).date():
+        for schedule in rule.active_schedules:  # type: ignore[attr-defined]
+            if not schedule.weekdays & (1 << day.weekday()):
+                continue
+            instant = local_to_utc(day, schedule.local_time, zone)
+            if start <= instant.utc < end and instant.utc not in found:
+                found[instant.utc] = RuleOccurrence(instant.utc, day, instant.rule, schedule)
+        day += timedelta(days=1)
+    return [found[at] for at in sorted(found)]
+
+
+def rule_occurrence_input(rule_id: int, at: datetime) -> dict[str, Any]:
+    """Identity only: the rule's actions and conditions are read when the occurrence runs."""
+    return {"rule": rule_id, "at": at}
+
+
+def _scheduled_rules() -> QuerySet[AutomationRule]:
+    return AutomationRule.objects.filter(is_active=True, schedules__is_active=True).distinct()
+
+
+def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
+    """Make the rows of these rules' occurrences exist up to the horizon; how many were
+    written. Rows already there are not touched (two queries when none is missing)."""
+    rules = list(
+        AutomationRule.objects.filter(pk__in=set(rule_ids), is_active=True)
+        .select_related("farm")
+        .prefetch_related(_active_schedules())
+    )
+    wanted: dict[str, tuple[AutomationRule, RuleOccurrence]] = {}
+    for rule in rules:
+        for occurrence in rule_occurrences(rule, now - BACKFILL, now + HORIZON):
+            if occurrence.utc >= occurrence.schedule.updated_at:  # wanted since it was set
+                key = scheduler_key(rule_schedule_key(rule_id=rule.pk, scheduled_on=occurrence.utc))
+                wanted[key] = (rule, occurrence)
+    present = set(
+        AutomationScheduler.objects.filter(scheduler_key__in=list(wanted)).values_list(
+            "scheduler_key", flat=True
+        )
+    )
+    written = 0
+    for key, (rule, occurrence) in wanted.items():
+        if key in present:
+            continue
+        scheduler_ensure(
+            key=rule_schedule_key(rule_id=rule.pk, scheduled_on=occurrence.utc),
+            scheduled_on=occurrence.utc,
+            input_hash=scheduler_input_hash(rule_occurrence_input(rule.pk, occurrence.utc)),
+            time_zone_id=rule.farm.time_zone,
+            scheduled_local_date=occurrence.local_date,
+            trigger_type=TriggerType.RECURRING,
+            farm_id=rule.farm_id,
+            now=now,
+        )
+        written += 1
+    return written
+
+
+def rule_schedules_ensure_due(*, now: datetime, batch: int = ENSURE_BATCH) -> int:
+    """Beat: every active rule with an active schedule, in bounded id-ordered batches."""
+    after, written = 0, 0
+    while True:
+        ids = list(
+            _scheduled_rules()
+            .filter(pk__gt=after)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:batch]
+        )
+        written += rule_schedules_ensure(rule_ids=ids, now=now)
+        if len(ids) < batch:
+            return written
+        after = ids[-1]
+
+
+# -- at due time ---------------------------------------------------------------------------
+
+
+def rule_occurrence_resolve(job: SchedulerJob) -> tuple[AutomationRule, RuleOccurrence]:
+    """The rule (as deciding needs it) and the occurrence the row stands for; the typed
+    outcome when the row may no longer run."""
+    try:
+        spec = parse_scheduler_key(job.scheduler_key)
+    except SchedulerKeyError as exc:
+        raise PermanentFailure(str(exc)) from None
+    if not isinstance(spec, RuleScheduleKey):
+        raise PermanentFailure(f"not a rule-schedule key: {job.scheduler_key[:80]}")
+    found = rules_loaded(
+        AutomationRule.objects.filter(pk=int(spec.rule_id))
+        .select_related("farm")
+        .prefetch_related(_active_schedules()),
+        active_only=False,
+    )
+    if not found:
+        raise SourceNoLongerValid(f"rule {spec.rule_id} is gone")
+    rule = found[0]
+    if not rule.is_active:
+        raise Deactivate(f"rule {rule.pk} is inactive", reason=SchedulerReason.SETTING_CHANGED)
+    second = timedelta(seconds=1)
+    occurrence = next(
+        (
+            o
+            for o in rule_occurrences(rule, job.scheduled_on - second, job.scheduled_on + second)
+            if o.utc == job.scheduled_on
+        ),
+        None,
+    )
+    if occurrence is None:
+        raise Deactivate(
+            "the rule's schedules no longer want this occurrence",
+            reason=SchedulerReason.SETTING_CHANGED,
+        )
+    if scheduler_input_hash(rule_occurrence_input(rule.pk, occurrence.utc)) != job.input_hash:
+        raise HoldForSupport("the reloaded occurrence hashes differently")
+    return rule, occurrence
+
+
+def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
+    """Decide the occurrence (see the module docstring); its coordinates say what became of
+    it and which commands it queued (dispatch is nudged after commit)."""
+    rule, occurrence = rule_occurrence_resolve(job)
+    trigger = Trigger(at=job.scheduled_on, occurrence_id=job.scheduler_id)
+    actions = rule_actions(rule)
+    late_s = (job.now - job.scheduled_on).total_seconds()
+    coordinates: dict[str, Any] = {"rule": rule.pk, "localTimeRule": occurrence.local_time_rule}
+    with transaction.atomic():
+        endpoints = [a.endpoint.pk for a in actions]
+        targets_lock(endpoints)
+        targets = target_states_load(endpoints)
+        if late_s > occurrence.schedule.max_lateness_s:
+            late = [
+                Decision(trigger, rule, a, ExecutionOutcome.SKIPPED, ReasonCode.TOO_LATE)
+                for a in actions
+            ]
+            decisions_persist(late, targets, job.now)
+            return HandlerResult({**coordinates, "outcome": "skipped", "lateS": round(late_s)})
+        if not rule_holds(rule, readings_load([rule]), at=job.now):
+            return HandlerResult({**coordinates, "outcome": "conditions_not_met"})
+        context = Context(
+            targets=targets,
+            cooldowns=command_cooldowns_for(targets),
+            holds=manual_holds_active(targets, now=job.now),
+            now=job.now,
+        )
+        decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
+        pending = decisions_persist(decisions, targets, job.now)
+        _dispatch_after_commit(pending)
+    outcomes = sorted({str(d.outcome) for d in decisions})
+    return HandlerResult(
+        {**coordinates, "outcome": "fired", "decisions": outcomes, "intents": pending}
+    )
+
+
+def _dispatch_after_commit(intent_ids: Sequence[int]) -> None:
+    from automation.tasks import command_intents_dispatch_task
+
+    ids = list(intent_ids)
+    if ids:
+        transaction.on_commit(lambda: nudge(command_intents_dispatch_task, ids))
