@@ -49,7 +49,7 @@ from scheduler.keys import (
     scheduler_input_hash,
     scheduler_key,
 )
-from scheduler.models import AutomationScheduler, TriggerType
+from scheduler.models import AutomationScheduler, AutomationType, TriggerType
 from scheduler.registry import (
     Deactivate,
     HandlerResult,
@@ -58,9 +58,10 @@ from scheduler.registry import (
     SchedulerJob,
     SourceNoLongerValid,
 )
-from scheduler.services import scheduler_ensure
-from scheduler.states import SchedulerReason
+from scheduler.services import scheduler_deactivate_by_key, scheduler_ensure
+from scheduler.states import SchedulerReason, SchedulerStatus
 
+_SETTLED = (SchedulerStatus.PENDING, SchedulerStatus.PROCESSING, SchedulerStatus.COMPLETED)
 HORIZON = timedelta(days=2)
 BACKFILL = timedelta(days=1)
 ENSURE_BATCH = 200
@@ -123,10 +124,11 @@ def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
             if occurrence.utc >= occurrence.schedule.updated_at:  # wanted since it was set
                 key = scheduler_key(rule_schedule_key(rule_id=rule.pk, scheduled_on=occurrence.utc))
                 wanted[key] = (rule, occurrence)
+    # A row deactivated, cancelled or failed is ensured again (reactivated, history kept).
     present = set(
-        AutomationScheduler.objects.filter(scheduler_key__in=list(wanted)).values_list(
-            "scheduler_key", flat=True
-        )
+        AutomationScheduler.objects.filter(
+            scheduler_key__in=list(wanted), status__in=_SETTLED
+        ).values_list("scheduler_key", flat=True)
     )
     written = 0
     for key, (rule, occurrence) in wanted.items():
@@ -144,6 +146,41 @@ def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
         )
         written += 1
     return written
+
+
+def rule_schedule_rows_sync(*, rule_id: int, now: datetime) -> tuple[int, int]:
+    """After an edit of a rule or its schedules: its pending rows the rule no longer wants are
+    deactivated (``setting_changed``) and the wanted ones ensured; (ensured, deactivated).
+    Completed rows stay as history; a row being processed is revalidated by its handler."""
+    rule = (
+        AutomationRule.objects.filter(pk=rule_id)
+        .select_related("farm")
+        .prefetch_related(_active_schedules())
+        .first()
+    )
+    if rule is None:
+        return 0, 0
+    wanted: set[str] = set()
+    if rule.is_active:
+        wanted = {
+            scheduler_key(rule_schedule_key(rule_id=rule.pk, scheduled_on=o.utc))
+            for o in rule_occurrences(rule, now, now + HORIZON)
+        }
+    pending = AutomationScheduler.objects.filter(
+        farm_id=rule.farm_id,  # the farm's index bounds the prefix match
+        automation_type=AutomationType.RULE_SCHEDULE,
+        status=SchedulerStatus.PENDING,
+        scheduled_on__gte=now,
+        scheduler_key__startswith=f"rule-schedule:{rule.pk}:",
+    ).values_list("scheduler_key", flat=True)
+    deactivated = sum(
+        scheduler_deactivate_by_key(
+            scheduler_key=key, reason=SchedulerReason.SETTING_CHANGED, now=now
+        )
+        for key in pending
+        if key not in wanted
+    )
+    return rule_schedules_ensure(rule_ids=[rule.pk], now=now), deactivated
 
 
 def rule_schedules_ensure_due(*, now: datetime, batch: int = ENSURE_BATCH) -> int:

@@ -23,6 +23,7 @@ from automation.models import (
 from automation.services.manual import endpoint_command_manual
 from automation.services.rule_schedules import (
     rule_occurrences,
+    rule_schedule_rows_sync,
     rule_schedules_ensure,
     rule_schedules_ensure_due,
 )
@@ -259,3 +260,24 @@ def test_occurrences_follow_the_dst_rule_of_reminders() -> None:
     first = [o for o in fold if o.schedule.local_time == time(1, 45)]
     assert [o.local_time_rule for o in first] == [LocalTimeRule.FOLD_FIRST_OCCURRENCE]
     assert first[0].utc == datetime(2026, 4, 4, 14, 45, tzinfo=UTC)  # 01:45 +11:00, not +10:30
+
+
+def test_an_edit_moves_the_pending_rows_and_a_reverted_edit_reactivates_them() -> None:
+    kit = make_farm()
+    rule = scheduled_rule(kit)
+    rule_schedules_ensure_due(now=NOW)
+    AutomationRuleSchedule.objects.filter(rule=rule).update(local_time=time(6, 30))
+    assert rule_schedule_rows_sync(rule_id=rule.pk, now=NOW) == (2, 2)
+    statuses = {r.scheduler_key[-20:]: r.status for r in rows_of(rule)}
+    assert statuses == {
+        "2026-11-29T05:00:00Z": "deactivated",
+        "2026-11-29T05:30:00Z": "pending",
+        "2026-11-30T05:00:00Z": "deactivated",
+        "2026-11-30T05:30:00Z": "pending",
+    }
+    AutomationRuleSchedule.objects.filter(rule=rule).update(local_time=time(6, 0))
+    assert rule_schedule_rows_sync(rule_id=rule.pk, now=NOW) == (2, 2)
+    pending = [r.scheduler_key[-20:] for r in rows_of(rule) if r.status == "pending"]
+    assert pending == ["2026-11-29T05:00:00Z", "2026-11-30T05:00:00Z"]
+    run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
+    assert AutomationCommandIntent.objects.filter(rule=rule).count() == 1
