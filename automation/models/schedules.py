@@ -40,4 +40,6 @@ class AutomationRuleSchedule(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.rule} at {self.local_time:%H:%M}"
+        at = self.local_time.strftime("%H:%M") if self.local_time else "?"
+        rule = self.rule.name if self.rule_id else "a rule"
+        return f"{rule} at {at}"
