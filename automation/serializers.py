@@ -17,6 +17,7 @@ from automation.models import (
     AutomationRuleExecution,
     AutomationRuleSchedule,
     EndpointManualHold,
+    Operator,
 )
 from automation.services.rules import RULE_FIELDS, RuleInvalid, rule_create, rule_update
 from common.serializers import BoundedJSONField, StrictCharField, StrictModelSerializer
@@ -92,6 +93,13 @@ def _nested(child: serializers.Serializer[Any]) -> serializers.ListSerializer[An
 class RuleSerializer(StrictModelSerializer[AutomationRule]):
     """A write replaces each nested list it names; one left out is kept."""
 
+    operator = serializers.ChoiceField(
+        choices=Operator.choices,
+        allow_blank=True,
+        allow_null=True,
+        required=False,
+        help_text="with a trigger endpoint; null or left out for a schedule-only rule",
+    )
     conditions = _nested(RuleConditionSerializer())
     actions = _nested(RuleActionSerializer())
     schedules = _nested(RuleScheduleSerializer())
@@ -129,6 +137,8 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
         save: Callable[[dict[str, Any]], AutomationRule], validated_data: dict[str, Any]
     ) -> AutomationRule:
         nested = {name: validated_data.pop(name) for name in NESTED if name in validated_data}
+        if "operator" in validated_data and validated_data["operator"] is None:
+            validated_data["operator"] = ""  # the table's "none"
         try:
             return save(nested)
         except RuleInvalid as exc:

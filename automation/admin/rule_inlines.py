@@ -68,7 +68,7 @@ class RuleInlineFormSet(BaseInlineFormSet):  # type: ignore[type-arg]
             setattr(self.instance, FORMSETS_ATTR, registry)
         registry[self.kind] = self
 
-    def _deleted(self, form: forms.Form) -> bool:
+    def _deleted(self, form: forms.BaseForm) -> bool:
         return bool(self.can_delete and getattr(form, "cleaned_data", {}).get("DELETE"))
 
     def kept_forms(self) -> list[forms.ModelForm]:  # type: ignore[type-arg]
