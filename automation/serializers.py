@@ -47,11 +47,12 @@ class WeekdaysField(serializers.ListField):
         super().__init__(
             child=serializers.ChoiceField(choices=WEEKDAY_NAMES),
             allow_empty=False,
-            max_length=len(WEEKDAY_NAMES),
             **kwargs,
         )
 
     def to_internal_value(self, data: Any) -> int:  # type: ignore[override]
+        if isinstance(data, list) and len(data) > len(WEEKDAY_NAMES):
+            raise serializers.ValidationError("names each weekday at most once")
         names = super().to_internal_value(data)
         return sum(1 << WEEKDAY_NAMES.index(name) for name in set(names))
 
