@@ -4,6 +4,7 @@ is shown on its row or field (never a server error); the list shows priority and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import time
 from typing import Any
 
@@ -30,9 +31,9 @@ def _management(prefix: str, total: int, initial: int = 0) -> dict[str, Any]:
 def _form(
     kit: FarmKit,
     *,
-    conditions: list[dict[str, Any]] = (),
-    actions: list[dict[str, Any]] = (),
-    schedules: list[dict[str, Any]] = (),
+    conditions: Sequence[dict[str, Any]] = (),
+    actions: Sequence[dict[str, Any]] = (),
+    schedules: Sequence[dict[str, Any]] = (),
     initial: dict[str, int] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def test_a_bad_row_shows_its_error_on_that_row(support: Client) -> None:
 
 def test_a_schedule_only_rule_and_a_cycle(support: Client) -> None:
     kit = make_farm(prefix="only")
-    only = {"trigger_endpoint": "", "operator": "", "threshold_value": ""}
+    only: dict[str, Any] = {"trigger_endpoint": "", "operator": "", "threshold_value": ""}
     page = support.post(f"{RULE_URL}add/", _form(kit, **only))
     errors = page.context["adminform"].form.errors
     assert errors == {"trigger_endpoint": ["required unless the rule has a schedule"]}

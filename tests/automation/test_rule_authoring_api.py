@@ -125,7 +125,7 @@ def test_a_bad_row_is_a_400_on_that_row(tenants: tuple[Tenant, Tenant]) -> None:
     assert response.json()["fields"] == {
         "conditions": [{}, {"threshold_value": ["must be a bool"]}]
     }
-    cases = [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"actions": [{"target_endpoint": kit.temp.pk, "target_value": 1}]}, "actions"),
         ({"actions": [{"target_endpoint": beta.kit.fan.pk, "target_value": 1}]}, "actions"),
         ({"schedules": [{"local_time": "07:00+02:00"}]}, "schedules"),
@@ -151,7 +151,7 @@ def test_a_cycle_is_refused_naming_its_rules(tenants: tuple[Tenant, Tenant]) -> 
     alpha, _ = tenants
     client = token_client(alpha.user)
     kit = alpha.kit
-    plain = {"conditions": [], "actions": [], "schedules": []}
+    plain: dict[str, Any] = {"conditions": [], "actions": [], "schedules": []}
     first = _body(
         alpha,
         name="fan on",
