@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from automation.admin.rule_inlines import (
     FORMSETS_ATTR,
@@ -25,6 +25,7 @@ from automation.models import AutomationRule, AutomationRuleSchedule
 from automation.models.schedules import EVERY_DAY
 from automation.services.rules import (
     RULE_FIELDS,
+    RuleInvalid,
     rule_create,
     rule_nested,
     rule_problems,
@@ -152,6 +153,22 @@ class AutomationRuleAdmin(OrgScopedAdmin):
     @admin.display(description="schedule")
     def schedule(self, rule: AutomationRule) -> str:
         return schedule_summary(list(rule.schedules.all()))
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The form ran the service's checks; one that fails only at the save (a concurrent
+        edit closed a cycle meanwhile) rolls the save back and says why, not a server error."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except RuleInvalid as refused:
+            why = "; ".join(f"{name}: {error}" for name, error in refused.errors.items())
+            self.message_user(request, f"Not saved: {why}", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def save_model(self, request: Any, obj: AutomationRule, form: Any, change: bool) -> None:
         """Saved with its rows in ``save_related``: one service call, one transaction."""

@@ -14,7 +14,7 @@ from datetime import time
 from typing import Any, NotRequired, TypedDict
 
 from automation.gates import target_failure
-from automation.models import AutomationRule, Operator
+from automation.models import Operator
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
 from automation.models.schedules import EVERY_DAY
 from automation.states import ReasonCode
@@ -237,8 +237,3 @@ def rule_errors(
     _nested(errors, "actions", _action_errors(actions, farm, target))
     _nested(errors, "schedules", _schedule_errors(schedules))
     return errors
-
-
-def rule_fields_of(rule: AutomationRule, names: Sequence[str]) -> dict[str, Any]:
-    """A saved rule's fields, as ``rule_errors`` takes them."""
-    return {name: getattr(rule, name) for name in names}

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from automation.models import AutomationRule, AutomationRuleSchedule
-from automation.services.rules import rule_create
+from automation.services.rules import RuleInvalid, rule_create
 from tests.devices.factories import FarmKit, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
@@ -187,3 +187,19 @@ def test_the_change_page_replaces_rows_and_a_post_without_inlines_keeps_them(
     assert support.post(f"{RULE_URL}{rule.pk}/change/", bare).status_code == 302
     rule.refresh_from_db()
     assert rule.priority == 3 and rule.schedules.count() == 1
+
+
+def test_a_refusal_only_at_the_save_is_a_message_not_a_server_error(
+    support: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a concurrent edit does: the form passed, the save under the farm's lock refuses."""
+    kit = make_farm(prefix="race")
+
+    def refuse(**_: Any) -> AutomationRule:
+        raise RuleInvalid({"target_endpoint": "closes a cycle of rules driving each other"})
+
+    monkeypatch.setattr("automation.admin.rules.rule_create", refuse)
+    page = support.post(f"{RULE_URL}add/", _form(kit), follow=True)
+    assert page.status_code == 200
+    assert "Not saved" in page.content.decode() and "closes a cycle" in page.content.decode()
+    assert not AutomationRule.objects.exists()
