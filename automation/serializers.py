@@ -12,25 +12,102 @@ from rest_framework import serializers
 from automation.models import (
     AutomationCommandIntent,
     AutomationRule,
+    AutomationRuleAction,
+    AutomationRuleCondition,
     AutomationRuleExecution,
+    AutomationRuleSchedule,
     EndpointManualHold,
+    Operator,
 )
-from automation.services.rules import (
-    RULE_FIELDS,
-    RuleInvalid,
-    rule_create,
-    rule_errors,
-    rule_update,
-)
+from automation.services.rules import RULE_FIELDS, RuleInvalid, rule_create, rule_update
 from common.serializers import BoundedJSONField, StrictCharField, StrictModelSerializer
 from devices.selectors import farms_visible, instance_endpoints_visible
 from scheduler.models import AutomationScheduler
 
+NESTED = ("conditions", "actions", "schedules")
+NESTED_MAX = 50  # items per nested list of a rule: far above any real rule, a bound on work
+
+
+WEEKDAY_NAMES = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")  # bit 0 is Monday
+
+
+def _errors_as_drf(errors: Any) -> Any:
+    """The rule services' errors in DRF's shape: each message in a list, nested as the input."""
+    if isinstance(errors, dict):
+        return {name: _errors_as_drf(value) for name, value in errors.items()}
+    if isinstance(errors, list):
+        return [_errors_as_drf(item) for item in errors]
+    return [errors]
+
+
+class WeekdaysField(serializers.ListField):
+    """Weekday names on the wire, a bit per day (Monday first) in the table."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(
+            child=serializers.ChoiceField(choices=WEEKDAY_NAMES),
+            allow_empty=False,
+            **kwargs,
+        )
+
+    def to_internal_value(self, data: Any) -> int:  # type: ignore[override]
+        if isinstance(data, list) and len(data) > len(WEEKDAY_NAMES):
+            raise serializers.ValidationError("names each weekday at most once")
+        names = super().to_internal_value(data)
+        return sum(1 << WEEKDAY_NAMES.index(name) for name in set(names))
+
+    def to_representation(self, data: Any) -> list[str]:  # type: ignore[override]
+        return [name for bit, name in enumerate(WEEKDAY_NAMES) if int(data) >> bit & 1]
+
+
+class RuleConditionSerializer(StrictModelSerializer[AutomationRuleCondition]):
+    """A further condition: it must hold, on a reading of ``endpoint`` at most the rule's
+    ``condition_window_s`` old."""
+
+    class Meta:
+        model = AutomationRuleCondition
+        fields = ("endpoint", "operator", "threshold_value", "threshold_value_high")
+
+
+class RuleActionSerializer(StrictModelSerializer[AutomationRuleAction]):
+    """A further endpoint the rule drives, with the same gates as its target."""
+
+    class Meta:
+        model = AutomationRuleAction
+        fields = ("target_endpoint", "target_value")
+
+
+class RuleScheduleSerializer(StrictModelSerializer[AutomationRuleSchedule]):
+    """A local time in the farm's zone at which the rule fires, on some weekdays."""
+
+    weekdays = WeekdaysField(required=False, help_text="the days it fires on; left out: every day")
+
+    class Meta:
+        model = AutomationRuleSchedule
+        fields = ("local_time", "weekdays", "max_lateness_s", "is_active")
+
+
+def _nested(child: serializers.Serializer[Any]) -> serializers.ListSerializer[Any]:
+    return serializers.ListSerializer(child=child, required=False, max_length=NESTED_MAX)
+
 
 class RuleSerializer(StrictModelSerializer[AutomationRule]):
+    """A write replaces each nested list it names; one left out is kept."""
+
+    operator = serializers.ChoiceField(
+        choices=Operator.choices,
+        allow_blank=True,
+        allow_null=True,
+        required=False,
+        help_text="with a trigger endpoint; null or left out for a schedule-only rule",
+    )
+    conditions = _nested(RuleConditionSerializer())
+    actions = _nested(RuleActionSerializer())
+    schedules = _nested(RuleScheduleSerializer())
+
     class Meta:
         model = AutomationRule
-        fields = ("id", *RULE_FIELDS, "created_at", "updated_at")
+        fields = ("id", *RULE_FIELDS, *NESTED, "created_at", "updated_at")
         read_only_fields = ("id", "created_at", "updated_at")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -38,44 +115,35 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
         another organisation's farm or endpoint "does not exist"."""
         super().__init__(*args, **kwargs)
         if "scope" in self.context:
-            scope = self.context["scope"]
+            endpoints = instance_endpoints_visible(scope=self.context["scope"]).select_related(
+                "device", "profile_endpoint"
+            )
             fields: Any = self.fields
-            fields["farm"].queryset = farms_visible(scope=scope)
-            fields["trigger_endpoint"].queryset = instance_endpoints_visible(scope=scope)
-            fields["target_endpoint"].queryset = instance_endpoints_visible(scope=scope)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        errors = rule_errors({**self._current(), **attrs})
-        if errors:
-            raise serializers.ValidationError(errors)
-        return attrs
+            fields["farm"].queryset = farms_visible(scope=self.context["scope"])
+            fields["trigger_endpoint"].queryset = endpoints
+            fields["target_endpoint"].queryset = endpoints
+            fields["conditions"].child.fields["endpoint"].queryset = endpoints
+            fields["actions"].child.fields["target_endpoint"].queryset = endpoints
 
     def create(self, validated_data: dict[str, Any]) -> AutomationRule:
-        return self._saved(lambda: rule_create(**validated_data))
+        return self._saved(lambda nested: rule_create(**nested, **validated_data), validated_data)
 
     def update(self, instance: AutomationRule, validated_data: dict[str, Any]) -> AutomationRule:
-        return self._saved(lambda: rule_update(instance, **validated_data))
+        return self._saved(
+            lambda nested: rule_update(instance, **nested, **validated_data), validated_data
+        )
 
     @staticmethod
-    def _saved(save: Callable[[], AutomationRule]) -> AutomationRule:
+    def _saved(
+        save: Callable[[dict[str, Any]], AutomationRule], validated_data: dict[str, Any]
+    ) -> AutomationRule:
+        nested = {name: validated_data.pop(name) for name in NESTED if name in validated_data}
+        if "operator" in validated_data and validated_data["operator"] is None:
+            validated_data["operator"] = ""  # the table's "none"
         try:
-            return save()
+            return save(nested)
         except RuleInvalid as exc:
-            raise serializers.ValidationError(exc.errors) from None
-
-    def _current(self) -> dict[str, Any]:
-        rule = self.instance
-        if not isinstance(rule, AutomationRule):
-            return {}
-        return {
-            "farm": rule.farm,
-            "trigger_endpoint": rule.trigger_endpoint,
-            "target_endpoint": rule.target_endpoint,
-            "target_value": rule.target_value,
-            "threshold_value": rule.threshold_value,
-            "threshold_value_high": rule.threshold_value_high,
-            "operator": rule.operator,
-        }
+            raise serializers.ValidationError(_errors_as_drf(exc.errors)) from None
 
 
 class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandIntent]):

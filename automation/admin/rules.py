@@ -1,84 +1,53 @@
-"""The rule form: endpoints picked by name (``SERIAL · key``, searched, org-scoped) and values
-entered as the endpoint's type (a number field, true/false, one of the allowed values) instead
-of JSON text; every check is the API's (``automation.services.rules``), shown on its field."""
+"""The rule page: endpoints picked by name (``SERIAL · key``, searched, org-scoped), values
+entered as the endpoint's type (``rule_values``), further conditions, actions and schedules as
+inlines (``rule_inlines``). Every check is the API's (``automation.services.rules``), shown on
+its field or its row, and the rule is saved with its rows through the same service."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from automation.models import AutomationRule
-from automation.services.rules import RULE_FIELDS, rule_create, rule_errors, rule_update
+from automation.admin.rule_inlines import (
+    FORMSETS_ATTR,
+    WEEKDAY_LABELS,
+    ActionInline,
+    ConditionInline,
+    RuleInlineFormSet,
+    ScheduleInline,
+)
+from automation.admin.rule_values import TypedValuesForm
+from automation.models import AutomationRule, AutomationRuleSchedule
+from automation.models.schedules import EVERY_DAY
+from automation.services.rules import (
+    RULE_FIELDS,
+    RuleInvalid,
+    rule_create,
+    rule_nested,
+    rule_problems,
+    rule_update,
+)
 from common.admin import OrgScopedAdmin
-from devices.models import DeviceProfileEndpoint, EndpointDataType
+from common.tenancy import organization_scope
 
-# Value field -> the endpoint field whose data type it takes.
-VALUE_ENDPOINTS = {
-    "threshold_value": "trigger_endpoint",
-    "threshold_value_high": "trigger_endpoint",
-    "target_value": "target_endpoint",
-}
-BOOL_CHOICES = [("true", "true"), ("false", "false")]
+# Left empty on the form, these keep the rule's value (a new rule's: the model default).
+DEFAULTED = ("priority", "condition_window_s")
 
 
-class NumberField(forms.FloatField):
-    """A finite number; a whole number stays an int (30, not 30.0, in the rule's JSON)."""
+class RuleAdminForm(TypedValuesForm):
+    """The same checks as the API: ``automation.services.rules``, over the rule and the rows
+    of its inlines."""
 
-    def to_python(self, value: Any) -> Any:
-        number = super().to_python(value)
-        return int(number) if number is not None and number.is_integer() else number
-
-
-class LiteralField(forms.CharField):
-    """Before an endpoint is chosen: ``true``/``false``, a number, or else text. The rule
-    checks then say whether it fits the endpoint."""
-
-    def to_python(self, value: Any) -> Any:
-        text = super().to_python(value)
-        if text in ("", None):
-            return None
-        if text in ("true", "false"):
-            return text == "true"
-        try:
-            number = float(text)
-        except ValueError:
-            return text
-        return int(number) if number.is_integer() else number
-
-
-def typed_value_field(
-    endpoint: DeviceProfileEndpoint | None, *, required: bool, limits: bool
-) -> forms.Field:
-    """The input for a value of ``endpoint`` (``limits``: its min/max/allowed bind)."""
-    help_text = "" if endpoint is None else f"a {endpoint.data_type} of {endpoint.key}"
-    common: dict[str, Any] = {"required": required, "help_text": help_text}
-    if endpoint is None:
-        common["help_text"] = "true/false, a number or text: typed once the endpoint is saved"
-        return LiteralField(**common)
-    if endpoint.data_type == EndpointDataType.BOOL:
-        choices = BOOL_CHOICES if required else [("", "—"), *BOOL_CHOICES]
-        return forms.TypedChoiceField(
-            choices=choices, coerce=lambda v: v == "true", empty_value=None, **common
-        )
-    if endpoint.data_type == EndpointDataType.NUMBER:
-        if limits:
-            return NumberField(min_value=endpoint.min_value, max_value=endpoint.max_value, **common)
-        return NumberField(**common)
-    allowed = endpoint.allowed_values if isinstance(endpoint.allowed_values, list) else None
-    if allowed and limits:
-        choices = [(v, v) for v in allowed if isinstance(v, str)]
-        return forms.ChoiceField(choices=choices if required else [("", "—"), *choices], **common)
-    return forms.CharField(max_length=200, **common)
-
-
-def _as_initial(value: Any) -> Any:
-    return ("true" if value else "false") if isinstance(value, bool) else value
-
-
-class RuleAdminForm(forms.ModelForm):  # type: ignore[type-arg]
-    """The same checks as the API: ``automation.services.rules``."""
+    value_endpoints = {
+        "threshold_value": "trigger_endpoint",
+        "threshold_value_high": "trigger_endpoint",
+        "target_value": "target_endpoint",
+    }
+    limited = required_values = frozenset({"target_value"})
 
     class Meta:
         model = AutomationRule
@@ -86,68 +55,84 @@ class RuleAdminForm(forms.ModelForm):  # type: ignore[type-arg]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.is_bound and any(
-            self.data.get(self.add_prefix(name)) == "null" for name in VALUE_ENDPOINTS
-        ):
-            # JSON's spelling of "no value" (what the form took before) is an empty field.
-            data = self.data.copy()  # type: ignore[attr-defined]  # a QueryDict when posted
-            for name in VALUE_ENDPOINTS:
-                if self.data.get(self.add_prefix(name)) == "null":
-                    data[self.add_prefix(name)] = ""
-            self.data = data
-        for name, endpoint_field in VALUE_ENDPOINTS.items():
-            if name not in self.fields:
-                continue
-            endpoint = self._chosen_endpoint(endpoint_field)
-            self.fields[name] = typed_value_field(
-                endpoint,
-                required=name != "threshold_value_high",
-                limits=name == "target_value",
-            )
-            if self.instance.pk is not None:
-                self.initial[name] = _as_initial(getattr(self.instance, name))
-
-    def _chosen_endpoint(self, field_name: str) -> DeviceProfileEndpoint | None:
-        """The profile endpoint of the posted choice, else of the saved rule; only among the
-        choices the user may pick (the field's scoped queryset)."""
-        field = self.fields.get(field_name)
-        if not isinstance(field, forms.ModelChoiceField) or field.queryset is None:
-            return None
-        pk = (
-            self.data.get(self.add_prefix(field_name))
-            if self.is_bound
-            else getattr(self.instance, f"{field_name}_id", None)
-        )
-        if not pk or not str(pk).isdigit():
-            return None
-        chosen = field.queryset.select_related("profile_endpoint").filter(pk=pk).first()
-        return None if chosen is None else chosen.profile_endpoint
+        for name in DEFAULTED:
+            if name in self.fields:
+                self.fields[name].required = False
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        needed = ("farm", "trigger_endpoint", "target_endpoint", "operator", "threshold_value")
-        if all(cleaned.get(name) is not None for name in needed) and "target_value" in cleaned:
-            for name, message in rule_errors(cleaned).items():
-                if name in self.fields and name not in self.errors:
-                    self.add_error(name, message)
-                elif name not in self.fields:
-                    self.add_error(None, message)
+        for name in DEFAULTED:
+            if cleaned.get(name) is None:
+                cleaned[name] = getattr(self.instance, name)
+        formsets: dict[str, RuleInlineFormSet] = getattr(self.instance, FORMSETS_ATTR, {})
+        if any(name in self.errors for name in ("farm", "trigger_endpoint", "target_endpoint")):
+            return cleaned
+        if not all(formset.is_valid() for formset in formsets.values()):
+            return cleaned  # each row's own errors first
+        fields = {name: cleaned.get(name) for name in RULE_FIELDS}
+        nested = self._nested(formsets)
+        errors = rule_problems(fields, rule_id=self.instance.pk, **nested)
+        for name, message in errors.items():
+            if isinstance(message, list) and name in formsets:
+                self._row_errors(formsets[name], message)
+            elif name in self.fields and name not in self.errors:
+                self.add_error(name, message)
+            elif name not in self.errors:
+                self.add_error(None, f"{name}: {message}")
         return cleaned
+
+    def _nested(self, formsets: dict[str, RuleInlineFormSet]) -> dict[str, list[Any]]:
+        """Each list as the page shows it; one the post left out is the saved one."""
+        saved: dict[str, list[Any]] = {}
+        if self.instance.pk is not None:
+            kinds = ("conditions", "actions", "schedules")
+            saved = dict(zip(kinds, rule_nested(self.instance), strict=True))
+        nested = {kind: saved.get(kind, []) for kind in ("conditions", "actions", "schedules")}
+        for kind, formset in formsets.items():
+            if formset.named:
+                nested[kind] = formset.items()
+        return nested
+
+    @staticmethod
+    def _row_errors(formset: RuleInlineFormSet, items: list[dict[str, str]]) -> None:
+        for form, item in zip(formset.kept_forms(), items, strict=False):
+            for name, message in item.items():
+                form.add_error(name if name in form.fields else None, message)
+
+
+def schedule_summary(schedules: list[AutomationRuleSchedule]) -> str:
+    """``07:00, 18:30 Mon Fri``: the active times, with their days unless every day."""
+    parts = []
+    for schedule in schedules:
+        if not schedule.is_active:
+            continue
+        days = schedule.weekdays
+        when = (
+            ""
+            if days == EVERY_DAY
+            else " "
+            + " ".join(label for bit, label in enumerate(WEEKDAY_LABELS) if days >> bit & 1)
+        )
+        parts.append(f"{schedule.local_time:%H:%M}{when}")
+    return ", ".join(parts) or "—"
 
 
 @admin.register(AutomationRule)
 class AutomationRuleAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
     form = RuleAdminForm
+    inlines = (ConditionInline, ActionInline, ScheduleInline)
     list_display = (
         "id",
         "name",
         "farm",
+        "priority",
         "trigger_endpoint",
         "operator",
         "threshold_value",
         "target_endpoint",
         "target_value",
+        "schedule",
         "is_active",
     )
     list_filter = ("is_active", "farm")
@@ -161,11 +146,53 @@ class AutomationRuleAdmin(OrgScopedAdmin):
     search_fields = ("name",)
     autocomplete_fields = ("trigger_endpoint", "target_endpoint")
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AutomationRule]:
+        schedules = AutomationRuleSchedule.objects.order_by("local_time")
+        return super().get_queryset(request).prefetch_related(Prefetch("schedules", schedules))
+
+    @admin.display(description="schedule")
+    def schedule(self, rule: AutomationRule) -> str:
+        return schedule_summary(list(rule.schedules.all()))
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The form ran the service's checks; one that fails only at the save (a concurrent
+        edit closed a cycle meanwhile) rolls the save back and says why, not a server error."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except RuleInvalid as refused:
+            why = "; ".join(f"{name}: {error}" for name, error in refused.errors.items())
+            self.message_user(request, f"Not saved: {why}", level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+
     def save_model(self, request: Any, obj: AutomationRule, form: Any, change: bool) -> None:
+        """Saved with its rows in ``save_related``: one service call, one transaction."""
+
+    def save_related(self, request: Any, form: Any, formsets: Any, change: bool) -> None:
         """Through the rule services, so a rule is checked and saved one way everywhere."""
+        obj: AutomationRule = form.instance
         fields = {name: getattr(obj, name) for name in RULE_FIELDS}
+        ours = [fs for fs in formsets if isinstance(fs, RuleInlineFormSet)]
+        nested: dict[str, Any] = {fs.kind: fs.items() for fs in ours if fs.named}
         if change:
-            rule_update(AutomationRule.objects.get(pk=obj.pk), **fields)
-            return
-        created = rule_create(**fields)
-        obj.pk, obj.created_at, obj.updated_at = created.pk, created.created_at, created.updated_at
+            rule_update(AutomationRule.objects.get(pk=obj.pk), **nested, **fields)
+        else:
+            created = rule_create(**nested, **fields)
+            obj.pk, obj.created_at, obj.updated_at = (
+                created.pk,
+                created.created_at,
+                created.updated_at,
+            )
+        for formset in ours:
+            formset.record_saved()
+            for row in [*formset.new_objects, *(o for o, _ in formset.changed_objects)]:
+                self.refuse_out_of_scope(request, row)
+        if organization_scope(request.user) is not None and not (
+            self.get_queryset(request).filter(pk=obj.pk).exists()
+        ):
+            raise PermissionDenied("the row would leave your organisations")

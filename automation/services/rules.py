@@ -1,19 +1,50 @@
-"""Rules are created and changed here, checked against the same configuration gates every
-command passes (``automation.gates.target_failure``): a rule that could never send a command
-is refused with the field that is wrong, wherever it comes from (API, admin, code)."""
+"""Rules are created and changed here, with their further conditions, actions and schedules in
+the same transaction, checked against the same configuration gates every command passes
+(``automation.services.rule_checks``) and refused when they would drive each other in a loop
+(``automation.services.rule_cycles``): a rule that could never act, or would act forever, is
+refused with the field that is wrong, wherever it comes from (API, admin, code)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
+from django.utils import timezone
 
-from automation.gates import target_failure
-from automation.models import AutomationRule, Operator
-from automation.states import ReasonCode
-from devices.values import value_has_type
+from automation.models import (
+    AutomationRule,
+    AutomationRuleAction,
+    AutomationRuleCondition,
+    AutomationRuleSchedule,
+)
+from automation.models.schedules import EVERY_DAY
+from automation.services.rule_checks import (
+    RANGE_OPERATORS,
+    ActionInput,
+    ConditionInput,
+    RuleErrors,
+    RuleInvalid,
+    ScheduleInput,
+    rule_errors,
+)
+from automation.services.rule_cycles import rule_cycle
+from devices.models import Farm
 
-RANGE_OPERATORS = frozenset({Operator.BETWEEN, Operator.OUTSIDE})
+__all__ = [
+    "RANGE_OPERATORS",
+    "RULE_FIELDS",
+    "ActionInput",
+    "ConditionInput",
+    "RuleInvalid",
+    "ScheduleInput",
+    "rule_create",
+    "rule_errors",
+    "rule_nested",
+    "rule_problems",
+    "rule_update",
+]
+
 RULE_FIELDS = (
     "farm",
     "name",
@@ -23,73 +54,202 @@ RULE_FIELDS = (
     "threshold_value_high",
     "target_endpoint",
     "target_value",
+    "priority",
+    "condition_window_s",
     "is_active",
 )
 
-# What a refused target says, by the gate that refused it.
-_TARGET_MESSAGES = {
-    ReasonCode.TARGET_OTHER_FARM: (
-        "target_endpoint",
-        "must be an endpoint of a device on the rule's farm",
-    ),
-    ReasonCode.TARGET_NOT_WRITABLE: ("target_endpoint", "is not writable"),
-    ReasonCode.TARGET_DISABLED: ("target_endpoint", "is disabled"),
+# What a schedule left out of a write is: a replaced list's items are whole.
+SCHEDULE_DEFAULTS: dict[str, Any] = {
+    "weekdays": EVERY_DAY,
+    "max_lateness_s": 900,
+    "is_active": True,
 }
 
 
-class RuleInvalid(ValueError):
-    """Field name → what is wrong with it."""
-
-    def __init__(self, errors: dict[str, str]) -> None:
-        super().__init__(errors)
-        self.errors = errors
-
-
-def rule_errors(fields: dict[str, Any]) -> dict[str, str]:
-    """What is wrong with a rule of these fields (model instances for the relations); {} when
-    nothing is."""
-    errors: dict[str, str] = {}
-    farm, trigger, target = fields["farm"], fields["trigger_endpoint"], fields["target_endpoint"]
-    if trigger.device.farm_id != farm.pk:
-        errors["trigger_endpoint"] = "must be an endpoint of a device on the rule's farm"
-    failure = (
-        ReasonCode.TARGET_OTHER_FARM
-        if target.device.farm_id != farm.pk
-        else target_failure(target, farm_id=farm.pk, value=fields["target_value"])
+def _cycle_errors(
+    fields: dict[str, Any],
+    rule_id: int | None,
+    conditions: Sequence[ConditionInput],
+    actions: Sequence[ActionInput],
+) -> RuleErrors:
+    trigger = fields.get("trigger_endpoint")
+    reads = [c["endpoint"].pk for c in conditions]
+    if trigger is not None:
+        reads.insert(0, trigger.pk)
+    target = fields["target_endpoint"].pk
+    cycle = rule_cycle(
+        farm_id=fields["farm"].pk,
+        rule_id=rule_id,
+        name=str(fields.get("name") or "this rule"),
+        reads=reads,
+        writes=[target, *(a["target_endpoint"].pk for a in actions)],
     )
-    if failure in _TARGET_MESSAGES:
-        name, message = _TARGET_MESSAGES[failure]
-        errors[name] = message
-    elif failure is not None:
-        errors["target_value"] = str(failure)
-    data_type = trigger.profile_endpoint.data_type
-    if not value_has_type(data_type, fields["threshold_value"]):
-        errors["threshold_value"] = f"must be a {data_type}"
-    high = fields.get("threshold_value_high")
-    if fields["operator"] in RANGE_OPERATORS and (
-        high is None or not value_has_type(data_type, high)
-    ):
-        errors["threshold_value_high"] = "required for between/outside"
-    return errors
+    if cycle is None:
+        return {}
+    written, names = cycle
+    message = "closes a cycle of rules driving each other: " + " → ".join(
+        f"'{name}'" for name in [*names, names[0]]
+    )
+    return {"target_endpoint" if written == target else "actions": message}
 
 
-def rule_create(**fields: Any) -> AutomationRule:
-    """Raises ``RuleInvalid`` naming the fields that are wrong."""
-    errors = rule_errors(fields)
+def rule_problems(
+    fields: dict[str, Any],
+    *,
+    rule_id: int | None,
+    conditions: Sequence[ConditionInput],
+    actions: Sequence[ActionInput],
+    schedules: Sequence[ScheduleInput],
+) -> RuleErrors:
+    """Everything ``rule_create``/``rule_update`` would refuse (the cycle check included,
+    once the rest passes), for a form to show before it saves; {} when nothing."""
+    errors = rule_errors(fields, conditions=conditions, actions=actions, schedules=schedules)
+    return errors or _cycle_errors(fields, rule_id, conditions, actions)
+
+
+def _checked(
+    fields: dict[str, Any],
+    rule_id: int | None,
+    conditions: Sequence[ConditionInput],
+    actions: Sequence[ActionInput],
+    schedules: Sequence[ScheduleInput],
+) -> None:
+    """Under the farm's row lock, so two concurrent edits cannot close a cycle between them."""
+    list(Farm.objects.select_for_update().filter(pk=fields["farm"].pk).values_list("pk"))
+    errors = rule_problems(
+        fields, rule_id=rule_id, conditions=conditions, actions=actions, schedules=schedules
+    )
     if errors:
         raise RuleInvalid(errors)
-    return AutomationRule.objects.create(**fields)
 
 
-def rule_update(rule: AutomationRule, **changes: Any) -> AutomationRule:
-    """Apply ``changes`` to ``rule`` if the result passes; raises ``RuleInvalid`` otherwise.
-    An edit lifts the rule's cool-downs (``updated_at`` moves)."""
-    merged = {name: getattr(rule, name) for name in RULE_FIELDS} | changes
-    errors = rule_errors(merged)
-    if errors:
-        raise RuleInvalid(errors)
+def _replace(
+    rule: AutomationRule,
+    model: type[models.Model],
+    key: str,
+    items: Sequence[dict[str, Any]],
+) -> None:
+    """The rule's rows of ``model`` become ``items``: rows are matched on ``key`` (their
+    unique field within the rule), so a kept row keeps its id and is written only if it
+    changes; the others are deleted."""
+    manager: Any = model._default_manager
+    existing = {getattr(row, key): row for row in manager.filter(rule=rule)}
+    wanted = {_key_of(item[key.removesuffix("_id")]): item for item in items}
+    gone = [row.pk for value, row in existing.items() if value not in wanted]
+    if gone:
+        manager.filter(pk__in=gone).delete()
+    changed, created, names = [], [], {"updated_at"} & {f.name for f in model._meta.fields}
+    for value, item in wanted.items():
+        row = existing.get(value)
+        if row is None:
+            created.append(model(rule=rule, **item))
+            continue
+        differs = {
+            name for name, new in item.items() if _key_of(getattr(row, name)) != _key_of(new)
+        }
+        if differs:
+            for name in differs:
+                setattr(row, name, item[name])
+            if "updated_at" in names:
+                row.updated_at = timezone.now()  # type: ignore[attr-defined]
+            names |= differs
+            changed.append(row)
+    if changed:
+        manager.bulk_update(changed, sorted(names))
+    if created:
+        manager.bulk_create(created)
+
+
+def _key_of(value: Any) -> Any:
+    return value.pk if isinstance(value, models.Model) else value
+
+
+def _save_nested(
+    rule: AutomationRule,
+    conditions: Sequence[ConditionInput] | None,
+    actions: Sequence[ActionInput] | None,
+    schedules: Sequence[ScheduleInput] | None,
+) -> None:
+    if conditions is not None:
+        rows = [{"threshold_value_high": None, **c} for c in conditions]
+        _replace(rule, AutomationRuleCondition, "endpoint_id", rows)
+    if actions is not None:
+        _replace(rule, AutomationRuleAction, "target_endpoint_id", [dict(a) for a in actions])
+    if schedules is not None:
+        rows = [SCHEDULE_DEFAULTS | s for s in schedules]
+        _replace(rule, AutomationRuleSchedule, "local_time", rows)
+    rule._prefetched_objects_cache = {}  # type: ignore[attr-defined]  # read the new rows
+
+
+def rule_nested(
+    rule: AutomationRule,
+) -> tuple[list[ConditionInput], list[ActionInput], list[ScheduleInput]]:
+    """A saved rule's further conditions, actions and schedules, as the services take them
+    (from the rule's prefetched rows when it has them)."""
+    conditions: list[ConditionInput] = [
+        {
+            "endpoint": c.endpoint,
+            "operator": c.operator,
+            "threshold_value": c.threshold_value,
+            "threshold_value_high": c.threshold_value_high,
+        }
+        for c in rule.conditions.all()
+    ]
+    actions: list[ActionInput] = [
+        {"target_endpoint": a.target_endpoint, "target_value": a.target_value}
+        for a in rule.actions.all()
+    ]
+    schedules: list[ScheduleInput] = [
+        {
+            "local_time": s.local_time,
+            "weekdays": s.weekdays,
+            "max_lateness_s": s.max_lateness_s,
+            "is_active": s.is_active,
+        }
+        for s in rule.schedules.all()
+    ]
+    return conditions, actions, schedules
+
+
+def rule_create(
+    *,
+    conditions: Sequence[ConditionInput] = (),
+    actions: Sequence[ActionInput] = (),
+    schedules: Sequence[ScheduleInput] = (),
+    **fields: Any,
+) -> AutomationRule:
+    """Raises ``RuleInvalid`` naming the fields that are wrong; nothing is written then."""
     with transaction.atomic():
+        _checked(fields, None, conditions, actions, schedules)
+        rule = AutomationRule.objects.create(**fields)
+        _save_nested(rule, conditions, actions, schedules)
+    return rule
+
+
+def rule_update(
+    rule: AutomationRule,
+    *,
+    conditions: Sequence[ConditionInput] | None = None,
+    actions: Sequence[ActionInput] | None = None,
+    schedules: Sequence[ScheduleInput] | None = None,
+    **changes: Any,
+) -> AutomationRule:
+    """Apply ``changes`` to ``rule`` and replace each nested list given (None keeps it) if the
+    result passes; raises ``RuleInvalid`` otherwise. An edit lifts the rule's cool-downs
+    (``updated_at`` moves)."""
+    merged = {name: getattr(rule, name) for name in RULE_FIELDS} | changes
+    saved_conditions, saved_actions, saved_schedules = rule_nested(rule)
+    with transaction.atomic():
+        _checked(
+            merged,
+            rule.pk,
+            saved_conditions if conditions is None else conditions,
+            saved_actions if actions is None else actions,
+            saved_schedules if schedules is None else schedules,
+        )
         for name, value in changes.items():
             setattr(rule, name, value)
         rule.save()
+        _save_nested(rule, conditions, actions, schedules)
     return rule
