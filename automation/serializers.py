@@ -245,9 +245,24 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
 
 
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):
+    """One decision: caused by a reading (``event``) or a schedule's occurrence (its scheduler
+    row), on one target endpoint; ``won_by`` names the decision that outranked a
+    ``discarded`` one, ``suppressed_by`` the command that held a ``suppressed`` one."""
+
     class Meta:
         model = AutomationRuleExecution
-        fields = ("id", "event", "rule", "outcome", "failure_reason", "created_at")
+        fields = (
+            "id",
+            "event",
+            "occurrence",
+            "rule",
+            "target_endpoint",
+            "outcome",
+            "failure_reason",
+            "suppressed_by",
+            "won_by",
+            "created_at",
+        )
         read_only_fields = fields
 
 

@@ -29,6 +29,7 @@ from automation.services.rule_checks import (
     rule_errors,
 )
 from automation.services.rule_cycles import rule_cycle
+from automation.services.rule_schedules import rule_schedule_rows_sync
 from devices.models import Farm
 
 __all__ = [
@@ -224,6 +225,7 @@ def rule_create(
         _checked(fields, None, conditions, actions, schedules)
         rule = AutomationRule.objects.create(**fields)
         _save_nested(rule, conditions, actions, schedules)
+        rule_schedule_rows_sync(rule_id=rule.pk, now=timezone.now())
     return rule
 
 
@@ -252,4 +254,6 @@ def rule_update(
             setattr(rule, name, value)
         rule.save()
         _save_nested(rule, conditions, actions, schedules)
+        # The occurrences follow at once: rows the edit no longer wants stop, new ones exist.
+        rule_schedule_rows_sync(rule_id=rule.pk, now=timezone.now())
     return rule
