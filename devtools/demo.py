@@ -3,9 +3,14 @@ the demo shows every path of the command state machine."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from automation.models import AutomationRule
+from django.utils import timezone
+
+from automation.models import AutomationRule, AutomationRuleSchedule
+from automation.services.rule_schedules import rule_schedules_ensure
 from common.models import Organization
 from devices.models import (
     Device,
@@ -103,3 +108,27 @@ def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
             (sensor.serial_number, relay.serial_number, DEMO_FAULTS[(i - 1) % len(DEMO_FAULTS)])
         )
     return out
+
+
+def schedule_demo_occurrence(
+    relay_serial: str, *, lead_s: float
+) -> tuple[AutomationRule, datetime]:
+    """A schedule-only rule "vent off at <time>" on the relay's io1, its one schedule moved to
+    the next whole second ``lead_s`` from now (local to the farm) and its rows ensured at once,
+    so the demo need not wait for beat; the rule and the occurrence's instant (UTC)."""
+    io1 = DeviceInstanceEndpoint.objects.select_related("device__farm").get(
+        device__serial_number=relay_serial, profile_endpoint__key="io1"
+    )
+    farm = io1.device.farm
+    rule, _ = AutomationRule.objects.get_or_create(
+        farm=farm,
+        name=f"Vent off by schedule {relay_serial}",
+        defaults={"target_endpoint": io1, "target_value": False},
+    )
+    now = timezone.now()
+    at = (now + timedelta(seconds=lead_s + 1)).replace(microsecond=0)
+    local = at.astimezone(ZoneInfo(farm.time_zone)).time().replace(tzinfo=None)
+    rule.schedules.all().delete()  # an earlier run's time: its rows deactivate when due
+    AutomationRuleSchedule.objects.create(rule=rule, local_time=local, max_lateness_s=300)
+    rule_schedules_ensure(rule_ids=[rule.pk], now=now)
+    return rule, at

@@ -4,11 +4,13 @@ once, late ones skipped/too_late, edits honoured at due time, the DST rule of re
 from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
 import time_machine
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -281,3 +283,24 @@ def test_an_edit_moves_the_pending_rows_and_a_reverted_edit_reactivates_them() -
     assert pending == ["2026-11-29T05:00:00Z", "2026-11-30T05:00:00Z"]
     run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
     assert AutomationCommandIntent.objects.filter(rule=rule).count() == 1
+
+
+def test_the_timeline_command_shows_a_scheduled_command_with_its_occurrence() -> None:
+    """As it shows who asked for a manual command, the timeline names a scheduled one's origin
+    and the occurrence that made it (due time, local date and zone, the row's key)."""
+    kit = make_farm()
+    rule = scheduled_rule(kit)
+    rule_schedules_ensure_due(now=NOW)
+    run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
+    intent = AutomationCommandIntent.objects.get()
+    row = rows_of(rule)[0]
+    for ref in (f"intent:{intent.pk}", f"execution:{intent.rule_execution_id}"):
+        out = StringIO()
+        call_command("timeline", ref, stdout=out)
+        printed = out.getvalue()
+        assert "origin=schedule" in printed and f"occurrenceId={row.pk}" in printed
+        assert "requestedBy" not in printed and "eventId" not in printed
+        assert "rule schedule occurrence due (local 2026-11-29, Europe/Berlin)" in printed
+        assert f"rule-schedule:{rule.pk}:2026-11-29T05:00:00Z" in printed
+        assert "schedule intent created" in printed
+        assert f"by rule {rule.pk}'s schedule" in printed

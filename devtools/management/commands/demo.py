@@ -21,10 +21,11 @@ from automation.models import (
     AutomationEndpointEvent,
     AutomationRuleExecution,
 )
-from automation.services.manual import endpoint_command_manual
+from automation.services.manual import endpoint_command_manual, endpoint_hold_cancel
 from automation.states import (
     COMMAND_LIVE,
     COMMAND_TERMINAL,
+    CommandOrigin,
     CommandStatus,
     EventStatus,
     ExecutionOutcome,
@@ -32,13 +33,14 @@ from automation.states import (
 from config.tables import format_table
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.bridge import MqttBridge
-from devtools.demo import DEMO_FAULTS, seed_demo_farm
+from devtools.demo import DEMO_FAULTS, schedule_demo_occurrence, seed_demo_farm
 from devtools.embedded_broker import ensure_embedded_broker
 from devtools.runtime import in_process_beat, in_process_worker
 from devtools.simulator import DeviceSimulator, SimulatedDevice
 
 # Sensor readings that cross the rules' thresholds back and forth.
 TEMPERATURES = (24.0, 32.5, 33.0, 16.0, 15.5, 34.0, 24.0)
+SCHEDULE_LEAD_S = 2.0  # the scheduled rule fires this long after the readings settled
 
 
 class Command(BaseCommand):
@@ -58,6 +60,7 @@ class Command(BaseCommand):
             _shorten_timers()
         ensure_embedded_broker()
         pairs = seed_demo_farm(opts["pairs"])
+        _earlier_hold_cancel(pairs[0][1])
         since = datetime.now(UTC)
         devices = [SimulatedDevice(s, {"temp": 24.0, "humidity": 50}) for s, _, _ in pairs]
         devices += [SimulatedDevice(r, {"io1": False, "fan": 0}, **fault) for _, r, fault in pairs]
@@ -72,6 +75,8 @@ class Command(BaseCommand):
                 for serial in sim.serials:  # every device reports in: online, known state
                     sim.publish_telemetry(serial, ts=since - timedelta(seconds=1))
                 self._feed(sim, [s for s, _, _ in pairs], since)
+                self._wait_quiet(since, opts["timeout"])
+                self._scheduled(pairs[0][1], since, opts["timeout"])
                 self._wait_quiet(since, opts["timeout"])
                 self._manual(sim, pairs[0][1])
                 self._wait_quiet(since, opts["timeout"])
@@ -88,6 +93,20 @@ class Command(BaseCommand):
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)  # a duplicate delivery
             self._wait_quiet(since, 60, settle_only=True)
+
+    def _scheduled(self, relay: str, since: datetime, timeout_s: float) -> None:
+        """A schedule-only rule on the first relay fires a moment later (its occurrence is a
+        scheduler row the worker claims when due): a command of origin ``schedule``."""
+        rule, at = schedule_demo_occurrence(relay, lead_s=SCHEDULE_LEAD_S)
+        deadline = time.monotonic() + timeout_s
+        decided = AutomationRuleExecution.objects.filter(
+            rule=rule, occurrence__scheduled_on=at, created_at__gte=since
+        )
+        while not decided.exists():
+            if time.monotonic() > deadline:
+                raise CommandError(f"the scheduled occurrence did not run within {timeout_s:.0f}s")
+            self._progress(f"waiting for the scheduled rule at {at:%H:%M:%S} UTC")
+            time.sleep(0.25)
 
     def _manual(self, sim: DeviceSimulator, relay: str) -> None:
         """An operator flips the first relay by hand: the same gates, serialisation and
@@ -179,7 +198,10 @@ class Command(BaseCommand):
         origins: dict[str, Counter[str]] = {}
         for i in intents:
             origins.setdefault(i.origin, Counter())[i.status] += 1
-        self.stdout.write("\nCommands by origin (manual: asked by an operator, with a reason)")
+        self.stdout.write(
+            "\nCommands by origin (manual: asked by an operator, with a reason; "
+            "schedule: a rule's local time)"
+        )
         self.stdout.write(
             format_table(
                 ["origin", "commands", "by final state"],
@@ -222,6 +244,7 @@ class Command(BaseCommand):
                 "the manual command was applied",
                 any(i.origin == "manual" and i.status == "applied" for i in intents),
             ),
+            ("the scheduled command was applied exactly once", _scheduled_once(intents, applies)),
         ]
         self.stdout.write("\nInvariants")
         self.stdout.write(
@@ -235,6 +258,28 @@ class Command(BaseCommand):
             f", Celery broker: {settings.CELERY_BROKER_URL.split('://')[0]}"
         )
         return all(ok for _, ok in checks)
+
+
+def _earlier_hold_cancel(relay: str) -> None:
+    """An earlier run's manual hold (``manual_override_minutes``) would keep this run's rules
+    and schedule off the first relay: the run starts from the rules."""
+    operator, _ = get_user_model()._default_manager.get_or_create(username="demo-operator")
+    endpoint = DeviceInstanceEndpoint.objects.get(
+        device__serial_number=relay, profile_endpoint__key="io1"
+    )
+    endpoint_hold_cancel(endpoint_id=endpoint.pk, actor=operator, reason="demo: a new run")
+
+
+def _scheduled_once(
+    intents: list[AutomationCommandIntent], applies: Counter[tuple[str, str]]
+) -> bool:
+    """One command of origin schedule, applied, and applied once by the device."""
+    scheduled = [i for i in intents if i.origin == CommandOrigin.SCHEDULE]
+    return len(scheduled) == 1 and all(
+        i.status == CommandStatus.APPLIED
+        and applies[(i.target_serial_number, i.device_command_id or "")] == 1
+        for i in scheduled
+    )
 
 
 def _fault_name(options: dict[str, Any]) -> str:
@@ -267,3 +312,4 @@ def _shorten_timers() -> None:
     settings.COMMAND_SWEEP_INTERVAL_S = 0.25
     settings.DISPATCH_SWEEP_AFTER_S = 2.0
     settings.EVENT_SWEEP_AFTER_S = 5.0
+    settings.SCHEDULER_POLL_INTERVAL_S = 0.5
