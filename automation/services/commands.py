@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from automation.keys import desired_state_fingerprint
 from automation.models import AutomationCommandIntent, CommandTransition, DeviceCommandReceipt
 from automation.services.moves import endpoints_released
 from automation.states import (
@@ -23,6 +24,7 @@ from automation.states import (
     ReasonCode,
     command_can_move,
 )
+from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -227,3 +229,22 @@ def receipt_mark(
             "received_at": now,
         },
     )
+
+
+def command_fields(
+    target: DeviceInstanceEndpoint, value: Any, *, key: str, now: datetime
+) -> dict[str, Any]:
+    """The columns every new intent for ``value`` on ``target`` shares, whoever decided it:
+    the RPC binding's request, its fingerprint, the retry budget and the key."""
+    params = {target.rpc_param_key: value}
+    return {
+        "target_serial_number": target.device.serial_number,
+        "command_method": target.rpc_method,
+        "command_params": params,
+        "target_value": value,
+        "idempotency_key": key,
+        "desired_state_fingerprint": desired_state_fingerprint(params),
+        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
+        "created_at": now,
+        "updated_at": now,
+    }

@@ -17,12 +17,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q
 
 from automation.gates import command_gate_failure
 from automation.keys import (
-    desired_state_fingerprint,
     intent_idempotency_key,
     schedule_intent_idempotency_key,
     target_value_key,
@@ -35,7 +33,9 @@ from automation.models import (
     CommandCooldown,
 )
 from automation.operators import values_equal
-from automation.services.cooldown import CooldownKey, cooldown_holds
+from automation.services.commands import command_fields
+from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
+from automation.services.manual import manual_holds_active
 from automation.services.priority import candidates_rank
 from automation.services.targets import (
     TargetState,
@@ -105,6 +105,16 @@ class Context:
     cooldowns: dict[CooldownKey, CommandCooldown]
     holds: dict[int, int]  # endpoint → the manual command holding it
     now: datetime
+
+
+def decision_context(targets: dict[int, TargetState], now: datetime) -> Context:
+    """The cool-downs and manual holds of these targets (two queries), with their states."""
+    return Context(
+        targets=targets,
+        cooldowns=command_cooldowns_for(targets),
+        holds=manual_holds_active(targets, now=now),
+        now=now,
+    )
 
 
 def candidates_decide(candidates: Sequence[Decision], context: Context) -> list[Decision]:
@@ -232,7 +242,6 @@ def _execution_ids(decisions: Sequence[Decision]) -> dict[tuple[Any, ...], int]:
 
 def _intent(d: Decision, execution_id: int, now: datetime) -> dict[str, Any]:
     rule, target, value = d.rule, d.action.endpoint, d.action.value
-    params = {target.rpc_param_key: value}
     if d.trigger.event is not None:
         origin = CommandOrigin.RULE
         key = intent_idempotency_key(
@@ -255,13 +264,5 @@ def _intent(d: Decision, execution_id: int, now: datetime) -> dict[str, Any]:
         "rule": rule.pk,
         "target_device": target.device_id,
         "target_device_endpoint": target.pk,
-        "target_serial_number": target.device.serial_number,
-        "command_method": target.rpc_method,
-        "command_params": params,
-        "target_value": value,
-        "idempotency_key": key,
-        "desired_state_fingerprint": desired_state_fingerprint(params),
-        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
-        "created_at": now,
-        "updated_at": now,
+        **command_fields(target, value, key=key, now=now),
     }

@@ -43,16 +43,14 @@ from automation.services.conditions import (
     rule_holds,
     rules_triggered_by,
 )
-from automation.services.cooldown import command_cooldowns_for
 from automation.services.decisions import (
-    Context,
     Decision,
     Trigger,
     candidates_decide,
+    decision_context,
     decisions_persist,
     rule_actions,
 )
-from automation.services.manual import manual_holds_active
 from automation.services.targets import target_states_load, targets_lock
 from automation.states import EventStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
@@ -104,12 +102,7 @@ def endpoint_events_evaluate(
         targets_lock(target_ids)
         targets = target_states_load(target_ids)
         now = timezone.now()
-        context = Context(
-            targets=targets,
-            cooldowns=command_cooldowns_for(targets),
-            holds=manual_holds_active(targets, now=now),
-            now=now,
-        )
+        context = decision_context(targets, now)
         candidates, finished = _candidates(events, rules_by_endpoint, readings_load(rules))
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)

@@ -29,16 +29,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from automation.gates import command_gate_failure
-from automation.keys import desired_state_fingerprint, manual_intent_idempotency_key
+from automation.keys import manual_intent_idempotency_key
 from automation.models import AutomationCommandIntent, CommandTransition, EndpointManualHold
-from automation.services.commands import nudge
+from automation.services.commands import command_fields, nudge
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
@@ -158,22 +157,13 @@ def _intent_fields(
     reason: str,
     now: datetime,
 ) -> dict[str, Any]:
-    params = {target.rpc_param_key: value}
     return {
         "origin": CommandOrigin.MANUAL,
         "requested_by_id": user_id,
         "request_reason": reason[:400],
         "target_device_id": target.device_id,
         "target_device_endpoint_id": target.pk,
-        "target_serial_number": target.device.serial_number,
-        "command_method": target.rpc_method,
-        "command_params": params,
-        "target_value": value,
-        "idempotency_key": key,
-        "desired_state_fingerprint": desired_state_fingerprint(params),
-        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
-        "created_at": now,
-        "updated_at": now,
+        **command_fields(target, value, key=key, now=now),
     }
 
 

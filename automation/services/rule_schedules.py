@@ -28,16 +28,14 @@ from django.db.models import Prefetch, QuerySet
 from automation.models import AutomationRule, AutomationRuleSchedule
 from automation.services.commands import nudge
 from automation.services.conditions import readings_load, rule_holds, rules_loaded
-from automation.services.cooldown import command_cooldowns_for
 from automation.services.decisions import (
-    Context,
     Decision,
     Trigger,
     candidates_decide,
+    decision_context,
     decisions_persist,
     rule_actions,
 )
-from automation.services.manual import manual_holds_active
 from automation.services.targets import target_states_load, targets_lock
 from automation.states import ExecutionOutcome, ReasonCode
 from common.localtime import LocalTimeRule, local_to_utc
@@ -262,12 +260,7 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
             return HandlerResult({**coordinates, "outcome": "skipped", "lateS": round(late_s)})
         if not rule_holds(rule, readings_load([rule]), at=job.now):
             return HandlerResult({**coordinates, "outcome": "conditions_not_met"})
-        context = Context(
-            targets=targets,
-            cooldowns=command_cooldowns_for(targets),
-            holds=manual_holds_active(targets, now=job.now),
-            now=job.now,
-        )
+        context = decision_context(targets, job.now)
         decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
         pending = decisions_persist(decisions, targets, job.now)
         _dispatch_after_commit(pending)
