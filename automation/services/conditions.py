@@ -64,9 +64,12 @@ def condition_endpoints(rule: AutomationRule) -> list[int]:
     return own + [c.endpoint_id for c in rule.conditions.all()]
 
 
-def readings_load(rules: Sequence[AutomationRule]) -> dict[int, Reading]:
-    """Each condition endpoint's last reading (one query)."""
-    ids = {pk for rule in rules for pk in condition_endpoints(rule)}
+def readings_load(
+    rules: Sequence[AutomationRule], *, also: Iterable[int] = ()
+) -> dict[int, Reading]:
+    """The last reading of each condition endpoint, and of the endpoints in ``also`` (one
+    query)."""
+    ids = {pk for rule in rules for pk in condition_endpoints(rule)} | set(also)
     rows = DeviceInstanceEndpoint.objects.filter(pk__in=ids).values_list(
         "pk", "last_value", "last_value_at"
     )

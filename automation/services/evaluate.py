@@ -53,7 +53,6 @@ from automation.services.decisions import (
 )
 from automation.services.targets import target_states_load, targets_lock
 from automation.states import EventStatus, ReasonCode
-from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +66,6 @@ class EvaluateResult:
     pending_intent_ids: list[int] = field(default_factory=list)
     endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
     outcomes: dict[str, int] = field(default_factory=dict)  # decisions by outcome
-
-
-def _newest_readings(events: Sequence[AutomationEndpointEvent]) -> dict[int, datetime]:
-    """Time of the newest ingested reading of each trigger endpoint."""
-    rows = DeviceInstanceEndpoint.objects.filter(
-        pk__in={e.device_instance_endpoint_id for e in events}, last_value_at__isnull=False
-    ).values_list("pk", "last_value_at")
-    return {pk: at for pk, at in rows if at is not None}
 
 
 def endpoint_events_evaluate(
@@ -103,7 +94,8 @@ def endpoint_events_evaluate(
         targets = target_states_load(target_ids)
         now = timezone.now()
         context = decision_context(targets, now)
-        candidates, finished = _candidates(events, rules_by_endpoint, readings_load(rules))
+        readings = readings_load(rules, also=result.endpoint_ids)
+        candidates, finished = _candidates(events, rules_by_endpoint, readings)
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)
         for d in decisions:
@@ -132,14 +124,14 @@ def _candidates(
     readings: dict[int, Reading],
 ) -> tuple[list[Decision], dict[EventEnd, list[int]]]:
     """One candidate per (event, firing rule, action), and how each event ends. Only the
-    newest reading of an endpoint acts: an older one evaluated late (a redelivery, a sweep
-    after an outage) would otherwise send a command the newer reading has already overruled."""
-    newest = _newest_readings(events)
+    newest reading of an endpoint (its ``readings`` entry) acts: an older one evaluated late
+    (a redelivery, a sweep after an outage) would otherwise send a command the newer reading
+    has already overruled."""
     candidates: list[Decision] = []
     finished: dict[EventEnd, list[int]] = defaultdict(list)
     for event in sorted(events, key=lambda e: (e.event_timestamp, e.pk)):
-        seen = newest.get(event.device_instance_endpoint_id)
-        if seen is not None and event.event_timestamp < seen:
+        newest = readings.get(event.device_instance_endpoint_id)
+        if newest is not None and newest.at is not None and event.event_timestamp < newest.at:
             finished[EventStatus.DISCARDED, ReasonCode.NEWER_READING].append(event.pk)
             continue
         trigger = Trigger(at=event.event_timestamp, event=event)
