@@ -119,24 +119,21 @@ def decision_context(targets: dict[int, TargetState], now: datetime) -> Context:
 
 def candidates_decide(candidates: Sequence[Decision], context: Context) -> list[Decision]:
     """Every candidate's outcome: one winner per endpoint decided in trigger order (each
-    seeing what the earlier ones changed), the rest discarded naming the winner."""
+    seeing what the earlier ones changed), the rest discarded naming the winner (or the
+    higher-priority live command, ``automation.services.priority``)."""
     winners, losers = candidates_rank(candidates, context.targets)
     decided: list[Decision] = []
     for candidate in sorted(winners, key=lambda d: d.trigger.order):
         decision = _decide(candidate, context)
-        if decision.reason != ReasonCode.MANUAL_OVERRIDE and decision.won_by_execution is None:
-            # A manual command and a higher-priority live command stay the latest decision.
+        if decision.reason != ReasonCode.MANUAL_OVERRIDE:
+            # The manual command stays the endpoint's latest decision.
             target_state_track(
                 context.targets[decision.action.endpoint.pk],
                 decision.outcome,
                 decision.action.value,
             )
         decided.append(decision)
-    won = {d.identity: d for d in decided}
-    for loser in losers:
-        winner = won.get(loser.won_by.identity) if loser.won_by is not None else None
-        decided.append(replace(loser, won_by=winner))
-    return decided
+    return decided + losers  # a loser names its winner by identity, whatever it decided
 
 
 def _decide(candidate: Decision, context: Context) -> Decision:
@@ -144,8 +141,6 @@ def _decide(candidate: Decision, context: Context) -> Decision:
     device, with the value the device last reported (telemetry or a state report): commands
     never sent are replaced by this decision (latest wins), so they do not count. A command
     already sent may still fail, so its value is asked for again rather than assumed."""
-    if candidate.won_by_execution is not None:
-        return candidate  # a live command of a higher-priority rule holds the endpoint
     rule, endpoint, value = candidate.rule, candidate.action.endpoint, candidate.action.value
 
     def ends(outcome: ExecutionOutcome, reason: str = "", by: int | None = None) -> Decision:
