@@ -56,6 +56,10 @@ def test_dispatcher_killed_after_publish_recovers_without_a_second_apply(
     pipeline: Pipeline, mqtt_config: MqttConfig, settings: Any
 ) -> None:
     settings.DISPATCH_LEASE_S = 1.0
+    sweep_after = settings.DISPATCH_SWEEP_AFTER_S
+    settings.DISPATCH_SWEEP_AFTER_S = (
+        600.0  # a slow child start must not lose the intent to the sweep
+    )
     kit = pipeline.kit
     kit.rule()
     now = timezone.now()  # the child process runs on the real clock too
@@ -75,6 +79,7 @@ def test_dispatcher_killed_after_publish_recovers_without_a_second_apply(
     assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
     intent = AutomationCommandIntent.objects.get(pk=intent_id)
     assert intent.status == "pending_dispatch" and intent.device_command_id
+    settings.DISPATCH_SWEEP_AFTER_S = sweep_after  # the sweep is what recovers it
     (final,) = wait_final(AutomationCommandIntent.objects.filter(pk=intent_id))
     assert final.status == "applied"
     assert final.device_command_id == intent.device_command_id
