@@ -112,7 +112,8 @@ class ReasonCode(TextChoices):
     STATE_MISMATCH = "state_mismatch"
     NO_APPLIED_EVIDENCE = "no_applied_evidence"
     RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
-    # A newer reading of the trigger endpoint was already ingested: it decides, not this one.
+    # A newer reading of the trigger endpoint was already ingested: it decides, not this one;
+    # or the same rule decided the endpoint from a newer reading of the same batch.
     NEWER_READING = "newer_reading"
     # A newer decision for the same endpoint replaced this command before it was ever sent.
     SUPERSEDED = "superseded"

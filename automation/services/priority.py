@@ -3,9 +3,13 @@
 Decisions for the same endpoint at the same time (one evaluation batch, or one schedule
 occurrence) resolve to the highest ``AutomationRule.priority``, then to the newest trigger
 (reading or occurrence); the others end ``discarded``/``lower_priority`` naming the winner's
-execution (``won_by``). A live command of a rule with a strictly higher priority also holds
-the endpoint: a lower-priority decision while it is on its way ends the same way, naming that
-command's execution; an equal priority leaves the latest decision winning. An operator's
+execution (``won_by``). One rule deciding an endpoint twice in a batch (a message reporting
+its trigger and a condition's endpoint evaluates it once per reading) keeps the newest, the
+other ends ``discarded``/``newer_reading`` naming it: the rule lost to no other.
+
+A live command of a rule with a strictly higher priority also holds the endpoint: a
+lower-priority decision while it is on its way ends ``discarded``/``lower_priority``, naming
+that command's execution; an equal priority leaves the latest decision winning. An operator's
 manual command outranks every rule through its hold (``automation.services.manual``).
 """
 
@@ -41,7 +45,7 @@ def candidates_rank(
             losers.extend(_discarded(d, won_by_execution=live) for d in group)
             continue
         winners.append(best)
-        losers.extend(_discarded(d, won_by=best) for d in group[1:])
+        losers.extend(_discarded(d, won_by=best, reason=_reason(d, best)) for d in group[1:])
     return winners, losers
 
 
@@ -52,13 +56,22 @@ def _live_outranking(target: TargetState, priority: int) -> int | None:
     return max(above)[1] if above else None
 
 
+def _reason(loser: Decision, winner: Decision) -> ReasonCode:
+    same_rule = loser.rule.pk == winner.rule.pk
+    return ReasonCode.NEWER_READING if same_rule else ReasonCode.LOWER_PRIORITY
+
+
 def _discarded(
-    candidate: Decision, *, won_by: Decision | None = None, won_by_execution: int | None = None
+    candidate: Decision,
+    *,
+    won_by: Decision | None = None,
+    won_by_execution: int | None = None,
+    reason: ReasonCode = ReasonCode.LOWER_PRIORITY,
 ) -> Decision:
     return replace(
         candidate,
         outcome=ExecutionOutcome.DISCARDED,
-        reason=ReasonCode.LOWER_PRIORITY,
+        reason=reason,
         won_by=won_by,
         won_by_execution=won_by_execution,
     )

@@ -127,6 +127,24 @@ def test_every_condition_must_hold_on_a_fresh_reading() -> None:
     assert AutomationRuleExecution.objects.get(rule=rule).outcome == "intent_created"
 
 
+def test_a_message_with_the_trigger_and_a_condition_decides_the_rule_once() -> None:
+    """Both readings evaluate the rule; one decision acts, the other names it and says it
+    lost to the same rule's newer reading, not to a rule of higher priority."""
+    kit = make_farm()
+    rule = rule_with_humidity_condition(kit)
+    evaluate(ingest(kit.sensor.serial_number, temp=31, humidity=50))
+    executions = list(AutomationRuleExecution.objects.filter(rule=rule).order_by("pk"))
+    assert len(executions) == 2
+    (winner,) = [e for e in executions if e.outcome == ExecutionOutcome.INTENT_CREATED]
+    (other,) = [e for e in executions if e is not winner]
+    assert (other.outcome, other.failure_reason, other.won_by_id) == (
+        ExecutionOutcome.DISCARDED,
+        ReasonCode.NEWER_READING,
+        winner.pk,
+    )
+    assert AutomationCommandIntent.objects.get().rule_execution_id == winner.pk
+
+
 def test_a_failing_condition_keeps_the_rule_quiet() -> None:
     kit = make_farm()
     rule = rule_with_humidity_condition(kit)
