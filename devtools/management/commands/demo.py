@@ -34,9 +34,17 @@ from config.tables import format_table
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.bridge import MqttBridge
 from devtools.demo import DEMO_FAULTS, schedule_demo_occurrence, seed_demo_farm
+from devtools.demo_lanes import (
+    LaneSummary,
+    lanes_summary,
+    message_delivered,
+    message_demo_create,
+    storm_rule_ensure,
+)
 from devtools.embedded_broker import ensure_embedded_broker
 from devtools.runtime import in_process_beat, in_process_worker
 from devtools.simulator import DeviceSimulator, SimulatedDevice
+from reminders.models import UserMessage
 
 # Sensor readings that cross the rules' thresholds back and forth.
 TEMPERATURES = (24.0, 32.5, 33.0, 16.0, 15.5, 34.0, 24.0)
@@ -59,7 +67,9 @@ class Command(BaseCommand):
         if not opts["real_timers"]:
             _shorten_timers()
         ensure_embedded_broker()
+        settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"  # no real inbox
         pairs = seed_demo_farm(opts["pairs"])
+        storm = storm_rule_ensure(pairs[0][0], pairs[0][1])
         _earlier_hold_cancel(pairs[0][1])
         since = datetime.now(UTC)
         devices = [SimulatedDevice(s, {"temp": 24.0, "humidity": 50}) for s, _, _ in pairs]
@@ -76,14 +86,14 @@ class Command(BaseCommand):
                     sim.publish_telemetry(serial, ts=since - timedelta(seconds=1))
                 self._feed(sim, [s for s, _, _ in pairs], since)
                 self._wait_quiet(since, opts["timeout"])
-                self._scheduled(pairs[0][1], since, opts["timeout"])
+                lanes = self._scheduled(pairs[0][1], since, opts["timeout"])
                 self._wait_quiet(since, opts["timeout"])
                 self._manual(sim, pairs[0][1])
                 self._wait_quiet(since, opts["timeout"])
             finally:
                 sim.stop()
                 bridge.stop()
-        if not self._summary(since, sim, pairs):
+        if not self._summary(since, sim, pairs, lanes_summary(since, storm, *lanes)):
             raise CommandError("an invariant does not hold (see above)")
 
     def _feed(self, sim: DeviceSimulator, sensors: list[str], since: datetime) -> None:
@@ -94,19 +104,27 @@ class Command(BaseCommand):
                 sim.publish_telemetry(serial, {"temp": temp}, ts=ts)  # a duplicate delivery
             self._wait_quiet(since, 60, settle_only=True)
 
-    def _scheduled(self, relay: str, since: datetime, timeout_s: float) -> None:
+    def _scheduled(
+        self, relay: str, since: datetime, timeout_s: float
+    ) -> tuple[UserMessage, list[int]]:
         """A schedule-only rule on the first relay fires a moment later (its occurrence is a
-        scheduler row the worker claims when due): a command of origin ``schedule``."""
+        scheduler row the worker claims when due): a command of origin ``schedule``. A message
+        to the farm's members goes out at the same local time, through its own scheduler row
+        and the notification pipeline. The message and the rule's occurrence rows."""
         rule, at = schedule_demo_occurrence(relay, lead_s=SCHEDULE_LEAD_S)
+        message = message_demo_create(relay, at)
         deadline = time.monotonic() + timeout_s
         decided = AutomationRuleExecution.objects.filter(
             rule=rule, occurrence__scheduled_on=at, created_at__gte=since
         )
-        while not decided.exists():
+        while not (decided.exists() and message_delivered(message)):
             if time.monotonic() > deadline:
-                raise CommandError(f"the scheduled occurrence did not run within {timeout_s:.0f}s")
-            self._progress(f"waiting for the scheduled rule at {at:%H:%M:%S} UTC")
+                raise CommandError(
+                    f"the scheduled occurrence or message did not run within {timeout_s:.0f}s"
+                )
+            self._progress(f"waiting for the scheduled rule and message at {at:%H:%M:%S} UTC")
             time.sleep(0.25)
+        return message, sorted({d.occurrence_id for d in decided if d.occurrence_id})
 
     def _manual(self, sim: DeviceSimulator, relay: str) -> None:
         """An operator flips the first relay by hand: the same gates, serialisation and
@@ -156,7 +174,13 @@ class Command(BaseCommand):
             sys.stderr.write("  " + line + "\n")
         self._last_line = line
 
-    def _summary(self, since: datetime, sim: DeviceSimulator, pairs: list[Any]) -> bool:
+    def _summary(
+        self,
+        since: datetime,
+        sim: DeviceSimulator,
+        pairs: list[Any],
+        lanes: LaneSummary,
+    ) -> bool:
         if sys.stderr.isatty():
             sys.stderr.write("\n")
         intents = list(AutomationCommandIntent.objects.filter(created_at__gte=since))
@@ -221,6 +245,9 @@ class Command(BaseCommand):
                 ],
             )
         )
+        for title, table in lanes.tables:
+            self.stdout.write(f"\n{title}")
+            self.stdout.write(table)
         applies = sim.applies
         checks = [
             ("no command applied twice on a device", all(n <= 1 for n in applies.values())),
@@ -245,6 +272,7 @@ class Command(BaseCommand):
                 any(i.origin == "manual" and i.status == "applied" for i in intents),
             ),
             ("the scheduled command was applied exactly once", _scheduled_once(intents, applies)),
+            *lanes.checks,
         ]
         self.stdout.write("\nInvariants")
         self.stdout.write(
