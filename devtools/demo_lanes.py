@@ -129,7 +129,8 @@ def lanes_summary(
     )
     tables = [
         (
-            "Rule decisions (discarded: a higher-priority rule decided the endpoint at once)",
+            "Rule decisions (lower_priority: a rule of higher priority won the endpoint; "
+            "newer_reading: the same rule decided it from a newer reading)",
             format_table(
                 ["outcome", "reason", "decisions"], [(o, r or "-", n) for o, r, n in decisions]
             ),
