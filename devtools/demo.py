@@ -75,6 +75,13 @@ def _device(serial: str, farm: Farm, profile: DeviceProfile) -> Device:
     return device
 
 
+def demo_endpoint(serial: str, key: str) -> DeviceInstanceEndpoint:
+    """A demo device's endpoint by serial and key, with its device and farm."""
+    return DeviceInstanceEndpoint.objects.select_related("device__farm").get(
+        device__serial_number=serial, profile_endpoint__key=key
+    )
+
+
 def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
     """Idempotently create ``pairs`` (sensor, relay) pairs with a vent-on and a vent-off rule;
     returns (sensor serial, relay serial, simulator fault options) per pair."""
@@ -116,9 +123,7 @@ def schedule_demo_occurrence(
     """A schedule-only rule "vent off at <time>" on the relay's io1, its one schedule moved to
     the next whole second ``lead_s`` from now (local to the farm) and its rows ensured at once,
     so the demo need not wait for beat; the rule and the occurrence's instant (UTC)."""
-    io1 = DeviceInstanceEndpoint.objects.select_related("device__farm").get(
-        device__serial_number=relay_serial, profile_endpoint__key="io1"
-    )
+    io1 = demo_endpoint(relay_serial, "io1")
     farm = io1.device.farm
     rule, _ = AutomationRule.objects.get_or_create(
         farm=farm,

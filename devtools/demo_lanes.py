@@ -16,10 +16,10 @@ from automation.models import AutomationRule, AutomationRuleExecution
 from automation.services.rules import rule_create
 from automation.states import ExecutionOutcome, ReasonCode
 from config.tables import format_table
-from devices.models import DeviceInstanceEndpoint
+from devtools.demo import demo_endpoint
 from notifications.models import Membership, MembershipRole, Notification
 from notifications.states import Channel, NotificationStatus
-from reminders.models import UserMessage, UserMessageOccurrence
+from reminders.models import UserMessage
 from reminders.services.user_messages.write import user_message_create
 from scheduler.models import AutomationJob
 
@@ -27,18 +27,12 @@ STORM_PRIORITY = 10  # above the vent rules' 0
 MESSAGE_CHANNELS = (Channel.INBOX, Channel.EMAIL)
 
 
-def _endpoint(serial: str, key: str) -> DeviceInstanceEndpoint:
-    return DeviceInstanceEndpoint.objects.select_related("device__farm").get(
-        device__serial_number=serial, profile_endpoint__key=key
-    )
-
-
 def storm_rule_ensure(sensor_serial: str, relay_serial: str) -> AutomationRule:
     """ "Storm vent": temperature above 30 *and* humidity above 40 opens the vent and runs the
     fan. It decides the vent at the same reading as the plain vent rule, outranks it, and the
     plain rule's decision ends ``discarded``/``lower_priority``: one command, not two."""
-    temp, humidity = _endpoint(sensor_serial, "temp"), _endpoint(sensor_serial, "humidity")
-    io1, fan = _endpoint(relay_serial, "io1"), _endpoint(relay_serial, "fan")
+    temp, humidity = demo_endpoint(sensor_serial, "temp"), demo_endpoint(sensor_serial, "humidity")
+    io1, fan = demo_endpoint(relay_serial, "io1"), demo_endpoint(relay_serial, "fan")
     name = f"Storm vent {relay_serial}"
     rule = AutomationRule.objects.filter(farm=temp.device.farm, name=name).first()
     if rule is not None:
@@ -60,7 +54,7 @@ def storm_rule_ensure(sensor_serial: str, relay_serial: str) -> AutomationRule:
 def message_demo_create(relay_serial: str, at: datetime) -> UserMessage:
     """A one-off message to the farm's members at ``at`` (local to the farm), by inbox and
     email; the demo grower is the member it reaches."""
-    farm = _endpoint(relay_serial, "io1").device.farm
+    farm = demo_endpoint(relay_serial, "io1").device.farm
     grower, _ = get_user_model()._default_manager.get_or_create(
         username="demo-grower", defaults={"email": "grower@demo.invalid"}
     )
@@ -77,9 +71,7 @@ def message_demo_create(relay_serial: str, at: datetime) -> UserMessage:
 
 
 def message_notifications(message: UserMessage) -> list[Notification]:
-    keys = UserMessageOccurrence.objects.filter(message=message).values_list(
-        "scheduler_key", flat=True
-    )
+    keys = message.occurrences.values_list("scheduler_key", flat=True)
     return list(Notification.objects.filter(source_key__in=list(keys)))
 
 
@@ -115,7 +107,7 @@ def lanes_summary(
     )
     notes = message_notifications(message)
     by_channel = Counter((n.channel, n.status) for n in notes)
-    executed = [*occurrence_ids, *_message_rows(message)]
+    executed = [*occurrence_ids, *message.occurrences.values_list("scheduler_id", flat=True)]
     traces = Counter(
         AutomationJob.objects.filter(scheduler_id__in=executed).values_list(
             "scheduler_id", flat=True
@@ -167,9 +159,3 @@ def lanes_summary(
         ),
     ]
     return LaneSummary(tables, checks)
-
-
-def _message_rows(message: UserMessage) -> list[int]:
-    return list(
-        UserMessageOccurrence.objects.filter(message=message).values_list("scheduler_id", flat=True)
-    )

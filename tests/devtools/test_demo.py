@@ -11,20 +11,16 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
+from tests.real_servers import REAL_SERVERS, private_servers_env, with_path
+
 ROOT = Path(__file__).resolve().parents[2]
-REAL_SERVERS = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "MQTT_URL")
 # Private Redis databases: the demo's queues and caches meet no other test's.
 REDIS_DB, CELERY_REDIS_DB = 12, 13
 INVARIANT = re.compile(r"^(.+?)\s+(yes|NO)$", re.MULTILINE)
-
-
-def _with_path(url: str, path: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=path))
 
 
 @pytest.fixture
@@ -37,21 +33,17 @@ def demo_env(tmp_path: Path) -> Iterator[dict[str, str]]:
         yield env
         return
     name = f"demo_{uuid.uuid4().hex[:10]}"
-    admin_url = _with_path(real, "/postgres")
+    admin_url = with_path(real, "/postgres")
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    run = uuid.uuid4().hex[:8]
-    broker = os.environ["CELERY_BROKER_URL"]
-    env |= {
-        "DATABASE_URL": _with_path(real, f"/{name}"),
-        "REDIS_URL": _with_path(os.environ["REDIS_URL"], f"/{REDIS_DB}"),
-        "CELERY_BROKER_URL": (
-            _with_path(broker, f"/{CELERY_REDIS_DB}") if broker.startswith("redis") else broker
-        ),
-        "MQTT_URL": os.environ["MQTT_URL"],
-        "MQTT_SHARED_GROUP": f"demo-{run}",
-        "BRIDGE_CLIENT_ID": f"farm-bridge/demo-{run}",
-    }
+    env |= private_servers_env(
+        dict(os.environ),
+        run=uuid.uuid4().hex[:8],
+        name="demo",
+        redis_db=REDIS_DB,
+        celery_redis_db=CELERY_REDIS_DB,
+    )
+    env |= {"DATABASE_URL": with_path(real, f"/{name}"), "MQTT_URL": os.environ["MQTT_URL"]}
     try:
         yield env
     finally:

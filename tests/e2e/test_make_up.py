@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 from urllib.request import urlopen
 
 import psycopg
@@ -22,11 +21,11 @@ import pytest
 
 from tests.browser import chromium
 from tests.mqtt_fixtures import free_port
+from tests.real_servers import REAL_SERVERS, private_servers_env, with_path
 
 pytestmark = [pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL_SERVERS = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "MQTT_URL")
 START_TIMEOUT_S = 120.0  # migrations of an empty database included
 FLOW_TIMEOUT_S = 60.0  # the acceptance figure: from the web answering to applied commands
 LOGIN = re.compile(r"login (\S+) / (\S+)\s+API token (\S+)")
@@ -49,23 +48,13 @@ class Stack:
         return int(row[0]) if row else 0
 
 
-def _with_path(url: str, path: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=path))
-
-
 def _stack_env(db_url: str, web_port: int, run: str) -> dict[str, str]:
     env = dict(os.environ)
-    broker = env["CELERY_BROKER_URL"]
+    env |= private_servers_env(
+        env, run=run, name="up", redis_db=REDIS_DB, celery_redis_db=CELERY_REDIS_DB
+    )
     env |= {
         "DATABASE_URL": db_url,
-        "REDIS_URL": _with_path(env["REDIS_URL"], f"/{REDIS_DB}"),
-        "CELERY_BROKER_URL": (
-            _with_path(broker, f"/{CELERY_REDIS_DB}") if broker.startswith("redis") else broker
-        ),
-        # A shared group and bridge session of its own: other runs' sessions take no share.
-        "MQTT_SHARED_GROUP": f"up-{run}",
-        "BRIDGE_CLIENT_ID": f"farm-bridge/up-{run}",
         "WEB_PORT": str(web_port),
         "FLOWER_PORT": str(free_port()),
         "UP_DEVICES": "4",
@@ -97,11 +86,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         pytest.skip(f"make up runs against real servers; unset: {' '.join(missing) or 'none'}")
     run = uuid.uuid4().hex[:8]
     # The server's maintenance database: the configured one need not exist yet.
-    server = _with_path(os.environ["DATABASE_URL"], "/postgres")
+    server = with_path(os.environ["DATABASE_URL"], "/postgres")
     db_name = f"farm_up_{run}"
     with psycopg.connect(server, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db_name}"')
-    db_url = _with_path(server, f"/{db_name}")
+    db_url = with_path(server, f"/{db_name}")
     web_port = free_port()
     output = tmp_path_factory.mktemp("make-up") / "output.txt"
     with output.open("wb") as sink:

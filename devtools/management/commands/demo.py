@@ -31,9 +31,8 @@ from automation.states import (
     ExecutionOutcome,
 )
 from config.tables import format_table
-from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.bridge import MqttBridge
-from devtools.demo import DEMO_FAULTS, schedule_demo_occurrence, seed_demo_farm
+from devtools.demo import DEMO_FAULTS, demo_endpoint, schedule_demo_occurrence, seed_demo_farm
 from devtools.demo_lanes import (
     LaneSummary,
     lanes_summary,
@@ -130,9 +129,7 @@ class Command(BaseCommand):
         """An operator flips the first relay by hand: the same gates, serialisation and
         evidence as a rule's command, and a hold that keeps the rules off it for a while."""
         operator, _ = get_user_model()._default_manager.get_or_create(username="demo-operator")
-        endpoint = DeviceInstanceEndpoint.objects.get(
-            device__serial_number=relay, profile_endpoint__key="io1"
-        )
+        endpoint = demo_endpoint(relay, "io1")
         endpoint_command_manual(
             endpoint_id=endpoint.pk,
             value=not sim.values_of(relay)["io1"],
@@ -292,9 +289,7 @@ def _earlier_hold_cancel(relay: str) -> None:
     """An earlier run's manual hold (``manual_override_minutes``) would keep this run's rules
     and schedule off the first relay: the run starts from the rules."""
     operator, _ = get_user_model()._default_manager.get_or_create(username="demo-operator")
-    endpoint = DeviceInstanceEndpoint.objects.get(
-        device__serial_number=relay, profile_endpoint__key="io1"
-    )
+    endpoint = demo_endpoint(relay, "io1")
     endpoint_hold_cancel(endpoint_id=endpoint.pk, actor=operator, reason="demo: a new run")
 
 

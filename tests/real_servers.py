@@ -1,0 +1,29 @@
+"""The real servers as a test hands them to a process it starts: the variables that name
+them, and the private Redis databases and MQTT sessions that keep that process's queues and
+shares apart from every other test's."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+REAL_SERVERS = ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "MQTT_URL")
+
+
+def with_path(url: str, path: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=path))
+
+
+def private_servers_env(
+    env: dict[str, str], *, run: str, name: str, redis_db: int, celery_redis_db: int
+) -> dict[str, str]:
+    """Redis databases of its own, and a shared group and bridge session of its own: other
+    runs' sessions take no share of its messages."""
+    broker = env["CELERY_BROKER_URL"]
+    return {
+        "REDIS_URL": with_path(env["REDIS_URL"], f"/{redis_db}"),
+        "CELERY_BROKER_URL": (
+            with_path(broker, f"/{celery_redis_db}") if broker.startswith("redis") else broker
+        ),
+        "MQTT_SHARED_GROUP": f"{name}-{run}",
+        "BRIDGE_CLIENT_ID": f"farm-bridge/{name}-{run}",
+    }
