@@ -4,6 +4,7 @@ a half-configured process."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -128,6 +129,16 @@ def env_bool(name: str, default: bool) -> bool:
     if raw.lower() in {"0", "false", "no", "off"}:
         return False
     raise SettingError(name, raw, "expected true/false")
+
+
+def env_networks(name: str) -> tuple[str, ...]:
+    """Comma-separated IP networks (``10.20.0.0/16,fd00:1::/64``; a bare address is one host),
+    normalised; none by default. A network with host bits set is refused as ambiguous."""
+    raw = _get(name) or ""
+    try:
+        return tuple(str(ipaddress.ip_network(x.strip())) for x in raw.split(",") if x.strip())
+    except ValueError as exc:
+        raise SettingError(name, raw, f"{exc}; expected networks such as 10.20.0.0/16") from None
 
 
 SECRET_MIN_LENGTH = 50  # Django's own bar (security.W009) for SECRET_KEY

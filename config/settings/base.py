@@ -15,6 +15,7 @@ from config.env import (
     env_float,
     env_float_list,
     env_int,
+    env_networks,
     env_str,
     mqtt_from_env,
 )
@@ -379,5 +380,11 @@ WEBHOOK_SECRET_KEY = env_str("WEBHOOK_SECRET_KEY", "")
 WEBHOOK_SECRET_KEY_FALLBACKS = [
     k.strip() for k in env_str("WEBHOOK_SECRET_KEY_FALLBACKS", "").split(",") if k.strip()
 ]
+# Where webhooks may go (notifications.destinations): never to a loopback, private,
+# link-local or otherwise non-global address, except inside these networks (comma-separated
+# CIDRs: an on-premises receiver's own network). Plain http only while WEBHOOK_ALLOW_HTTP
+# (the production settings default it to off).
+WEBHOOK_ALLOWED_NETWORKS = env_networks("WEBHOOK_ALLOWED_NETWORKS")
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", True)
 # /health: a bridge heartbeat older than this counts as a lost MQTT connection.
 BRIDGE_HEARTBEAT_STALE_S = env_float("BRIDGE_HEARTBEAT_STALE_S", 60.0, minimum=1.0)

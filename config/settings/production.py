@@ -29,6 +29,8 @@ WEBHOOK_SECRET_KEY = env_secret(
 )
 if WEBHOOK_SECRET_KEY == SECRET_KEY:
     raise SettingError("WEBHOOK_SECRET_KEY", MASK, "must differ from DJANGO_SECRET_KEY")
+# Webhooks carry farm data and a signature: https only, unless a deployment says otherwise.
+WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", False)
 
 # --- HTTPS -------------------------------------------------------------------------------------
 # Behind a proxy that terminates TLS, DJANGO_SECURE_PROXY_SSL_HEADER names the header it sets
