@@ -11,6 +11,7 @@ from django.db.models import Q
 from common.models import Organization
 from common.validators import validate_time_zone
 from devices.models import Farm
+from notifications.destinations import validate_webhook_url
 from notifications.states import (
     AttemptOutcome,
     Channel,
@@ -76,7 +77,10 @@ class ExternalContact(models.Model):
     farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="external_contacts")
     name = models.CharField(max_length=200)
     email = models.EmailField(blank=True, default="")
-    webhook_url = models.URLField(max_length=500, blank=True, default="")
+    # Never inside (loopback, private, ...): checked here and again at every send.
+    webhook_url = models.URLField(
+        max_length=500, blank=True, default="", validators=[validate_webhook_url]
+    )
     # What the webhook's signing secret derives from (notifications.webhook_secrets): the
     # secret itself is never stored. Empty salt: no secret issued, no webhook delivery.
     webhook_secret_salt = models.CharField(max_length=64, blank=True, default="", editable=False)

@@ -35,6 +35,7 @@ class NotificationReason(TextChoices):
     TEMPLATE_ERROR = "template_error"
     TRANSIENT_ERROR = "transient_error"
     PERMANENT_ERROR = "permanent_error"
+    DESTINATION_FORBIDDEN = "destination_forbidden"  # a webhook to a refused address
     RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
     LEASE_EXPIRED = "lease_expired"
     SUPPORT_RETRY = "support_retry"

@@ -2,7 +2,10 @@
 (HMAC-SHA256 with the contact's secret over ``<t>.<body>``; the secret is recomputed from its
 salt, never stored: ``notifications.webhook_secrets``), a timeout, and a verdict on what to
 retry: network errors, 5xx and 429 (honouring Retry-After) are transient; other 4xx and
-redirects are permanent."""
+redirects are permanent. It connects only to an address ``notifications.destinations`` checked
+for this send (the host name is resolved once), with the TLS server name and certificate check
+and the Host header of the URL's host name; a refused destination fails at once
+(``destination_forbidden``)."""
 
 from __future__ import annotations
 
@@ -10,11 +13,11 @@ import hashlib
 import hmac
 import http.client
 import json
+import ssl
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import cache
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -27,6 +30,12 @@ from notifications.channels.base import (
     Recipient,
     SendResult,
     channel_register,
+)
+from notifications.destinations import (
+    WebhookDestination,
+    WebhookDestinationForbidden,
+    webhook_connect,
+    webhook_destination_resolve,
 )
 from notifications.models import ExternalContact
 from notifications.states import Channel, NotificationReason
@@ -62,14 +71,41 @@ def webhook_signature_verify(
     return hmac.compare_digest(given, webhook_signature(secret, timestamp, body))
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error (the POST would silently become a GET elsewhere)."""
+class PinnedHTTPConnection(http.client.HTTPConnection):
+    """HTTP to one of the destination's checked addresses; the host name is only what the
+    request names (the Host header), never resolved again. A redirect is an answer like any
+    other: never followed (the POST would silently become a GET elsewhere)."""
 
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
+    def __init__(self, destination: WebhookDestination, *, timeout_s: float) -> None:
+        super().__init__(destination.host, destination.port, timeout=timeout_s)
+        self.destination = destination
+        self.timeout_s = timeout_s
+
+    def connect(self) -> None:
+        self.sock = webhook_connect(self.destination, self.timeout_s)
 
 
-_opener = urllib.request.build_opener(_NoRedirect)
+class PinnedHTTPSConnection(PinnedHTTPConnection):
+    """HTTPS the same way: TLS over the connection to the checked address, with the URL's host
+    name as the server name and the name the certificate must match."""
+
+    default_port = http.client.HTTPS_PORT
+
+    def __init__(
+        self, destination: WebhookDestination, *, timeout_s: float, context: ssl.SSLContext
+    ) -> None:
+        super().__init__(destination, timeout_s=timeout_s)
+        self.tls_context = context
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = self.tls_context.wrap_socket(self.sock, server_hostname=self.destination.host)
+
+
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The system's trust store, with certificate and host name checks (created once)."""
+    return ssl.create_default_context()
 
 
 class WebhookChannel(NotificationChannel):
@@ -105,20 +141,27 @@ class WebhookChannel(NotificationChannel):
             )
         except WebhookSecretUnusable as exc:
             return SendResult.permanent(str(exc), reason=NotificationReason.NO_ADDRESS)
+        try:
+            destination = webhook_destination_resolve(delivery.address)
+        except WebhookDestinationForbidden as exc:
+            return SendResult.permanent(str(exc), reason=NotificationReason.DESTINATION_FORBIDDEN)
+        except OSError as exc:  # the name does not resolve (now)
+            return SendResult.transient(f"network error: {type(exc).__name__}: {exc}")
         body = json.dumps(_payload(delivery), cls=DjangoJSONEncoder, sort_keys=True).encode()
-        request = urllib.request.Request(
-            delivery.address,
-            data=body,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "User-Agent": "farm-core-notifications/1",
-                SIGNATURE_HEADER: webhook_signature_header(secret, int(time.time()), body),
-                "X-Farm-Notification-Id": str(delivery.notification_id),
-                "X-Farm-Attempt": str(delivery.attempt),
-            },
-        )
-        return _post(request, timeout_s=float(settings.NOTIFY_WEBHOOK_TIMEOUT_S))
+        headers = _headers(delivery, secret, body)
+        timeout_s = float(settings.NOTIFY_WEBHOOK_TIMEOUT_S)
+        return _post(destination, body=body, headers=headers, timeout_s=timeout_s)
+
+
+def _headers(delivery: Delivery, secret: str, body: bytes) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": "farm-core-notifications/1",
+        "Connection": "close",
+        SIGNATURE_HEADER: webhook_signature_header(secret, int(time.time()), body),
+        "X-Farm-Notification-Id": str(delivery.notification_id),
+        "X-Farm-Attempt": str(delivery.attempt),
+    }
 
 
 def _payload(delivery: Delivery) -> dict[str, Any]:
@@ -134,30 +177,35 @@ def _payload(delivery: Delivery) -> dict[str, Any]:
     }
 
 
-def _post(request: urllib.request.Request, *, timeout_s: float) -> SendResult:
+def _post(
+    destination: WebhookDestination, *, body: bytes, headers: dict[str, str], timeout_s: float
+) -> SendResult:
+    connection = _connection(destination, timeout_s)
     try:
-        with _opener.open(request, timeout=timeout_s) as response:
-            response.read(ERROR_BODY_MAX_CHARS)
-            return SendResult.sent(response.status)
-    except urllib.error.HTTPError as exc:
-        return _http_error(exc)
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return SendResult.transient(f"network error: {type(reason).__name__}: {reason}")
-    except (http.client.HTTPException, OSError) as exc:
+        connection.request("POST", destination.target, body=body, headers=headers)
+        response = connection.getresponse()
+        text = response.read(ERROR_BODY_MAX_CHARS)
+    except (http.client.HTTPException, OSError) as exc:  # timeouts and TLS errors included
         return SendResult.transient(f"network error: {type(exc).__name__}: {exc}")
+    finally:
+        connection.close()
+    return _verdict(response.status, text, response.getheader("Retry-After"))
 
 
-def _http_error(exc: urllib.error.HTTPError) -> SendResult:
-    code = exc.code
-    try:
-        text = exc.read(ERROR_BODY_MAX_CHARS).decode("utf-8", "replace")
-    except Exception:
-        text = ""
-    error = f"HTTP {code}: {text}".strip()
+def _connection(destination: WebhookDestination, timeout_s: float) -> PinnedHTTPConnection:
+    if destination.scheme == "https":
+        return PinnedHTTPSConnection(destination, timeout_s=timeout_s, context=tls_context())
+    return PinnedHTTPConnection(destination, timeout_s=timeout_s)
+
+
+def _verdict(code: int, text: bytes, retry_after: str | None) -> SendResult:
+    if 200 <= code < 300:
+        return SendResult.sent(code)
+    error = f"HTTP {code}: {text.decode('utf-8', 'replace')}".strip()
     if code >= 500 or code == 429:
-        retry_after = _retry_after_s(exc.headers.get("Retry-After") if exc.headers else None)
-        return SendResult.transient(error, status_code=code, retry_after_s=retry_after)
+        return SendResult.transient(
+            error, status_code=code, retry_after_s=_retry_after_s(retry_after)
+        )
     return SendResult.permanent(error, status_code=code)
 
 

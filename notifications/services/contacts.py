@@ -4,6 +4,7 @@ returned once, to be handed to the receiver; only its salt is kept
 
 from __future__ import annotations
 
+from notifications.destinations import webhook_url_check
 from notifications.models import ExternalContact
 from notifications.webhook_secrets import (
     webhook_secret_derive,
@@ -47,7 +48,10 @@ def external_contact_create(
     webhook_url: str = "",
     with_webhook_secret: bool = False,
 ) -> tuple[ExternalContact, str | None]:
-    """A contact and, when asked, its first webhook secret (returned once, with the row)."""
+    """A contact and, when asked, its first webhook secret (returned once, with the row).
+    Raises ``WebhookDestinationForbidden`` for a webhook URL no webhook may go to."""
+    if webhook_url:
+        webhook_url_check(webhook_url)
     salt = webhook_secret_salt_new() if with_webhook_secret else ""
     contact = ExternalContact.objects.create(
         farm_id=farm_id,

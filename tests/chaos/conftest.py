@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, connection
-from django.test.utils import setup_databases, teardown_databases
+from django.test.utils import override_settings, setup_databases, teardown_databases
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
@@ -36,7 +36,7 @@ from events.models import EventDeadLetter
 from notifications.services.contacts import external_contact_create
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
-from tests.chaos.harness import CHAOS_BRIDGE_ID, Proc, Servers, Stack
+from tests.chaos.harness import CHAOS_BRIDGE_ID, LOOPBACK_WEBHOOKS, Proc, Servers, Stack
 from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
 from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
@@ -188,9 +188,10 @@ def fleet_create(hook: Hook, stamp: str) -> Fleet:
                      target_value=HIGH[key], name=f"hot {key}")  # fmt: skip
             kit.rule(target_endpoint=target, operator="lt", threshold_value=20,
                      target_value=LOW[key], name=f"cool {key}")  # fmt: skip
-        external_contact_create(
-            farm_id=kit.farm.pk, name="Ops hook", webhook_url=hook.url, with_webhook_secret=True
-        )
+        with override_settings(WEBHOOK_ALLOWED_NETWORKS=(LOOPBACK_WEBHOOKS,)):
+            external_contact_create(
+                farm_id=kit.farm.pk, name="Ops hook", webhook_url=hook.url, with_webhook_secret=True
+            )
         reminder_setting_create(
             name="Hot barn",
             farm_id=kit.farm.pk,

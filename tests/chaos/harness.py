@@ -59,6 +59,10 @@ FAST_TIMERS: dict[str, str] = {
     "LOG_FORMAT": "console",
 }
 
+# The test's webhook receiver listens on loopback, where webhooks go only when allowed
+# (notifications.destinations): the workers allow it, as an on-premises deployment would.
+LOOPBACK_WEBHOOKS = "127.0.0.0/8"
+
 # One worker per stage, shaped like deploy/Procfile (threads where the work waits on I/O).
 WORKERS: dict[str, tuple[str, int]] = {
     "ingest": ("prefork", 2),
@@ -244,6 +248,7 @@ class Stack:
                 "CELERY_BROKER_URL": self.servers.broker_url,
                 "MQTT_URL": f"mqtt://127.0.0.1:{self.servers.mqtt_port}",
                 "MEDIA_ROOT": str(self.workdir / "media"),
+                "WEBHOOK_ALLOWED_NETWORKS": LOOPBACK_WEBHOOKS,
                 "PYTHONUNBUFFERED": "1",
             }
         )

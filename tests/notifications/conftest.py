@@ -46,7 +46,14 @@ def make_user(username: str, **kw: Any) -> AbstractUser:
 
 
 @pytest.fixture
-def team(db: None) -> Team:
+def loopback_webhooks(settings: Any) -> None:
+    """The tests' receivers listen on loopback, where webhooks go only when allowed
+    (notifications.destinations): allowed explicitly, as an on-premises deployment would."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = ("127.0.0.0/8",)
+
+
+@pytest.fixture
+def team(db: None, loopback_webhooks: None) -> Team:
     farm = FarmFactory(time_zone="Asia/Ho_Chi_Minh")
     owner = make_user("owner")
     manager = make_user("manager")
