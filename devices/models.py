@@ -37,7 +37,29 @@ class Farm(models.Model):
 
 
 class DeviceProfile(models.Model):
-    name = models.CharField(max_length=200, unique=True)
+    """A device model's endpoint catalogue. It belongs to one organisation, whose devices
+    alone may use it, or to none: a global profile, offered to every organisation and changed
+    only by a superuser. Names are unique per organisation and among the global profiles."""
+
+    organization = models.ForeignKey(
+        Organization,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="device_profiles",
+        help_text="empty: a global profile, offered to every organisation",
+    )
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="profile_name_per_org"),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(organization__isnull=True),
+                name="global_profile_name_once",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
