@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -17,7 +19,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, is_superuser
-from common.tenancy import org_path_register
+from common.tenancy import org_path_register, organization_scope
 from devices.models import (
     BridgeHeartbeat,
     Device,
@@ -28,13 +30,18 @@ from devices.models import (
     DeviceStatus,
     Farm,
 )
-from devices.services import device_endpoints_sync, device_status_change, profile_endpoints_sync
+from devices.services import (
+    device_endpoints_sync,
+    device_status_change,
+    profile_endpoints_sync,
+    profile_fits_farm,
+)
 
 DeviceAction = Callable[[Any, HttpRequest, QuerySet[Any]], None]
 
 # Endpoints are picked in forms (a device's inline, a rule's trigger and target, searched by
 # ``DeviceInstanceEndpointAdmin``): they reach their organisation through their device, a
-# profile's endpoints through the devices using the profile.
+# profile's endpoints through the devices using the profile (global profiles' included).
 org_path_register(DeviceInstanceEndpoint, "device__farm__organization_id")
 org_path_register(DeviceProfileEndpoint, "profile__devices__farm__organization_id")
 
@@ -65,36 +72,85 @@ class FarmAdmin(OrgScopedAdmin):
     search_fields = ("name",)
 
 
+def _global_for_staff(request: HttpRequest, profile: DeviceProfile | None) -> bool:
+    """A global profile (no organisation) is offered to every organisation: staff see it,
+    only a superuser changes it."""
+    return profile is not None and profile.organization_id is None and not is_superuser(request)
+
+
 class ProfileEndpointInline(OrgScopedTabularInline):
     model = DeviceProfileEndpoint
     extra = 0
 
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not _global_for_staff(request, obj) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not _global_for_staff(request, obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return not _global_for_staff(request, obj) and super().has_delete_permission(request, obj)
+
 
 @admin.register(DeviceProfile)
 class DeviceProfileAdmin(OrgScopedAdmin):
-    """The profile catalogue is shared by every organisation (a change reaches every device
-    on the profile): staff see the profiles their devices use; only superusers change it."""
+    """A profile is its organisation's (a change reaches every device on it, all of that
+    organisation) or global: listed to every staff user, changed only by superusers. A
+    profile stays in the organisation it was made for."""
 
-    org_path = "devices__farm__organization_id"
-    list_display = ("id", "name")
+    org_path = "organization_id"
+    list_display = ("id", "name", "organization")
+    list_filter = ("organization",)
+    search_fields = ("name",)
     inlines = (ProfileEndpointInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return super().get_queryset(request).distinct()
+        rows = super().get_queryset(request)
+        if organization_scope(request.user) is None:
+            return rows
+        return rows | self.model._default_manager.filter(organization__isnull=True)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return is_superuser(request)
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = super().get_readonly_fields(request, obj)
+        return fields if obj is None else (*fields, "organization")
+
+    def get_form(
+        self, request: HttpRequest, obj: Any | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[Any]]:
+        """Staff make profiles for one of their organisations: a global one is a superuser's."""
+        form = super().get_form(request, obj, change, **kwargs)
+        if obj is None and not is_superuser(request) and "organization" in form.base_fields:
+            form.base_fields["organization"].required = True
+        return form
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return is_superuser(request)
+        return not _global_for_staff(request, obj) and super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return is_superuser(request)
+        return not _global_for_staff(request, obj) and super().has_delete_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """A crafted POST past the form's required organisation is refused (403, rolled back)."""
+        if _global_for_staff(request, obj):
+            raise PermissionDenied("only a superuser makes or changes a global profile")
+        super().save_model(request, obj, form, change)
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """An endpoint added to the profile reaches the profile's devices."""
         super().save_related(request, form, formsets, change)
         profile_endpoints_sync(profile=form.instance)
+
+
+class DeviceForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A device's profile is a global one or its farm's organisation's (as provisioning
+    says), whatever profiles the user may pick."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        farm, profile = cleaned.get("farm"), cleaned.get("profile")
+        if farm and profile and not profile_fits_farm(profile=profile, farm=farm):
+            self.add_error("profile", "not a profile of the farm's organisation, nor global")
+        return cleaned
 
 
 def device_is_online(device: Device) -> bool:
@@ -154,6 +210,7 @@ class InstanceEndpointInline(OrgScopedTabularInline):
 @admin.register(Device)
 class DeviceAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
+    form = DeviceForm
     list_display: tuple[str, ...] = (
         "id",
         "serial_number",

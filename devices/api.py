@@ -39,7 +39,6 @@ from devices.selectors import (
     devices_visible,
     farms_visible,
     instance_endpoints_visible,
-    profile_used_outside,
     profiles_visible,
 )
 from devices.serializers import (
@@ -235,18 +234,21 @@ class DeviceViewSet(_WritableViewSet):
 
 
 class DeviceProfileViewSet(_WritableViewSet):
+    """A caller sees their organisations' profiles and the global ones (no organisation);
+    another organisation's profile is a 404, so a taken name is only ever one of theirs. An
+    organisation's profile is its admins' to change, a global one a superuser's (403)."""
+
     serializer_class = DeviceProfileSerializer
     queryset = DeviceProfile.objects.none()
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceProfile]:
         return profiles_visible(scope=scope)
 
-    def _require_editor(self, profile: DeviceProfile | None) -> None:
-        scope = request_admin_scope(self.request)
-        if scope is not None and not scope:
-            raise PermissionDenied("Only an organisation admin may change device profiles.")
-        if profile is not None and profile_used_outside(profile_id=profile.pk, scope=scope):
-            raise PermissionDenied("Devices of other organisations use this profile.")
+    def _require_editor(self, organization_id: int | None) -> None:
+        if organization_id is not None:
+            require_org_admin(self.request, organization_id)
+        elif request_admin_scope(self.request) is not None:
+            raise PermissionDenied("Only a superuser may change a global profile.")
 
     def _shown(self, profile: DeviceProfile, code: int = status.HTTP_200_OK) -> Response:
         fresh = DeviceProfile.objects.prefetch_related("endpoints").get(pk=profile.pk)
@@ -261,16 +263,21 @@ class DeviceProfileViewSet(_WritableViewSet):
         return idempotent_post(request, lambda: self._create(request))
 
     def _create(self, request: Request) -> Response:
-        self._require_editor(None)
-        data = _valid(ProfileCreateSerializer(data=request.data))
+        if request_admin_scope(request) == frozenset():
+            raise PermissionDenied("Only an organisation admin may create device profiles.")
+        data = _valid(ProfileCreateSerializer(data=request.data, context=self.write_context()))
+        organization = data["organization"]
+        self._require_editor(None if organization is None else organization.pk)
         with _refusals():
-            profile = profile_create(name=data["name"], endpoints=data["endpoints"])
+            profile = profile_create(
+                organization=organization, name=data["name"], endpoints=data["endpoints"]
+            )
         return self._shown(profile, status.HTTP_201_CREATED)
 
     @extend_schema(request=ProfileUpdateSerializer, responses=DeviceProfileSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         profile = self.get_object()
-        self._require_editor(profile)
+        self._require_editor(profile.organization_id)
         data = _valid(ProfileUpdateSerializer(profile, data=request.data, partial=True))
         with _refusals():
             if "name" in data:
@@ -289,7 +296,7 @@ class DeviceProfileViewSet(_WritableViewSet):
 
     def _endpoints_add(self, request: Request) -> Response:
         profile = self.get_object()
-        self._require_editor(profile)
+        self._require_editor(profile.organization_id)
         data = _valid(ProfileEndpointsAddSerializer(data=request.data))
         with _refusals():
             profile_endpoints_add(profile=profile, endpoints=data["endpoints"])

@@ -21,22 +21,12 @@ def devices_visible(*, scope: OrgScope) -> QuerySet[Device]:
 
 
 def profiles_visible(*, scope: OrgScope) -> QuerySet[DeviceProfile]:
-    """Profiles are a shared catalogue: a member sees those their organisations' devices use,
-    and those no device uses yet (a new profile, before its first device)."""
+    """The profiles of the scope's organisations and the global ones (no organisation):
+    another organisation's profile, its name included, is not there."""
     rows = DeviceProfile.objects.prefetch_related("endpoints").order_by("pk")
     if scope is None:
         return rows
-    used_here = DeviceProfile.objects.filter(devices__farm__organization_id__in=list(scope))
-    return rows.filter(Q(pk__in=used_here.values("pk")) | Q(devices__isnull=True)).distinct()
-
-
-def profile_used_outside(*, profile_id: int, scope: OrgScope) -> bool:
-    """Whether a device outside ``scope`` uses the profile: then a change of its catalogue
-    would reach another organisation's devices."""
-    if scope is None:
-        return False
-    rows = Device.objects.filter(profile_id=profile_id)
-    return rows.exclude(farm__organization_id__in=list(scope)).exists()
+    return rows.filter(Q(organization_id__in=list(scope)) | Q(organization__isnull=True))
 
 
 def instance_endpoints_visible(*, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:

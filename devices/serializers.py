@@ -73,7 +73,7 @@ class DeviceProfileSerializer(serializers.ModelSerializer[DeviceProfile]):
 
     class Meta:
         model = DeviceProfile
-        fields = ("id", "name", "endpoints")
+        fields = ("id", "organization", "name", "endpoints")
         read_only_fields = fields
 
 
@@ -204,24 +204,38 @@ def _endpoint_specs(items: list[dict[str, Any]]) -> list[EndpointSpec]:
 
 
 class ProfileCreateSerializer(StrictModelSerializer[DeviceProfile]):
+    """``organization`` is one of the caller's organisations, or null for a global profile
+    (a superuser's, the view decides)."""
+
     endpoints = ProfileEndpointInputSerializer(  # type: ignore[call-arg]
         many=True, max_length=MAX_ENDPOINTS_PER_REQUEST, required=False, default=list
     )
 
     class Meta:
         model = DeviceProfile
-        fields = ("name", "endpoints")
+        fields = ("organization", "name", "endpoints")
+        extra_kwargs = {"organization": {"required": True, "allow_null": True}}
+        validators: list[Any] = []  # a taken name is the service's field error on ``name``
+
+    def get_fields(self) -> dict[str, Any]:
+        fields: dict[str, Any] = super().get_fields()
+        _limit(fields, "organization", organizations_visible(scope=_scope(self)))
+        return fields
 
     def validate_endpoints(self, items: list[dict[str, Any]]) -> list[EndpointSpec]:
         return _endpoint_specs(items)
 
 
 class ProfileUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[DeviceProfile]):
-    fixed_fields = {"endpoints": "add endpoints with POST .../endpoints/"}
+    fixed_fields = {
+        "endpoints": "add endpoints with POST .../endpoints/",
+        "organization": "a profile stays in its organisation (its devices are there)",
+    }
 
     class Meta:
         model = DeviceProfile
         fields = ("name",)
+        validators: list[Any] = []
 
 
 class ProfileEndpointsAddSerializer(serializers.Serializer[Any]):

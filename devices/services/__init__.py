@@ -19,6 +19,7 @@ from devices.services.provisioning import (
     device_rename,
     instance_endpoint_configure,
     profile_endpoints_sync,
+    profile_fits_farm,
 )
 from devices.services.rejections import (
     DroppedMessages,
@@ -46,5 +47,6 @@ __all__ = [
     "profile_create",
     "profile_endpoints_add",
     "profile_endpoints_sync",
+    "profile_fits_farm",
     "profile_rename",
 ]

@@ -1,8 +1,9 @@
-"""Device profiles and their endpoint catalogue. An endpoint is checked here once, for the API
-and any later caller alike: a writable endpoint names the RPC method that writes it, an enum
-lists its values, a number's bounds are in order, keys are unique in a profile. Adding
-endpoints to a profile gives every device of the profile the new endpoints in the same
-transaction."""
+"""Device profiles and their endpoint catalogue. A profile belongs to one organisation (or to
+none: a global profile), and its name is unique there, so a taken name tells a caller only
+about names they can see. An endpoint is checked here once, for the API and any later caller
+alike: a writable endpoint names the RPC method that writes it, an enum lists its values, a
+number's bounds are in order, keys are unique in a profile. Adding endpoints to a profile
+gives every device of the profile the new endpoints in the same transaction."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from common.models import Organization
 from devices.models import DeviceProfile, DeviceProfileEndpoint, EndpointDataType
 from devices.services.provisioning import ProvisioningRefused, profile_endpoints_sync
 from devices.values import value_has_type
@@ -109,24 +111,33 @@ def _checked(specs: Sequence[EndpointSpec]) -> None:
             raise ProvisioningRefused("endpoints", f"{spec.key}: {field}: {message}")
 
 
-def profile_create(*, name: str, endpoints: Sequence[EndpointSpec]) -> DeviceProfile:
-    """A profile with its catalogue, in one transaction; a taken name is refused."""
+def profile_create(
+    *, organization: Organization | None, name: str, endpoints: Sequence[EndpointSpec]
+) -> DeviceProfile:
+    """A profile of ``organization`` (None: a global one) with its catalogue, in one
+    transaction; a name the organisation (or the global profiles) already has is refused."""
     _checked(endpoints)
     try:
         with transaction.atomic():
-            profile = DeviceProfile.objects.create(name=name)
+            profile = DeviceProfile.objects.create(organization=organization, name=name)
             _endpoints_add(profile, endpoints)
     except IntegrityError:
-        raise ProvisioningRefused("name", "a profile of this name exists") from None
+        raise _name_taken(organization.pk if organization else None) from None
     return profile
 
 
+def _name_taken(organization_id: int | None) -> ProvisioningRefused:
+    where = "among the global profiles" if organization_id is None else "in its organisation"
+    return ProvisioningRefused("name", f"a profile of this name exists {where}")
+
+
 def profile_rename(*, profile: DeviceProfile, name: str) -> DeviceProfile:
+    """A new name, unique within the profile's organisation (or among the global ones)."""
     try:
         with transaction.atomic():
             DeviceProfile.objects.filter(pk=profile.pk).update(name=name)
     except IntegrityError:
-        raise ProvisioningRefused("name", "a profile of this name exists") from None
+        raise _name_taken(profile.organization_id) from None
     profile.name = name
     return profile
 

@@ -1,8 +1,9 @@
 """Provisioning: a device has one endpoint per endpoint of its profile, however it came to be
 (this service, the admin, the demo), moved to another profile or its profile extended.
 Telemetry can then name only keys its profile declares, or be recorded as unknown_endpoint.
-A device provisioned over the API gets its MQTT login in the same transaction: a broker that
-does not confirm it leaves no device behind."""
+A device uses a global profile or one of its farm's organisation. A device provisioned over
+the API gets its MQTT login in the same transaction: a broker that does not confirm it leaves
+no device behind."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ class ProvisionedDevice:
     credentials: DeviceCredentials | None  # None: the broker's logins are managed elsewhere
 
 
+def profile_fits_farm(*, profile: DeviceProfile, farm: Farm) -> bool:
+    """A device may use a global profile or one of its farm's organisation, never another
+    organisation's (its catalogue is that organisation's to change)."""
+    return profile.organization_id in (None, farm.organization_id)
+
+
 def device_create(
     *,
     farm: Farm,
@@ -41,7 +48,12 @@ def device_create(
     name: str = "",
     status: str = DeviceStatus.ACTIVE,
 ) -> Device:
-    """Create a device together with its profile's endpoints, in one transaction."""
+    """Create a device together with its profile's endpoints, in one transaction; a profile
+    of another organisation than the farm's is refused."""
+    if not profile_fits_farm(profile=profile, farm=farm):
+        raise ProvisioningRefused(
+            "profile", "not a profile of the farm's organisation, nor a global one"
+        )
     with transaction.atomic():
         device = Device.objects.create(
             farm=farm, profile=profile, serial_number=serial_number, name=name, status=status

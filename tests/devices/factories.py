@@ -33,9 +33,12 @@ class FarmFactory(factory.django.DjangoModelFactory):
 
 
 class DeviceProfileFactory(factory.django.DjangoModelFactory):
+    """A global profile unless given an ``organization``; a device's own is its farm's."""
+
     class Meta:
         model = DeviceProfile
 
+    organization = None
     name = factory.Sequence(lambda n: f"Profile {n}")
 
 
@@ -56,7 +59,9 @@ class DeviceFactory(factory.django.DjangoModelFactory):
         skip_postgeneration_save = True
 
     farm = factory.SubFactory(FarmFactory)
-    profile = factory.SubFactory(DeviceProfileFactory)
+    profile = factory.SubFactory(
+        DeviceProfileFactory, organization=factory.SelfAttribute("..farm.organization")
+    )
     serial_number = factory.Sequence(lambda n: f"SN-{n:05d}")
     last_seen_at = factory.LazyFunction(timezone.now)
 
@@ -102,8 +107,8 @@ class FarmKit:
 
 def make_farm(*, farm: Farm | None = None, prefix: str = "") -> FarmKit:
     farm = farm or FarmFactory()
-    sensor_profile = DeviceProfileFactory()
-    relay_profile = DeviceProfileFactory()
+    sensor_profile = DeviceProfileFactory(organization=farm.organization)
+    relay_profile = DeviceProfileFactory(organization=farm.organization)
     temp = ProfileEndpointFactory(profile=sensor_profile, key="temp")
     humidity = ProfileEndpointFactory(profile=sensor_profile, key="humidity")
     io1 = ProfileEndpointFactory(

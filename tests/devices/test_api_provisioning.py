@@ -54,6 +54,10 @@ def _fields(response: Any, status: int = 400) -> dict[str, Any]:
     return fields
 
 
+def _org(tenant: Tenant) -> int:
+    return tenant.kit.farm.organization_id
+
+
 def _device_body(tenant: Tenant, serial: str = "SN-NEW-1", **extra: Any) -> dict[str, Any]:
     body = {"farm": tenant.kit.farm.pk, "profile": tenant.kit.actuator.profile_id}
     return {**body, "serial_number": serial, "name": "greenhouse relay", **extra}
@@ -118,7 +122,9 @@ def test_a_profile_is_created_with_its_catalogue(tenants: tuple[Tenant, Tenant])
         {"key": "mode", "data_type": "enum", "allowed_values": ["auto", "manual"]},
     ]
     made = admin(alpha).post(
-        "/api/v1/profiles/", {"name": "Relay v2", "endpoints": endpoints}, format="json"
+        "/api/v1/profiles/",
+        {"organization": _org(alpha), "name": "Relay v2", "endpoints": endpoints},
+        format="json",
     )
     assert made.status_code == 201, made.content
     assert sorted(e["key"] for e in made.json()["endpoints"]) == ["fan", "io1", "mode"]
@@ -134,9 +140,8 @@ def test_a_writable_endpoint_without_a_parameter_name_takes_its_key(
     alpha, _ = tenants
     pump = {"key": "pump", "data_type": "bool", "writable": True, "rpc_method": "setIO"}
     sensor = {"key": "level", "data_type": "number"}
-    made = admin(alpha).post(
-        "/api/v1/profiles/", {"name": "Pump v1", "endpoints": [pump, sensor]}, format="json"
-    )
+    body = {"organization": _org(alpha), "name": "Pump v1", "endpoints": [pump, sensor]}
+    made = admin(alpha).post("/api/v1/profiles/", body, format="json")
     assert made.status_code == 201, made.content
     keys = {e["key"]: e["rpc_param_key"] for e in made.json()["endpoints"]}
     assert keys == {"pump": "pump", "level": ""}
@@ -159,7 +164,7 @@ def test_a_bad_catalogue_entry_is_a_field_error(
     tenants: tuple[Tenant, Tenant], endpoint: dict[str, Any], field: str
 ) -> None:
     alpha, _ = tenants
-    body = {"name": "Broken", "endpoints": [RELAY, endpoint]}
+    body = {"organization": _org(alpha), "name": "Broken", "endpoints": [RELAY, endpoint]}
     fields = _fields(admin(alpha).post("/api/v1/profiles/", body, format="json"))
     assert field in fields["endpoints"]["1"], fields  # the second entry
     assert not DeviceProfile.objects.filter(name="Broken").exists()
@@ -168,11 +173,11 @@ def test_a_bad_catalogue_entry_is_a_field_error(
 def test_keys_are_unique_and_names_too(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     client = admin(alpha)
-    twice = {"name": "Twice", "endpoints": [RELAY, RELAY]}
+    twice = {"organization": _org(alpha), "name": "Twice", "endpoints": [RELAY, RELAY]}
     assert (
         "key" in _fields(client.post("/api/v1/profiles/", twice, format="json"))["endpoints"]["1"]
     )
-    taken = {"name": alpha.kit.actuator.profile.name, "endpoints": []}
+    taken = {"organization": _org(alpha), "name": alpha.kit.actuator.profile.name}
     assert "name" in _fields(client.post("/api/v1/profiles/", taken, format="json"))
     again = client.post(
         f"/api/v1/profiles/{alpha.kit.actuator.profile_id}/endpoints/",
@@ -205,19 +210,18 @@ def test_only_admins_change_profiles_and_not_another_organisations(
 ) -> None:
     alpha, beta = tenants
     member = token_client(alpha.user)
-    assert member.post("/api/v1/profiles/", {"name": "P"}, format="json").status_code == 403
-    shared = alpha.kit.actuator.profile
-    DeviceFactory(farm=beta.kit.farm, profile=shared)  # beta's device uses alpha's profile
+    mine = {"organization": _org(alpha), "name": "P"}
+    assert member.post("/api/v1/profiles/", mine, format="json").status_code == 403
     client = admin(alpha)
-    extend = {"endpoints": [{"key": "light", "data_type": "number"}]}
-    url = f"/api/v1/profiles/{shared.pk}/"
-    assert client.post(f"{url}endpoints/", extend, format="json").status_code == 403
-    assert client.patch(url, {"name": "Mine now"}).status_code == 403
     theirs = f"/api/v1/profiles/{beta.kit.sensor.profile_id}/"
     assert client.patch(theirs, {"name": "Mine now"}).status_code == 404
+    extend = {"endpoints": [{"key": "light", "data_type": "number"}]}
+    assert client.post(f"{theirs}endpoints/", extend, format="json").status_code == 404
     own = alpha.kit.sensor.profile_id
     renamed = client.patch(f"/api/v1/profiles/{own}/", {"name": "Sensor v3"})
     assert renamed.status_code == 200 and renamed.json()["name"] == "Sensor v3"
+    moved = client.patch(f"/api/v1/profiles/{own}/", {"organization": None}, format="json")
+    assert "organization" in _fields(moved)
 
 
 # Devices
