@@ -34,10 +34,13 @@ DEMO_FAULTS: list[dict[str, Any]] = [
 ]
 
 
-def _profiles() -> tuple[DeviceProfile, DeviceProfile, dict[str, DeviceProfileEndpoint]]:
+def _profiles(
+    org: Organization,
+) -> tuple[DeviceProfile, DeviceProfile, dict[str, DeviceProfileEndpoint]]:
+    """The demo's sensor and relay profiles, the demo organisation's own."""
     specs: list[tuple[DeviceProfile, str, dict[str, Any]]]
-    sensor, _ = DeviceProfile.objects.get_or_create(name="Climate sensor v1")
-    relay, _ = DeviceProfile.objects.get_or_create(name="Relay box v1")
+    sensor, _ = DeviceProfile.objects.get_or_create(organization=org, name="Climate sensor v1")
+    relay, _ = DeviceProfile.objects.get_or_create(organization=org, name="Relay box v1")
     specs = [
         (sensor, "temp", {"data_type": "number"}),
         (sensor, "humidity", {"data_type": "number"}),
@@ -89,7 +92,7 @@ def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
     farm, _ = Farm.objects.get_or_create(
         organization=org, name="Demo farm", defaults={"time_zone": "Europe/Berlin"}
     )
-    sensor_profile, relay_profile, ep = _profiles()
+    sensor_profile, relay_profile, ep = _profiles(org)
     out = []
     for i in range(1, pairs + 1):
         sensor = _device(f"DEMO-S{i:02d}", farm, sensor_profile)

@@ -48,8 +48,11 @@ def simulator_serials(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{i:04d}" for i in range(1, count + 1)]
 
 
-def _profile() -> tuple[DeviceProfile, DeviceProfileEndpoint, DeviceProfileEndpoint]:
-    profile, _ = DeviceProfile.objects.get_or_create(name=PROFILE)
+def _profile(
+    org: Organization,
+) -> tuple[DeviceProfile, DeviceProfileEndpoint, DeviceProfileEndpoint]:
+    """The simulated controller's profile, the demo organisation's own."""
+    profile, _ = DeviceProfile.objects.get_or_create(organization=org, name=PROFILE)
     temp, _ = DeviceProfileEndpoint.objects.get_or_create(
         profile=profile, key="temp", defaults={"data_type": "number"}
     )
@@ -109,7 +112,7 @@ def provision_demo(
     with transaction.atomic():
         org, _ = Organization.objects.get_or_create(name=ORGANIZATION)
         _operator(org, out)
-        profile, temp_ep, io1_ep = _profile()
+        profile, temp_ep, io1_ep = _profile(org)
         farm_rows = []
         for i in range(1, farms + 1):
             farm, created = Farm.objects.get_or_create(

@@ -85,7 +85,9 @@ def fleet_seed(*, tag: str, farms: int, sensors_per_farm: int, relays: bool) -> 
 
 
 def _sensors(fleet: BenchFleet, farms: list[Farm], per_farm: int) -> Specs:
-    profile = DeviceProfile.objects.create(name=f"bench-{fleet.tag}-sensor")
+    profile = DeviceProfile.objects.create(
+        organization_id=fleet.organization_id, name=f"bench-{fleet.tag}-sensor"
+    )
     endpoints = DeviceProfileEndpoint.objects.bulk_create(
         [DeviceProfileEndpoint(profile=profile, key=k, data_type="number") for k in SENSOR_KEYS]
     )
@@ -98,7 +100,9 @@ def _sensors(fleet: BenchFleet, farms: list[Farm], per_farm: int) -> Specs:
 
 
 def _relays(fleet: BenchFleet, farms: list[Farm]) -> Specs:
-    profile = DeviceProfile.objects.create(name=f"bench-{fleet.tag}-relay")
+    profile = DeviceProfile.objects.create(
+        organization_id=fleet.organization_id, name=f"bench-{fleet.tag}-relay"
+    )
     endpoint = DeviceProfileEndpoint.objects.create(
         profile=profile,
         key=RELAY_KEY,
@@ -160,8 +164,7 @@ def fleet_delete(fleet: BenchFleet) -> None:
     fleet_readings_delete(fleet)
     farms = Farm.objects.filter(organization_id=fleet.organization_id)
     AutomationRule.objects.filter(farm__in=farms).delete()
-    profiles = set(Device.objects.filter(farm__in=farms).values_list("profile_id", flat=True))
     Device.objects.filter(farm__in=farms).delete()
-    DeviceProfile.objects.filter(pk__in=profiles).delete()
+    DeviceProfile.objects.filter(organization_id=fleet.organization_id).delete()
     farms.delete()
     Organization.objects.filter(pk=fleet.organization_id).delete()

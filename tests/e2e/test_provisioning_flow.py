@@ -88,7 +88,11 @@ def _provision(client: APIClient, serial: str) -> tuple[dict[str, Any], dict[str
     profile = _post(
         client,
         "/api/v1/profiles/",
-        {"name": f"Greenhouse box {uuid.uuid4().hex[:6]}", "endpoints": [temp, io1]},
+        {
+            "organization": org,
+            "name": f"Greenhouse box {uuid.uuid4().hex[:6]}",
+            "endpoints": [temp, io1],
+        },
     )
     device = _post(
         client,
