@@ -4,7 +4,8 @@ gates), command intents (read-only, plus support's manual retry of an ended comm
 operator's manual command on an endpoint and the cancel of its hold
 (``automation.services.manual``), rule executions with their timelines, diagnostics, and the
 scheduler table (read-only). Every row is scoped to the caller's organisations (else 404);
-manual control needs an admin of the endpoint's organisation (else 403)."""
+what each role may do is each view's ``required_roles`` (``common.permissions``); manual
+control lives in ``automation.manual_api``."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -37,6 +37,7 @@ from automation.diagnostics import (
     executions_visible,
     intents_visible,
 )
+from automation.manual_api import EndpointCommandApi, EndpointHoldCancelApi
 from automation.models import (
     AutomationCommandIntent,
     AutomationRule,
@@ -44,43 +45,36 @@ from automation.models import (
     AutomationRuleCondition,
     AutomationRuleExecution,
     AutomationRuleSchedule,
-    EndpointManualHold,
 )
 from automation.serializers import (
     CommandIntentSerializer,
     CommandRetryRequestSerializer,
     DiagnosticsSerializer,
-    EndpointHoldSerializer,
-    HoldCancelRequestSerializer,
-    ManualCommandRequestSerializer,
-    ManualCommandSerializer,
     RuleExecutionSerializer,
     RuleSerializer,
     SchedulerSerializer,
     TimelineSerializer,
 )
 from automation.services.ingest import telemetry_ingest
-from automation.services.manual import (
-    ManualCommandRefused,
-    endpoint_command_manual,
-    endpoint_hold_cancel,
+from automation.services.support import (
+    CommandRetryRefused,
+    command_intent_mark_failed,
+    command_intent_retry,
 )
-from automation.services.support import CommandRetryRefused, command_intent_retry
 from automation.states import CommandOrigin, CommandStatus
 from common.api import (
-    IDEMPOTENCY_HEADER,
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
     idempotent_post,
     request_scope,
-    require_org_admin,
 )
 from common.errors import Conflict
 from common.filters import IdFilter
+from common.permissions import RoleCheckedWrites, need_scope
+from common.roles import Need
 from common.tenancy import OrgScope, scope_filter
-from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.messages import InboundTelemetry
-from devices.selectors import devices_by_serial, instance_endpoints_visible
+from devices.selectors import devices_by_serial
 from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
 from scheduler.models import AutomationScheduler, AutomationType, TriggerType
 from scheduler.states import SchedulerStatus
@@ -124,7 +118,11 @@ class SchedulerFilter(django_filters.FilterSet):
         fields = ("farm", "status", "automation_type", "trigger_type")
 
 
+_READ = {"list": Need.READ, "retrieve": Need.READ, "timeline": Need.READ}
+
+
 class RuleViewSet(
+    RoleCheckedWrites,
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
     viewsets.ReadOnlyModelViewSet,  # type: ignore[type-arg]
@@ -132,6 +130,13 @@ class RuleViewSet(
     serializer_class = RuleSerializer
     queryset = AutomationRule.objects.none()
     filterset_class = RuleFilter
+    required_roles = {
+        **_READ,
+        "create": Need.CONFIGURE,
+        "update": Need.CONFIGURE,
+        "partial_update": Need.CONFIGURE,
+    }
+    organization_path = "farm.organization_id"
 
     def get_queryset(self) -> QuerySet[AutomationRule]:
         """With the nested lists prefetched: a page of rules is read in a fixed number of
@@ -157,6 +162,8 @@ class CommandIntentViewSet(ScopedViewSet):
     serializer_class = CommandIntentSerializer
     queryset = AutomationCommandIntent.objects.none()
     filterset_class = CommandIntentFilter
+    required_roles = {**_READ, "retry": Need.OPERATE, "mark_failed": Need.OPERATE}
+    organization_path = "target_device.farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
         return intents_visible(scope=scope).order_by("-pk")
@@ -192,11 +199,32 @@ class CommandIntentViewSet(ScopedViewSet):
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response(CommandIntentSerializer(result.intent).data, status=code)
 
+    @extend_schema(
+        request=CommandRetryRequestSerializer,
+        responses={200: CommandIntentSerializer, 409: OpenApiResponse(description="ended")},
+    )
+    @action(detail=True, methods=["post"], url_path="mark-failed", url_name="mark_failed")
+    def mark_failed(self, request: Request, pk: str | None = None) -> Response:
+        """End a live command as failed (reason ``manual``), freeing its endpoint; a command
+        that has already ended is a 409 and nothing changes."""
+        intent = self.get_object()
+        body = CommandRetryRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        moved = command_intent_mark_failed(
+            intent_id=intent.pk,
+            actor=request.user.get_username(),
+            reason=body.validated_data["reason"],
+        )
+        if not moved:
+            raise Conflict(f"the command is {intent.status}: it has ended")
+        return Response(CommandIntentSerializer(self.get_object()).data)
+
 
 class RuleExecutionViewSet(ScopedViewSet):
     serializer_class = RuleExecutionSerializer
     queryset = AutomationRuleExecution.objects.none()
     filterset_class = RuleExecutionFilter
+    required_roles = _READ
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
         return executions_visible(scope=scope).order_by("-pk")
@@ -213,6 +241,7 @@ class SchedulerViewSet(ScopedViewSet):
     serializer_class = SchedulerSerializer
     queryset = AutomationScheduler.objects.none()
     filterset_class = SchedulerFilter
+    required_roles = _READ
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationScheduler]:
         rows = scope_filter(AutomationScheduler.objects.all(), scope, "farm__organization_id")
@@ -222,7 +251,7 @@ class SchedulerViewSet(ScopedViewSet):
 class DiagnosticsApi(APIView):
     """Commands retrying and uncertain, devices with the most ack timeouts (docs/spec.md §9)."""
 
-    permission_classes = [IsAuthenticated]
+    required_roles = {"get": Need.READ}
 
     @extend_schema(
         parameters=[OpenApiParameter("window_hours", float, description="default 24")],
@@ -244,80 +273,6 @@ class DiagnosticsApi(APIView):
         return Response(serializer.data)
 
 
-def _endpoint_for_write(request: Request, pk: int) -> DeviceInstanceEndpoint:
-    """The caller's endpoint (another organisation's is a 404), if they administer it (403)."""
-    rows = instance_endpoints_visible(scope=request_scope(request)).select_related("device__farm")
-    endpoint = rows.filter(pk=pk).first()
-    if endpoint is None:
-        raise NotFound("no such endpoint")
-    require_org_admin(request, endpoint.device.farm.organization_id)
-    return endpoint
-
-
-class EndpointCommandApi(APIView):
-    """An operator sets the endpoint's value by hand: a ``manual`` command on the rules' own
-    path (gates, one live command per endpoint, latest decision wins, applied only on the
-    device's evidence), holding the endpoint against rules for the farm's
-    ``manual_override_minutes``. 201 with the new command; 200 with the one an earlier request
-    of the same ``Idempotency-Key`` made."""
-
-    @extend_schema(
-        request=ManualCommandRequestSerializer,
-        responses={
-            201: ManualCommandSerializer,
-            200: ManualCommandSerializer,
-            409: OpenApiResponse(description="conflict: the device is retired or in maintenance"),
-        },
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        return idempotent_post(request, lambda: self._command(request, pk))
-
-    def _command(self, request: Request, pk: int) -> Response:
-        endpoint = _endpoint_for_write(request, pk)
-        body = ManualCommandRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        try:
-            result = endpoint_command_manual(
-                endpoint_id=endpoint.pk,
-                value=body.validated_data["value"],
-                actor=request.user,
-                reason=body.validated_data["reason"],
-                request_key=request.headers.get(IDEMPOTENCY_HEADER, "").strip() or None,
-            )
-        except ManualCommandRefused as exc:
-            if exc.conflict:
-                raise Conflict(exc.message) from None
-            raise ValidationError({exc.field: [exc.message]}) from None
-        shown = {"command": result.intent, "manual_hold_until": result.hold_until}
-        code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response(ManualCommandSerializer(shown).data, status=code)
-
-
-class EndpointHoldCancelApi(APIView):
-    """End the endpoint's manual hold now: the rules decide its next reading. The command that
-    held it keeps its course. 409 when no hold is active."""
-
-    @extend_schema(
-        request=HoldCancelRequestSerializer,
-        responses={
-            200: EndpointHoldSerializer,
-            409: OpenApiResponse(description="conflict: the endpoint is not held"),
-        },
-    )
-    def post(self, request: Request, pk: int) -> Response:
-        endpoint = _endpoint_for_write(request, pk)
-        body = HoldCancelRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        reason = body.validated_data["reason"]
-        if not endpoint_hold_cancel(endpoint_id=endpoint.pk, actor=request.user, reason=reason):
-            raise Conflict("the endpoint is not held by a manual command")
-        hold = EndpointManualHold.objects.select_related("requested_by", "cancelled_by").get(
-            endpoint_id=endpoint.pk
-        )
-        return Response(EndpointHoldSerializer(hold).data)
-
-
 def _enqueue_events(event_ids: list[int]) -> None:
     from automation.tasks import endpoint_events_enqueue
 
@@ -329,8 +284,11 @@ class TelemetryIngestApi(APIView):
 
     Every rejection is listed with its message's index and reason code (and recorded as a
     DeviceMessageRejection, as on MQTT): 202 when the batch kept at least one message (the
-    rest are listed), 422 when every message was rejected, so nothing was taken.
+    rest are listed), 422 when every message was rejected, so nothing was taken. Only a
+    ``gateway`` or an ``admin`` of the devices' organisation may post: a reading fires rules.
     """
+
+    required_roles = {"post": Need.TELEMETRY}
 
     @extend_schema(
         request=TelemetryBatchSerializer,
@@ -348,7 +306,8 @@ class TelemetryIngestApi(APIView):
         batch.is_valid(raise_exception=True)
         items = batch.validated_data["messages"]
         serials = {m["serial"] for m in items}
-        if devices_by_serial(serials=serials, scope=request_scope(request)) != serials:
+        scope = need_scope(request, Need.TELEMETRY)
+        if devices_by_serial(serials=serials, scope=scope) != serials:
             raise NotFound("unknown device serial number")
         now = timezone.now()
         messages = [

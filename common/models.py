@@ -13,17 +13,25 @@ class Organization(models.Model):
 
     class Meta:
         db_table = "devices_organization"
+        # The admin's staff groups (``common.roles.STAFF_GROUPS``): operating is no model's
+        # change permission, so it is a permission of its own.
+        permissions = [("operate", "Can operate devices: manual commands, holds, retries")]
 
     def __str__(self) -> str:
         return self.name
 
 
 class MemberRole(models.TextChoices):
-    """``member`` reads the organisation's rows; ``admin`` also writes them (farms, devices,
-    profiles, members)."""
+    """What a member may do in the organisation (``common.roles`` maps each to what it may
+    do): ``viewer`` reads; ``operator`` also operates the devices (manual commands, holds,
+    retries, cancels, user messages); ``admin`` also configures (rules, reminders, contacts,
+    farms, profiles, devices, members); ``gateway`` is a service account that only posts
+    telemetry for the organisation's devices."""
 
-    MEMBER = "member"
+    VIEWER = "viewer"
+    OPERATOR = "operator"
     ADMIN = "admin"
+    GATEWAY = "gateway"
 
 
 class OrganizationMember(models.Model):
@@ -34,7 +42,7 @@ class OrganizationMember(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="organization_memberships"
     )
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="members")
-    role = models.CharField(max_length=16, choices=MemberRole.choices, default=MemberRole.MEMBER)
+    role = models.CharField(max_length=16, choices=MemberRole.choices, default=MemberRole.VIEWER)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,6 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, QuerySet
 
 from common.models import OrganizationMember
+from common.roles import READ_ROLES
 
 # ``None`` means "every organisation" (a superuser); otherwise the ids the user belongs to.
 OrgScope = frozenset[int] | None
@@ -20,18 +21,16 @@ USER_ORG_PATH = "organization_memberships__organization_id"
 
 
 def organization_scope(
-    user: AbstractBaseUser | AnonymousUser, *, role: str | None = None
+    user: AbstractBaseUser | AnonymousUser, *, roles: frozenset[str] = READ_ROLES
 ) -> OrgScope:
-    """The organisations ``user`` may see (with ``role``: those they hold that role in): all
-    for a superuser, none for anyone anonymous."""
+    """The organisations where ``user`` holds one of ``roles`` (by default those that read:
+    a gateway account sees no rows): all for a superuser, none for anyone anonymous."""
     if not getattr(user, "is_authenticated", False):
         return frozenset()
     if getattr(user, "is_superuser", False):
         return None
     user_id: int = user.pk  # type: ignore[assignment]  # authenticated: always saved
-    members = OrganizationMember.objects.filter(user_id=user_id)
-    if role is not None:
-        members = members.filter(role=role)
+    members = OrganizationMember.objects.filter(user_id=user_id, role__in=sorted(roles))
     return frozenset(members.values_list("organization_id", flat=True))
 
 

@@ -1,9 +1,8 @@
 """The devices part of the REST API (``/api/v1/``): farms, device profiles with their endpoint
 catalogue, devices (provisioning with a one-time MQTT login, rotation, status moves) and
 their endpoints. Rows are scoped to the caller's organisations (another organisation's row is
-a 404); writes need an admin of the row's organisation (a member reads only: 403). Profiles
-are a shared catalogue: a superuser or any organisation admin may create one, and an admin
-may change one only while no device outside their organisations uses it."""
+a 404); what each role may do is each view's ``required_roles`` (``common.permissions``).
+Profiles are their organisation's, or global (read-only but for superusers)."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from django.urls import include, path
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -27,12 +26,12 @@ from common.api import (
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
     idempotent_post,
-    request_admin_scope,
     request_scope,
-    require_org_admin,
 )
 from common.errors import BrokerUnavailable, Conflict
 from common.filters import IdFilter
+from common.permissions import require_organization
+from common.roles import Need
 from common.tenancy import OrgScope
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceStatus, Farm
 from devices.selectors import (
@@ -94,6 +93,10 @@ def _valid(serializer: Any) -> dict[str, Any]:
     return data
 
 
+# Reading is for viewers; every write of the devices part configures the farm.
+_CONFIGURED = {"list": Need.READ, "retrieve": Need.READ, "partial_update": Need.CONFIGURE}
+
+
 class _WritableViewSet(ScopedViewSet):
     def write_context(self) -> dict[str, Any]:
         return {**self.get_serializer_context(), "scope": request_scope(self.request)}
@@ -102,6 +105,8 @@ class _WritableViewSet(ScopedViewSet):
 class FarmViewSet(_WritableViewSet):
     serializer_class = FarmSerializer
     queryset = Farm.objects.none()
+    required_roles = {**_CONFIGURED, "create": Need.CONFIGURE}
+    organization_path = "organization.pk"
 
     def scoped(self, scope: OrgScope) -> QuerySet[Farm]:
         return farms_visible(scope=scope)
@@ -116,7 +121,7 @@ class FarmViewSet(_WritableViewSet):
 
     def _create(self, request: Request) -> Response:
         data = _valid(FarmCreateSerializer(data=request.data, context=self.write_context()))
-        require_org_admin(request, data["organization"].pk)
+        require_organization(request, self, data["organization"].pk)
         with _refusals():
             farm = farm_create(**data)
         return Response(FarmSerializer(farm).data, status=status.HTTP_201_CREATED)
@@ -124,7 +129,6 @@ class FarmViewSet(_WritableViewSet):
     @extend_schema(request=FarmUpdateSerializer, responses=FarmSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         farm = self.get_object()
-        require_org_admin(request, farm.organization_id)
         data = _valid(FarmUpdateSerializer(farm, data=request.data, partial=True))
         with _refusals():
             farm = farm_update(farm=farm, **data)
@@ -153,14 +157,16 @@ class DeviceViewSet(_WritableViewSet):
     serializer_class = DeviceSerializer
     queryset = Device.objects.none()
     filterset_class = DeviceFilter
+    required_roles = {
+        **_CONFIGURED,
+        "create": Need.CONFIGURE,
+        "credentials": Need.CONFIGURE,
+        "change_status": Need.CONFIGURE,
+    }
+    organization_path = "farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[Device]:
         return devices_visible(scope=scope)
-
-    def _admin_object(self) -> Device:
-        device: Device = self.get_object()
-        require_org_admin(self.request, device.farm.organization_id)
-        return device
 
     @extend_schema(
         request=DeviceCreateSerializer,
@@ -174,7 +180,7 @@ class DeviceViewSet(_WritableViewSet):
 
     def _create(self, request: Request) -> Response:
         data = _valid(DeviceCreateSerializer(data=request.data, context=self.write_context()))
-        require_org_admin(request, data["farm"].organization_id)
+        require_organization(request, self, data["farm"].organization_id)
         with _refusals():
             made = device_provision(**data)
         login = None if made.credentials is None else asdict(made.credentials)
@@ -183,7 +189,7 @@ class DeviceViewSet(_WritableViewSet):
 
     @extend_schema(request=DeviceUpdateSerializer, responses=DeviceSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        device = self._admin_object()
+        device: Device = self.get_object()
         data = _valid(DeviceUpdateSerializer(device, data=request.data, partial=True))
         if "name" in data:
             device = device_rename(device=device, name=data["name"])
@@ -202,7 +208,7 @@ class DeviceViewSet(_WritableViewSet):
         """A new MQTT password for the device, in this answer only; the old one stops working
         at once. Not replayed by Idempotency-Key (a stored replay would keep the password):
         a retry rotates again, and the last answer's password is the one that works."""
-        device = self._admin_object()
+        device: Device = self.get_object()
         if device.status == DeviceStatus.RETIRED:
             raise Conflict("A retired device has no login; activate it first.")
         with _refusals():
@@ -224,7 +230,7 @@ class DeviceViewSet(_WritableViewSet):
         return idempotent_post(request, lambda: self._status(request))
 
     def _status(self, request: Request) -> Response:
-        device = self._admin_object()
+        device: Device = self.get_object()
         data = _valid(DeviceStatusRequestSerializer(data=request.data))
         with _refusals():
             device_status_change(
@@ -240,15 +246,11 @@ class DeviceProfileViewSet(_WritableViewSet):
 
     serializer_class = DeviceProfileSerializer
     queryset = DeviceProfile.objects.none()
+    required_roles = {**_CONFIGURED, "create": Need.CONFIGURE, "endpoints_add": Need.CONFIGURE}
+    organization_path = "organization.pk"  # a global profile (none): superusers only
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceProfile]:
         return profiles_visible(scope=scope)
-
-    def _require_editor(self, organization_id: int | None) -> None:
-        if organization_id is not None:
-            require_org_admin(self.request, organization_id)
-        elif request_admin_scope(self.request) is not None:
-            raise PermissionDenied("Only a superuser may change a global profile.")
 
     def _shown(self, profile: DeviceProfile, code: int = status.HTTP_200_OK) -> Response:
         fresh = DeviceProfile.objects.prefetch_related("endpoints").get(pk=profile.pk)
@@ -263,11 +265,9 @@ class DeviceProfileViewSet(_WritableViewSet):
         return idempotent_post(request, lambda: self._create(request))
 
     def _create(self, request: Request) -> Response:
-        if request_admin_scope(request) == frozenset():
-            raise PermissionDenied("Only an organisation admin may create device profiles.")
         data = _valid(ProfileCreateSerializer(data=request.data, context=self.write_context()))
         organization = data["organization"]
-        self._require_editor(None if organization is None else organization.pk)
+        require_organization(request, self, None if organization is None else organization.pk)
         with _refusals():
             profile = profile_create(
                 organization=organization, name=data["name"], endpoints=data["endpoints"]
@@ -277,7 +277,6 @@ class DeviceProfileViewSet(_WritableViewSet):
     @extend_schema(request=ProfileUpdateSerializer, responses=DeviceProfileSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         profile = self.get_object()
-        self._require_editor(profile.organization_id)
         data = _valid(ProfileUpdateSerializer(profile, data=request.data, partial=True))
         with _refusals():
             if "name" in data:
@@ -296,7 +295,6 @@ class DeviceProfileViewSet(_WritableViewSet):
 
     def _endpoints_add(self, request: Request) -> Response:
         profile = self.get_object()
-        self._require_editor(profile.organization_id)
         data = _valid(ProfileEndpointsAddSerializer(data=request.data))
         with _refusals():
             profile_endpoints_add(profile=profile, endpoints=data["endpoints"])
@@ -315,6 +313,8 @@ class InstanceEndpointViewSet(_WritableViewSet):
     serializer_class = InstanceEndpointSerializer
     queryset = DeviceInstanceEndpoint.objects.none()
     filterset_class = InstanceEndpointFilter
+    required_roles = _CONFIGURED
+    organization_path = "device.farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
         return instance_endpoints_visible(scope=scope)
@@ -322,7 +322,6 @@ class InstanceEndpointViewSet(_WritableViewSet):
     @extend_schema(request=InstanceEndpointUpdateSerializer, responses=InstanceEndpointSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         endpoint = self.get_object()
-        require_org_admin(request, endpoint.device.farm.organization_id)
         data = _valid(InstanceEndpointUpdateSerializer(endpoint, data=request.data, partial=True))
         with _refusals():
             endpoint = instance_endpoint_configure(endpoint=endpoint, changes=data)

@@ -20,7 +20,6 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import generics, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
-from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -30,6 +29,7 @@ from rest_framework.views import APIView
 from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
 from common.errors import error_body
 from common.filters import IdFilter, StrictBooleanFilter
+from common.roles import Need
 from common.tenancy import scope_filter
 from notifications.models import (
     InboxItem,
@@ -70,7 +70,7 @@ class InboxFilter(django_filters.FilterSet):
 
 
 class InboxListApi(generics.ListAPIView[InboxItem]):
-    permission_classes = [IsAuthenticated]
+    required_roles = {"get": Need.SIGNED_IN}  # the caller's own items
     serializer_class = InboxItemSerializer
     pagination_class = InboxPagination
     filterset_class = InboxFilter
@@ -80,7 +80,7 @@ class InboxListApi(generics.ListAPIView[InboxItem]):
 
 
 class InboxMarkReadApi(APIView):
-    permission_classes = [IsAuthenticated]
+    required_roles = {"post": Need.SIGNED_IN}
 
     @extend_schema(request=None, responses={200: InboxItemSerializer})
     def post(self, request: Request, item_id: int, *args: Any, **kwargs: Any) -> Response:
@@ -107,6 +107,13 @@ class NotificationFilter(django_filters.FilterSet):
 class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = Notification.objects.none()
     filterset_class = NotificationFilter
+    required_roles = {
+        "list": Need.READ,
+        "retrieve": Need.READ,
+        "retry": Need.OPERATE,
+        "cancel": Need.OPERATE,
+    }
+    organization_path = "farm.organization_id"  # farm-less (operators' alerts): superusers
 
     def get_serializer_class(self) -> type[BaseSerializer[Any]]:
         return NotificationSerializer if self.action == "list" else NotificationDetailSerializer

@@ -1,7 +1,8 @@
 """The reminders part of the REST API (``/api/v1/``): reminder settings and report
 subscriptions (list, detail, create, update through the reminders services) and a manual
 report run. Rows are scoped to the caller's organisations (another organisation's row is a
-404); every POST honours ``Idempotency-Key`` like the rest of the API."""
+404); an admin configures them, an operator runs a report now (``required_roles``); every
+POST honours ``Idempotency-Key`` like the rest of the API."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from rest_framework.routers import SimpleRouter
 
 from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
 from common.filters import IdFilter, StrictBooleanFilter
+from common.permissions import RoleCheckedWrites
+from common.roles import Need
 from common.tenancy import OrgScope, scope_filter
 from reminders.models import ReminderSetting, ReportSubscription
 from reminders.serializers import (
@@ -65,7 +68,17 @@ class ReportSubscriptionFilter(_FarmActiveFilter):
         fields = ("farm", "active")
 
 
+_CONFIGURED = {
+    "list": Need.READ,
+    "retrieve": Need.READ,
+    "create": Need.CONFIGURE,
+    "update": Need.CONFIGURE,
+    "partial_update": Need.CONFIGURE,
+}
+
+
 class _WritableScopedViewSet(
+    RoleCheckedWrites,
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
     viewsets.ReadOnlyModelViewSet,  # type: ignore[type-arg]
@@ -85,6 +98,15 @@ class ReminderSettingViewSet(_WritableScopedViewSet):
     serializer_class = ReminderSettingSerializer
     queryset = ReminderSetting.objects.none()
     filterset_class = ReminderSettingFilter
+    required_roles = {**_CONFIGURED, "deactivate": Need.CONFIGURE}
+
+    def organization_of(self, row: Any) -> int | None:
+        """A farm's setting belongs to the farm's organisation, else to its own."""
+        get = row.get if isinstance(row, dict) else lambda name: getattr(row, name, None)
+        farm, organization = get("farm"), get("organization")
+        if farm is not None:
+            return int(farm.organization_id)
+        return None if organization is None else int(organization.pk)
 
     def get_queryset(self) -> QuerySet[ReminderSetting]:
         return reminder_settings_visible(scope=request_scope(self.request))
@@ -104,6 +126,8 @@ class ReportSubscriptionViewSet(_WritableScopedViewSet):
     serializer_class = ReportSubscriptionSerializer
     queryset = ReportSubscription.objects.none()
     filterset_class = ReportSubscriptionFilter
+    required_roles = {**_CONFIGURED, "run": Need.OPERATE}
+    organization_path = "farm.organization_id"
 
     def get_queryset(self) -> QuerySet[ReportSubscription]:
         rows = scope_filter(

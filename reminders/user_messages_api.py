@@ -1,6 +1,7 @@
 """``/api/v1/user-messages/``: a user schedules a message to a farm's people (list, detail,
 create, patch, ``POST …/cancel/``). Rows are scoped to the caller's organisations (another
-organisation's message is a 404); writes need an admin of the farm's organisation; every POST
+organisation's message is a 404); writes need the ``operator`` role in the farm's
+organisation (``required_roles``); every POST
 honours ``Idempotency-Key``. Writes go through the user-message services, whose refusals are
 400s on the field they name."""
 
@@ -29,10 +30,11 @@ from common.api import (
     ScopedViewSet,
     idempotent_post,
     request_scope,
-    require_org_admin,
 )
 from common.errors import Conflict
 from common.filters import IdFilter
+from common.permissions import require_organization
+from common.roles import Need
 from common.serializers import FixedFieldsMixin, StrictIntegerField, StrictModelSerializer
 from common.tenancy import OrgScope, scope_filter
 from devices.selectors import farms_visible
@@ -197,6 +199,14 @@ class UserMessageViewSet(ScopedViewSet):
     serializer_class = UserMessageSerializer
     queryset = UserMessage.objects.none()
     filterset_class = UserMessageFilter
+    required_roles = {
+        "list": Need.READ,
+        "retrieve": Need.READ,
+        "create": Need.OPERATE,
+        "partial_update": Need.OPERATE,
+        "cancel": Need.OPERATE,
+    }
+    organization_path = "farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[UserMessage]:
         rows = UserMessage.objects.select_related("farm").prefetch_related(
@@ -218,7 +228,7 @@ class UserMessageViewSet(ScopedViewSet):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         farm = data.pop("farm")
-        require_org_admin(request, farm.organization_id)
+        require_organization(request, self, farm.organization_id)
         with _refusals():
             message = user_message_create(
                 farm_id=farm.pk, author_id=request.user.pk, now=timezone.now(), **data
@@ -234,7 +244,6 @@ class UserMessageViewSet(ScopedViewSet):
         """Subject, text, recipients, channels: pending sends keep their rows and send what
         the message says then. The schedule: pending sends move to their new instants."""
         message = self.get_object()
-        require_org_admin(request, message.farm.organization_id)
         body = UserMessageUpdateSerializer(
             message, data=request.data, partial=True, context=self._context()
         )
@@ -253,7 +262,6 @@ class UserMessageViewSet(ScopedViewSet):
 
     def _cancel(self, request: Request) -> Response:
         message = self.get_object()
-        require_org_admin(request, message.farm.organization_id)
         user_message_cancel(message_id=message.pk, now=timezone.now())
         return Response(self.get_serializer(self.get_queryset().get(pk=message.pk)).data)
 

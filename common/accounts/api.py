@@ -17,9 +17,12 @@ from rest_framework.views import APIView
 from common.accounts.selectors import api_token_of_user
 from common.accounts.serializers import ApiTokenSerializer, IssuedTokenSerializer
 from common.accounts.services import api_token_issue
+from common.roles import Need
 
 
 class ApiTokenApi(APIView):
+    required_roles = {"get": Need.SIGNED_IN}  # the caller's own token
+
     @extend_schema(
         responses={200: ApiTokenSerializer, 404: OpenApiResponse(description="no token yet")}
     )
@@ -31,6 +34,8 @@ class ApiTokenApi(APIView):
 
 
 class ApiTokenRotateApi(APIView):
+    required_roles = {"post": Need.SIGNED_IN}
+
     @extend_schema(request=None, responses={201: IssuedTokenSerializer})
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Issue the caller a new key (their first, or in place of the current one)."""

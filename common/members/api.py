@@ -1,7 +1,8 @@
 """Organisations and members over the REST API (``/api/v1/organizations/``,
-``/api/v1/members/``). Anyone signed in lists the organisations they belong to and their
-members; an organisation's admin adds, re-roles and removes its members; only a superuser
-creates organisations. Another organisation's rows are a 404, a member's write a 403."""
+``/api/v1/members/``). A viewer lists the organisations they belong to and their members;
+an organisation's admin adds, re-roles and removes its members; only a superuser creates
+organisations (``required_roles``). Another organisation's rows are a 404, a write the role
+does not allow a 403."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db.models import QuerySet
 from django.urls import include, path
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -21,9 +22,7 @@ from common.api import (
     IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
     idempotent_post,
-    request_admin_scope,
     request_scope,
-    require_org_admin,
 )
 from common.filters import IdFilter
 from common.members.selectors import members_visible, organizations_visible
@@ -41,6 +40,8 @@ from common.members.services import (
     organization_create,
 )
 from common.models import Organization, OrganizationMember
+from common.permissions import require_organization
+from common.roles import Need
 from common.tenancy import OrgScope
 
 
@@ -51,6 +52,7 @@ def _field_error(exc: MembershipRefused) -> ValidationError:
 class OrganizationViewSet(ScopedViewSet):
     serializer_class = OrganizationSerializer
     queryset = Organization.objects.none()
+    required_roles = {"list": Need.READ, "retrieve": Need.READ, "create": Need.SUPERUSER}
 
     def scoped(self, scope: OrgScope) -> QuerySet[Organization]:
         return organizations_visible(scope=scope)
@@ -65,8 +67,6 @@ class OrganizationViewSet(ScopedViewSet):
         return idempotent_post(request, lambda: self._create(request))
 
     def _create(self, request: Request) -> Response:
-        if request_admin_scope(request) is not None:
-            raise PermissionDenied("Only a superuser creates organisations.")
         body = OrganizationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -88,14 +88,17 @@ class MemberViewSet(ScopedViewSet):
     serializer_class = MemberSerializer
     queryset = OrganizationMember.objects.none()
     filterset_class = MemberFilter
+    required_roles = {
+        "list": Need.READ,
+        "retrieve": Need.READ,
+        "create": Need.CONFIGURE,
+        "partial_update": Need.CONFIGURE,
+        "destroy": Need.CONFIGURE,
+    }
+    organization_path = "organization.pk"
 
     def scoped(self, scope: OrgScope) -> QuerySet[OrganizationMember]:
         return members_visible(scope=scope)
-
-    def _admin_object(self) -> OrganizationMember:
-        member: OrganizationMember = self.get_object()
-        require_org_admin(self.request, member.organization_id)
-        return member
 
     @extend_schema(
         request=MemberCreateSerializer,
@@ -110,7 +113,7 @@ class MemberViewSet(ScopedViewSet):
         body = MemberCreateSerializer(data=request.data, context=context)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        require_org_admin(request, data["organization"].pk)
+        require_organization(request, self, data["organization"].pk)
         try:
             member = member_add(
                 organization=data["organization"], user=data["user"], role=data["role"]
@@ -121,7 +124,7 @@ class MemberViewSet(ScopedViewSet):
 
     @extend_schema(request=MemberUpdateSerializer, responses=MemberSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        member = self._admin_object()
+        member: OrganizationMember = self.get_object()
         body = MemberUpdateSerializer(member, data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         if "role" in body.validated_data:
@@ -129,16 +132,16 @@ class MemberViewSet(ScopedViewSet):
                 member = member_role_change(
                     member=member,
                     role=body.validated_data["role"],
-                    by_superuser=request_admin_scope(request) is None,
+                    by_superuser=request.user.is_superuser,
                 )
             except MembershipRefused as exc:
                 raise _field_error(exc) from None
         return Response(MemberSerializer(member).data)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        member = self._admin_object()
+        member: OrganizationMember = self.get_object()
         try:
-            member_remove(member=member, by_superuser=request_admin_scope(request) is None)
+            member_remove(member=member, by_superuser=request.user.is_superuser)
         except MembershipRefused as exc:
             raise _field_error(exc) from None
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,18 +1,11 @@
-"""Reads of organisations and memberships, and who may write for which organisation."""
+"""Reads of organisations and memberships."""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
-from common.models import MemberRole, Organization, OrganizationMember
-from common.tenancy import OrgScope, organization_scope, scope_filter
-
-
-def organization_admin_scope(user: AbstractBaseUser | AnonymousUser) -> OrgScope:
-    """The organisations ``user`` may write for: all for a superuser, those they are an admin
-    of otherwise (none for anyone anonymous)."""
-    return organization_scope(user, role=MemberRole.ADMIN)
+from common.models import Organization, OrganizationMember
+from common.tenancy import OrgScope, scope_filter
 
 
 def organizations_visible(*, scope: OrgScope) -> QuerySet[Organization]:

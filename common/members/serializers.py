@@ -39,7 +39,7 @@ class MemberCreateSerializer(serializers.Serializer[Any]):
     organization = StrictPrimaryKeyRelatedField(queryset=Organization.objects.none())
     user = StrictPrimaryKeyRelatedField(queryset=User.objects.all(), required=False)
     username = StrictCharField(max_length=150, required=False)
-    role = serializers.ChoiceField(choices=MemberRole.choices, default=MemberRole.MEMBER)
+    role = serializers.ChoiceField(choices=MemberRole.choices, default=MemberRole.VIEWER)
 
     def get_fields(self) -> dict[str, Any]:
         fields: dict[str, Any] = super().get_fields()

@@ -318,7 +318,7 @@ def _throttle_rate(name: str, default: str) -> str:
 API_TOKEN_TTL_DAYS = env_float("API_TOKEN_TTL_DAYS", 365.0, minimum=0.0)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": API_AUTHENTICATION_CLASSES,
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["common.permissions.RoleMatrix"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("API_PAGE_SIZE", 50, minimum=1),
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -358,6 +358,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Farms, devices, rules, telemetry ingest, commands and their timelines.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its pages go through the API's role matrix too (open to anyone).
+    "SERVE_PERMISSIONS": ["common.permissions.RoleMatrix"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
