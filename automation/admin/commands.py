@@ -143,7 +143,7 @@ class CommandIntentAdmin(ReadOnlyAdmin):
         """The buttons a command's state allows; each posts the list's action for this row."""
         obj = self.get_object(request, object_id)
         buttons: list[tuple[str, str]] = []
-        if obj is not None and self.has_change_permission(request):
+        if obj is not None and self.has_operate_permission(request, obj):
             if obj.status in COMMAND_TERMINAL:
                 buttons.append(("retry", "Retry as a new command…"))
             else:

@@ -106,11 +106,12 @@ def manual_control_html(device: Device) -> SafeString:
 
 
 def _device(model_admin: Any, request: HttpRequest, object_id: str) -> Device:
-    """The device, if the user may see it (scoped, else 404) and change it (else 403)."""
+    """The device, if the user may see it (scoped, else 404) and operate it (the ``operator``
+    role in its organisation, else 403)."""
     device = model_admin.get_object(request, object_id)
     if device is None:
         raise Http404("no such device")
-    if not model_admin.has_change_permission(request, device):
+    if not model_admin.has_operate_permission(request, device):
         raise PermissionDenied
     return device
 

@@ -1,4 +1,6 @@
-"""Manual moves in the admin: an action that asks for a reason and calls a service."""
+"""Manual moves in the admin: an action that asks for a reason and calls a service. Such a
+move operates (the ``operator`` role, ``common.operate``): it is offered only to a user who
+may operate, and applied only to the selected rows of organisations where they may."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from django.contrib import messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+
+from common.roles import Need
 
 
 class ReasonForm(forms.Form):
@@ -30,6 +34,7 @@ def reason_action(
         modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any]
     ) -> TemplateResponse | None:
         form = ReasonForm(request.POST if "apply" in request.POST else None)
+        queryset = modeladmin.rows_meeting(request, Need.OPERATE, queryset)
         if form.is_valid():
             actor = request.user.get_username()
             done = sum(1 for row in queryset if apply(row, actor, form.cleaned_data["reason"]))
@@ -51,5 +56,5 @@ def reason_action(
 
     action.__name__ = name
     action.short_description = title  # type: ignore[attr-defined]
-    action.allowed_permissions = ("change",)  # type: ignore[attr-defined]
+    action.allowed_permissions = ("operate",)  # type: ignore[attr-defined]
     return action

@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import ForeignKey, Model, Q, QuerySet
 from django.http import HttpRequest
 
+from common.roles import OPERATE_PERMISSION, Need, roles_meeting
 from common.tenancy import org_path_of, organization_scope, scope_filter
 
 
@@ -125,9 +126,52 @@ def _references(obj: Model) -> list[tuple[ForeignKey[Any, Any], Any]]:
 class OrgScopedAdmin(OrgScopedChoices, admin.ModelAdmin):  # type: ignore[type-arg]
     """Rows reach their organisation through ``org_path``; without one (tables that carry no
     organisation yet) only superusers see rows. Choices, filters and saves are scoped (see the
-    module docstring)."""
+    module docstring).
+
+    The API's role matrix holds here too (``common.roles``): a staff group's permissions say
+    which pages and buttons a user has, the user's role in the row's organisation whether
+    they may use them there. Adding, changing and deleting configure (``admin``); actions
+    operate (``operator``, the ``common.operate`` permission)."""
 
     org_path: str | None = None
+    write_need = Need.CONFIGURE
+
+    def rows_meeting(self, request: HttpRequest, need: Need, rows: QuerySet[Any]) -> QuerySet[Any]:
+        """The rows of ``rows`` in organisations where the user's role meets ``need``."""
+        scope = organization_scope(request.user, roles=roles_meeting(need))
+        if scope is None:
+            return rows
+        if self.org_path is None:
+            return rows.none()
+        return scope_filter(rows, scope, self.org_path)
+
+    def _role_allows(self, request: HttpRequest, need: Need, obj: Any) -> bool:
+        if is_superuser(request):
+            return True
+        if obj is None:  # somewhere: the page and its buttons
+            return bool(organization_scope(request.user, roles=roles_meeting(need)))
+        rows = self.model._default_manager.filter(pk=obj.pk)
+        return self.rows_meeting(request, need, rows).exists()
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        allowed = super().has_add_permission(request, *args)
+        return allowed and self._role_allows(request, self.write_need, None)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_change_permission(request, obj)
+        return allowed and self._role_allows(request, self.write_need, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and self._role_allows(request, self.write_need, obj)
+
+    def has_operate_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Actions that move devices or work: retry, mark failed, cancel, hold, release."""
+        if is_superuser(request):
+            return True
+        if not request.user.has_perm(OPERATE_PERMISSION):
+            return False
+        return self._role_allows(request, Need.OPERATE, obj)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         rows = super().get_queryset(request)
@@ -183,8 +227,9 @@ class OrgScopedAdmin(OrgScopedChoices, admin.ModelAdmin):  # type: ignore[type-a
         super().save_related(request, form, formsets, change)
         if organization_scope(request.user) is None:
             return
-        if not self.get_queryset(request).filter(pk=form.instance.pk).exists():
-            raise PermissionDenied("the row would leave your organisations")
+        rows = self.get_queryset(request).filter(pk=form.instance.pk)
+        if not self.rows_meeting(request, self.write_need, rows).exists():
+            raise PermissionDenied("the row would leave the organisations you administer")
 
 
 class OrgScopedTabularInline(OrgScopedChoices, admin.TabularInline):  # type: ignore[type-arg]
@@ -231,5 +276,5 @@ class ReadOnlyAdmin(OrgScopedAdmin):
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Changelist actions need the change permission; an object page never saves fields.
+        # An object page never saves fields; rows move only through actions (operate).
         return obj is None and super().has_change_permission(request)
