@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
 
+from common.models import MemberRole
 from devtools.runtime import private_task_queues
 from tests.common.factories import OrganizationMemberFactory
 from tests.devices.factories import FarmKit, make_farm
@@ -75,10 +76,12 @@ class Tenant:
     user: User
 
 
-def make_tenant(name: str, *, staff: bool = True) -> Tenant:
+def make_tenant(name: str, *, staff: bool = True, role: str = MemberRole.ADMIN) -> Tenant:
+    """An organisation with a farm, and a user who runs it (its admin unless ``role`` says
+    otherwise: the role tests name theirs)."""
     kit = make_farm(prefix=name)
     user = User.objects.create_user(username=name, password="pw", is_staff=staff)
-    OrganizationMemberFactory(user=user, organization=kit.farm.organization)
+    OrganizationMemberFactory(user=user, organization=kit.farm.organization, role=role)
     return Tenant(kit=kit, user=user)
 
 

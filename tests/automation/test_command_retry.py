@@ -154,7 +154,7 @@ def test_api_retry_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> N
 def test_admin_retry_action_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     original = _expired(alpha.kit)
-    codenames = ["view_automationcommandintent", "change_automationcommandintent"]
+    codenames = ["view_automationcommandintent", "change_automationcommandintent", "operate"]
     alpha.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     client = Client()
     client.login(username="alpha", password="pw")

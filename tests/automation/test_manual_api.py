@@ -1,5 +1,5 @@
 """Manual control over the API and in the admin: ``POST /api/v1/endpoints/<id>/command/`` and
-``…/hold/cancel/`` need an admin of the endpoint's organisation, answer bad input with field
+``…/hold/cancel/`` need an operator of the endpoint's organisation, answer bad input with field
 errors in the documented shape and a retired device with a conflict, replay an
 ``Idempotency-Key``; the endpoint shows ``manual_hold_until``. The device's admin page sets a
 value and cancels a hold through the same service."""
@@ -120,11 +120,12 @@ def test_a_retired_device_is_a_conflict(tenants: tuple[Tenant, Tenant]) -> None:
     assert not AutomationCommandIntent.objects.exists()
 
 
-def test_a_member_may_not_and_another_organisation_cannot_see(
+def test_a_viewer_may_not_and_another_organisation_cannot_see(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, beta = tenants
-    member = token_client(alpha.user)  # a member, not an admin
+    OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.VIEWER)
+    member = token_client(alpha.user)  # a viewer: reads, does not operate
     body = {"value": True, "reason": "x"}
     assert _command(member, alpha.kit.io1.pk, body).status_code == 403
     assert _command(_admin(alpha), beta.kit.io1.pk, body).status_code == 404

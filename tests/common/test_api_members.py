@@ -52,7 +52,7 @@ def test_an_admin_adds_re_roles_and_removes_members(tenants: tuple[Tenant, Tenan
     by_name = client.post(
         "/api/v1/members/", {"organization": org, "username": "carol"}, format="json"
     )
-    assert by_name.status_code == 201 and by_name.json()["role"] == "member"
+    assert by_name.status_code == 201 and by_name.json()["role"] == "viewer"
     by_id = client.post(
         "/api/v1/members/",
         {"organization": org, "user": beta.user.pk, "role": "admin"},
@@ -72,8 +72,9 @@ def test_an_admin_adds_re_roles_and_removes_members(tenants: tuple[Tenant, Tenan
     assert sorted(m["username"] for m in listed) == ["alpha", "beta"]
 
 
-def test_a_member_reads_but_does_not_write(tenants: tuple[Tenant, Tenant]) -> None:
+def test_a_viewer_reads_but_does_not_write(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
+    OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.VIEWER)
     client = token_client(alpha.user)
     org = alpha.kit.farm.organization_id
     mine = _membership(alpha).pk
@@ -85,7 +86,7 @@ def test_a_member_reads_but_does_not_write(tenants: tuple[Tenant, Tenant]) -> No
         client.delete(f"/api/v1/members/{mine}/"),
     ]
     assert [w.status_code for w in writes] == [403, 403, 403]
-    assert _membership(alpha).role == MemberRole.MEMBER
+    assert _membership(alpha).role == MemberRole.VIEWER
 
 
 def test_another_organisations_members_are_not_there(tenants: tuple[Tenant, Tenant]) -> None:
@@ -106,7 +107,7 @@ def test_the_last_admin_stays(tenants: tuple[Tenant, Tenant]) -> None:
     _make_admin(alpha)
     client = token_client(alpha.user)
     mine = _membership(alpha).pk
-    demoted = client.patch(f"/api/v1/members/{mine}/", {"role": "member"}, format="json")
+    demoted = client.patch(f"/api/v1/members/{mine}/", {"role": "viewer"}, format="json")
     assert demoted.status_code == 400 and "role" in demoted.json()["fields"]
     assert client.delete(f"/api/v1/members/{mine}/").status_code == 400
     assert _membership(alpha).role == MemberRole.ADMIN

@@ -46,6 +46,12 @@ def admin(tenant: Tenant) -> APIClient:
     return token_client(tenant.user)
 
 
+def viewer(tenant: Tenant) -> APIClient:
+    """The tenant's user as a viewer of its organisation: reads, never writes."""
+    OrganizationMember.objects.filter(user=tenant.user).update(role=MemberRole.VIEWER)
+    return token_client(tenant.user)
+
+
 def _fields(response: Any, status: int = 400) -> dict[str, Any]:
     assert response.status_code == status, response.content
     body = response.json()
@@ -99,7 +105,7 @@ def test_a_farm_needs_a_known_zone_and_a_free_name(tenants: tuple[Tenant, Tenant
 
 def test_farm_writes_need_an_admin_of_that_organisation(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, beta = tenants
-    member = token_client(alpha.user)  # a member, not an admin
+    member = viewer(alpha)
     org = alpha.kit.farm.organization_id
     refused = member.post("/api/v1/farms/", {"organization": org, "name": "X"})
     assert refused.status_code == 403 and refused.json()["code"] == "permission_denied"
@@ -209,7 +215,7 @@ def test_only_admins_change_profiles_and_not_another_organisations(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, beta = tenants
-    member = token_client(alpha.user)
+    member = viewer(alpha)
     mine = {"organization": _org(alpha), "name": "P"}
     assert member.post("/api/v1/profiles/", mine, format="json").status_code == 403
     client = admin(alpha)
@@ -301,7 +307,7 @@ def test_device_create_checks_the_farm_and_profile_scope(tenants: tuple[Tenant, 
     their_profile = {**_device_body(alpha), "profile": beta.kit.sensor.profile_id}
     assert "profile" in _fields(client.post("/api/v1/devices/", their_profile, format="json"))
     member = token_client(alpha.user)
-    OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.MEMBER)
+    OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.VIEWER)
     assert member.post("/api/v1/devices/", _device_body(alpha), format="json").status_code == 403
 
 
@@ -359,7 +365,7 @@ def test_status_moves_go_through_the_status_service(tenants: tuple[Tenant, Tenan
     assert "status" in _fields(client.post(url, {"status": "bogus"}, format="json"))
     theirs = f"/api/v1/devices/{beta.kit.actuator.pk}/status/"
     assert client.post(theirs, {"status": "retired"}, format="json").status_code == 404
-    member = token_client(beta.user)
+    member = viewer(beta)
     assert member.post(theirs, {"status": "retired"}, format="json").status_code == 403
     assert Device.objects.get(pk=beta.kit.actuator.pk).status == DeviceStatus.ACTIVE
 
@@ -396,7 +402,7 @@ def test_an_admin_configures_a_devices_endpoint(tenants: tuple[Tenant, Tenant]) 
     assert "last_value" in _fields(client.patch(url, {"last_value": 1}, format="json"))
     theirs = f"/api/v1/endpoints/{beta.kit.io1.pk}/"
     assert client.patch(theirs, {"is_enabled": False}, format="json").status_code == 404
-    beta_member = token_client(beta.user)
+    beta_member = viewer(beta)
     assert beta_member.patch(theirs, {"is_enabled": False}, format="json").status_code == 403
 
 

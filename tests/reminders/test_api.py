@@ -244,7 +244,7 @@ def test_admin_lists_render_scoped_and_retry_needs_a_reason(
     client: Client, tenants: tuple[Tenant, Tenant]
 ) -> None:
     alpha, beta = tenants
-    codenames = [*ADMIN_PAGES.values(), "change_notification"]
+    codenames = [*ADMIN_PAGES.values(), "change_notification", "operate"]
     alpha.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     mine, theirs = _resources(alpha), _resources(beta)
     _document(alpha.kit.farm, "alpha-insurance")

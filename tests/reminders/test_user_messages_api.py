@@ -120,7 +120,7 @@ def test_another_organisation_sees_nothing_and_members_only_read(tenants, alpha)
     assert other.get(URL).json()["results"] == []
     refused = other.post(URL, _body(alpha), format="json")
     assert refused.status_code == 400 and "farm" in refused.json()["fields"]
-    OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.MEMBER)
+    OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.VIEWER)
     reader = token_client(alpha.user)
     assert reader.get(URL, {"status": "active"}).json()["results"][0]["id"] == made["id"]
     assert reader.post(f"{URL}{made['id']}/cancel/").status_code == 403

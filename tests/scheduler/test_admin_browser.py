@@ -43,7 +43,7 @@ class DoneHandler:
 def _support_user() -> Tenant:
     """A staff member of the farm's organisation who may view and change scheduler rows."""
     tenant = make_tenant("support")
-    codenames = ["view_automationscheduler", "change_automationscheduler"]
+    codenames = ["view_automationscheduler", "change_automationscheduler", "operate"]
     tenant.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     return tenant
 

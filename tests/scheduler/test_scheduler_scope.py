@@ -49,7 +49,7 @@ def test_staff_sees_only_their_organisations_scheduler_rows(
     mine = _row("report-subscription:mine:manual:1", alpha.kit.farm)
     theirs = _row("report-subscription:theirs:manual:1", beta.kit.farm)
     orphan = _row("report-subscription:orphan:manual:1")
-    codenames = ["view_automationscheduler", "change_automationscheduler"]
+    codenames = ["view_automationscheduler", "change_automationscheduler", "operate"]
     alpha.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     client.login(username="alpha", password="pw")
     page = client.get(SCHEDULER_URL)
