@@ -21,6 +21,8 @@ class AutomationConfig(AppConfig):
             dispatch_uid="farm-metrics-transition",
         )
         metrics_gauges_register("automation", execution_core_gauges)
+        from automation.retention import automation_retention_register
         from automation.scheduler_handlers import scheduler_handlers_register
 
         scheduler_handlers_register()
+        automation_retention_register()

@@ -6,10 +6,28 @@ from celery import shared_task
 from django.utils import timezone
 
 from common.api import idempotency_records_prune
+from common.retention import retention_prune
 from config.celery import DB_RETRY, routed_to
+from config.metrics import RETENTION_PRUNED
 
 
 @shared_task(name="common.idempotency_records_prune", **routed_to("scheduler"), **DB_RETRY)
 def idempotency_records_prune_task() -> int:
     """Expired Idempotency-Key records, in bounded batches; the next run takes any rest."""
     return idempotency_records_prune(now=timezone.now())
+
+
+@shared_task(
+    name="common.retention_prune",
+    **routed_to("scheduler"),
+    **DB_RETRY,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def retention_prune_task() -> dict[str, int]:
+    """Rows past their table's retention, in bounded batches; the next run takes any rest."""
+
+    def counted(label: str, deleted: int) -> None:
+        RETENTION_PRUNED.labels(table=label).inc(deleted)
+
+    return retention_prune(now=timezone.now(), on_batch=counted).deleted

@@ -51,6 +51,10 @@ def beat_schedule() -> dict[str, BeatEntry]:
             "common.idempotency_records_prune",
             float(settings.API_IDEMPOTENCY_PRUNE_INTERVAL_S),
         ),
+        # Every append-only table past its RETENTION_*_DAYS, in bounded batches.
+        "retention-prune": BeatEntry(
+            "common.retention_prune", float(settings.RETENTION_PRUNE_INTERVAL_S)
+        ),
         # Execution trace records and blobs past SCHEDULER_TRACE_RETENTION_DAYS, bounded.
         "automation-scheduler-trace-prune": BeatEntry(
             "automation.scheduler_trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)

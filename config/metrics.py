@@ -88,6 +88,11 @@ DEVICE_MESSAGE_REJECTIONS = Counter(
     "recorded as a DeviceMessageRejection row (a bridge drop row counts every message it sums).",
     ["kind", "reason"],
 )
+RETENTION_PRUNED = Counter(
+    "farm_retention_pruned_rows_total",
+    "Rows deleted past their table's retention (common.retention), by table.",
+    ["table"],
+)
 ACK_LATENCY = Histogram(
     "farm_command_ack_latency_seconds",
     "From the attempt's dispatch to the device's ack.",

@@ -11,7 +11,9 @@ class EventsConfig(AppConfig):
         types, then each app's ``event_handlers`` module, where handlers register."""
         import events.event_types  # noqa: F401
         from config.metrics import metrics_gauges_register
+        from events.retention import events_retention_register
         from events.selectors import dead_letter_gauges
 
         autodiscover_modules("event_handlers")
         metrics_gauges_register("events", dead_letter_gauges)
+        events_retention_register()

@@ -20,6 +20,7 @@ from config.env import (
     mqtt_from_env,
 )
 from config.env_email import email_from_env
+from config.env_retention import retention_from_env
 from config.env_trace import TRACE_STORAGE_ALIAS, trace_database_from_env, trace_storage_from_env
 from config.logging import log_format_from_env, log_level_from_env, logging_settings
 
@@ -353,17 +354,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # a telemetry batch of 500 messages n
 # How long an Idempotency-Key replays its first response; beat prunes older records.
 API_IDEMPOTENCY_TTL_S = env_int("API_IDEMPOTENCY_TTL_S", 24 * 3600, minimum=60)
 API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S", 3600.0, minimum=1)
-# How long each append-only table keeps its rows, in days (README "Retention"): beat prunes
-# older rows in bounded batches, never one a live row still needs. Dead letters stay until
-# handled; hourly rollups outlive the raw readings they summarise.
-RETENTION_TELEMETRY_DAYS = env_int("RETENTION_TELEMETRY_DAYS", 30, minimum=1)
-RETENTION_ENDPOINT_EVENTS_DAYS = env_int("RETENTION_ENDPOINT_EVENTS_DAYS", 30, minimum=1)
-RETENTION_REJECTIONS_DAYS = env_int("RETENTION_REJECTIONS_DAYS", 14, minimum=1)
-RETENTION_EXECUTIONS_DAYS = env_int("RETENTION_EXECUTIONS_DAYS", 180, minimum=1)
-RETENTION_COMMANDS_DAYS = env_int("RETENTION_COMMANDS_DAYS", 180, minimum=1)
-RETENTION_NOTIFICATIONS_DAYS = env_int("RETENTION_NOTIFICATIONS_DAYS", 180, minimum=1)
-RETENTION_EVENT_INBOX_DAYS = env_int("RETENTION_EVENT_INBOX_DAYS", 30, minimum=1)
-RETENTION_ROLLUPS_DAYS = env_int("RETENTION_ROLLUPS_DAYS", 730, minimum=1)
+# How long each append-only table keeps its rows (config/env_retention.py, README "Retention").
+globals().update(retention_from_env())
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Farm Automation Core API",

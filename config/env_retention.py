@@ -1,0 +1,29 @@
+"""How long each append-only table keeps its rows, in days, from the environment: beat
+prunes older rows in bounded batches (``common.retention``), never one a live row still
+needs. Dead letters stay until handled; hourly rollups outlive the raw readings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from config.env import env_int
+
+# setting -> (default days, what it keeps)
+RETENTION_DEFAULTS: dict[str, tuple[int, str]] = {
+    "RETENTION_TELEMETRY_DAYS": (30, "raw telemetry"),
+    "RETENTION_ENDPOINT_EVENTS_DAYS": (30, "endpoint events"),
+    "RETENTION_REJECTIONS_DAYS": (14, "rejected device messages"),
+    "RETENTION_EXECUTIONS_DAYS": (180, "rule executions"),
+    "RETENTION_COMMANDS_DAYS": (180, "ended commands with their transitions and receipts"),
+    "RETENTION_NOTIFICATIONS_DAYS": (180, "final notifications with their attempts"),
+    "RETENTION_EVENT_INBOX_DAYS": (30, "the delivered event inbox"),
+    "RETENTION_ROLLUPS_DAYS": (730, "hourly rollups per endpoint"),
+}
+
+
+def retention_from_env() -> dict[str, Any]:
+    """Every ``RETENTION_*_DAYS``, at least 1 (read through ``getattr`` by ``common.retention``,
+    so each table's setting is named in one place)."""
+    return {
+        name: env_int(name, default, minimum=1) for name, (default, _) in RETENTION_DEFAULTS.items()
+    }
