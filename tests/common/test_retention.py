@@ -213,3 +213,13 @@ def test_statements_per_command_batch_do_not_grow(tenants: tuple[Tenant, Tenant]
         assert result.deleted["automation.AutomationCommandIntent"] == n
         counts.append(len(queries.captured_queries))
     assert counts[0] == counts[1], counts
+
+
+def test_the_readme_lists_every_retention_with_its_default() -> None:
+    from pathlib import Path
+
+    from config.env_retention import RETENTION_DEFAULTS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for name, (days, _) in RETENTION_DEFAULTS.items():
+        assert f"| `{name}` | {days} |" in readme, name
