@@ -29,6 +29,8 @@ class EventInbox(models.Model):
                 fields=["handler", "idempotency_key"], name="event_inbox_once_per_handler"
             )
         ]
+        # The retention prune's oldest-first scan (common.retention).
+        indexes = [models.Index(fields=["processed_at"], name="event_inbox_processed")]
 
     def __str__(self) -> str:
         return f"{self.handler}:{self.idempotency_key}"

@@ -220,6 +220,8 @@ class Notification(models.Model):
                 name="notification_sending_lease",
             ),
             models.Index(fields=["farm", "created_at"], name="notification_farm_created"),
+            # The retention prune's oldest-first scan (common.retention).
+            models.Index(fields=["created_at"], name="notification_created"),
         ]
 
     def __str__(self) -> str:
