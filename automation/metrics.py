@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.services.cooldown import command_cooldowns_cooling
 from automation.states import COMMAND_LIVE, EventStatus
+from devices.selectors import telemetry_rollup_lag_s
 
 
 def execution_core_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
@@ -36,3 +37,10 @@ def execution_core_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
     )
     cooling.add_metric([], command_cooldowns_cooling(now=now).count())
     yield cooling
+    lag = GaugeMetricFamily(
+        "farm_telemetry_rollup_lag_seconds",
+        "Seconds since the latest instant up to which every stored telemetry row is in the "
+        "hourly rollups (one to two TELEMETRY_ROLLUP_INTERVAL_S while the job keeps up).",
+    )
+    lag.add_metric([], telemetry_rollup_lag_s(now=now))
+    yield lag

@@ -55,6 +55,11 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "retention-prune": BeatEntry(
             "common.retention_prune", float(settings.RETENTION_PRUNE_INTERVAL_S)
         ),
+        # New telemetry folded into hourly rollups behind a watermark, rollups past
+        # RETENTION_ROLLUPS_DAYS pruned; bounded batches, a concurrent run steps aside.
+        "telemetry-rollups-advance": BeatEntry(
+            "devices.telemetry_rollups_advance", float(settings.TELEMETRY_ROLLUP_INTERVAL_S)
+        ),
         # Execution trace records and blobs past SCHEDULER_TRACE_RETENTION_DAYS, bounded.
         "automation-scheduler-trace-prune": BeatEntry(
             "automation.scheduler_trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)

@@ -157,6 +157,9 @@ COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
 # skewed clocks and longer offline backlogs; narrower guards "latest reading wins" harder.
 TELEMETRY_MAX_FUTURE_S = env_float("TELEMETRY_MAX_FUTURE_S", 300.0)
 TELEMETRY_MAX_AGE_S = env_float("TELEMETRY_MAX_AGE_S", 7 * 24 * 3600.0, minimum=1.0)
+# How often beat folds newly stored telemetry into the hourly rollups (devices.services.rollups):
+# rollups trail raw telemetry by one to two of these intervals.
+TELEMETRY_ROLLUP_INTERVAL_S = env_float("TELEMETRY_ROLLUP_INTERVAL_S", 60.0, minimum=1.0)
 
 # --- Logging: structured lines (docs/spec.md §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)

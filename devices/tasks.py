@@ -1,0 +1,23 @@
+"""Celery tasks of the devices app: call one service, own retries and time limits only."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from config.celery import DB_RETRY, routed_to
+from devices.services.rollups import telemetry_rollups_advance
+
+
+# On the housekeeping queue with the other prunes, not ``ingest``: a run may take its whole
+# budget, and an ingest worker's slot is worth a reading's latency to the rules.
+@shared_task(
+    name="devices.telemetry_rollups_advance",
+    **routed_to("scheduler"),
+    **DB_RETRY,
+    soft_time_limit=60,
+    time_limit=90,
+)
+def telemetry_rollups_advance_task() -> int:
+    """Telemetry stored since the last run into hourly rollups, in bounded batches (the next
+    run takes any rest); the number of telemetry rows folded in."""
+    return telemetry_rollups_advance().telemetry_rows
