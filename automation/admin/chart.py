@@ -1,9 +1,14 @@
-"""The last 24 h of a device's endpoint values as a server-rendered inline SVG (no script, no
-library): one panel per endpoint from its endpoint events (``AutomationEndpointEvent``, the
-normalised readings), the commands sent to it as marks coloured by how they ended. Readings
-are downsampled to at most ``MAX_BUCKETS`` buckets per endpoint, each keeping its lowest and
-highest value, so a spike survives and the markup stays bounded; two queries whatever the
-number of readings."""
+"""A device's endpoint values over a window (the last 24 h by default) as a server-rendered
+inline SVG (no script, no library): one panel per endpoint, the commands sent to it as marks
+coloured by how they ended. Readings are downsampled to at most ``MAX_BUCKETS`` buckets per
+endpoint, each keeping its lowest and highest value, so a spike survives and the markup stays
+bounded; three queries whatever the number of readings.
+
+A window shorter than ``ROLLUPS_FROM`` reads the endpoint events (``AutomationEndpointEvent``,
+the normalised readings); a longer one reads the hourly rollups (``TelemetryRollup``): its
+buckets are an hour or wider, so each hour's lowest and highest reading lose nothing the chart
+shows, and rollups outlive the raw readings (pruned after ``RETENTION_ENDPOINT_EVENTS_DAYS``).
+Enum endpoints are not rolled up: their panels are empty over a long window."""
 
 from __future__ import annotations
 
@@ -17,9 +22,11 @@ from django.utils.safestring import SafeString, mark_safe
 from automation.models import AutomationCommandIntent, AutomationEndpointEvent
 from automation.states import CommandStatus
 from devices.models import Device, DeviceInstanceEndpoint, EndpointDataType
+from devices.selectors import endpoint_rollups_hourly
 
 WINDOW = timedelta(hours=24)
-MAX_BUCKETS = 96  # 15-minute buckets over the window: at most 2 points each per series
+MAX_BUCKETS = 96  # 15-minute buckets over 24 h: at most 2 points each per series
+ROLLUPS_FROM = timedelta(hours=MAX_BUCKETS)  # buckets of an hour or more: hourly rollups
 MAX_MARKS = 200
 WIDTH, PANEL_H, PAD_L, PAD_R, GAP = 640, 70, 110, 10, 18
 MARK_COLOURS: dict[str, str] = {
@@ -64,9 +71,11 @@ def _y(series: Series, value: Any) -> float | None:
     return float(series.categories.index(value))
 
 
-def _bucketed(series: Series, rows: list[tuple[datetime, Any]], start: datetime) -> None:
+def _bucketed(
+    series: Series, rows: list[tuple[datetime, Any]], start: datetime, window: timedelta
+) -> None:
     """Keep each bucket's lowest and highest reading, in time order."""
-    width = WINDOW / MAX_BUCKETS
+    width = window / MAX_BUCKETS
     buckets: dict[int, list[tuple[datetime, float]]] = {}
     for at, value in rows:
         y = _y(series, value)
@@ -85,19 +94,19 @@ def _bucketed(series: Series, rows: list[tuple[datetime, Any]], start: datetime)
     series.points = [p for key in sorted(buckets) for p in sorted(buckets[key])]
 
 
-def device_chart_data(*, device: Device, now: datetime) -> tuple[list[Series], list[Mark]]:
-    """The device's endpoints with their downsampled readings and the commands sent to them
-    in the 24 h before ``now``: three queries, however many readings."""
-    start = now - WINDOW
-    endpoints = list(
-        DeviceInstanceEndpoint.objects.filter(device=device)
-        .select_related("profile_endpoint")
-        .order_by("profile_endpoint__key")
-    )
-    series = {
-        e.pk: Series(e.pk, e.profile_endpoint.key, e.profile_endpoint.data_type) for e in endpoints
-    }
+def _readings(
+    series: dict[int, Series], start: datetime, now: datetime, window: timedelta
+) -> dict[int, list[tuple[datetime, Any]]]:
+    """Each endpoint's readings in time order: the raw events, or for a long window each
+    hour's lowest and highest from its rollup (at the middle of the hour, bool as bool)."""
     readings: dict[int, list[tuple[datetime, Any]]] = {pk: [] for pk in series}
+    if window >= ROLLUPS_FROM:
+        hourly = endpoint_rollups_hourly(endpoint_ids=list(series), start=start, end=now)
+        for endpoint_id, hour, low, high in hourly:
+            typed = bool if series[endpoint_id].data_type == EndpointDataType.BOOL else float
+            at = hour + timedelta(minutes=30)
+            readings[endpoint_id] += [(at, typed(low)), (at, typed(high))]
+        return readings
     events = AutomationEndpointEvent.objects.filter(
         device_instance_endpoint_id__in=list(series),
         event_timestamp__gte=start,
@@ -107,8 +116,26 @@ def device_chart_data(*, device: Device, now: datetime) -> tuple[list[Series], l
         "device_instance_endpoint_id", "event_timestamp", "normalized_value"
     ).iterator(chunk_size=2000):
         readings[endpoint_id].append((at, value))
+    return readings
+
+
+def device_chart_data(
+    *, device: Device, now: datetime, window: timedelta = WINDOW
+) -> tuple[list[Series], list[Mark]]:
+    """The device's endpoints with their downsampled readings and the commands sent to them
+    in the ``window`` before ``now``: three queries, however many readings."""
+    start = now - window
+    endpoints = list(
+        DeviceInstanceEndpoint.objects.filter(device=device)
+        .select_related("profile_endpoint")
+        .order_by("profile_endpoint__key")
+    )
+    series = {
+        e.pk: Series(e.pk, e.profile_endpoint.key, e.profile_endpoint.data_type) for e in endpoints
+    }
+    readings = _readings(series, start, now, window)
     for pk, one in series.items():
-        _bucketed(one, readings[pk], start)
+        _bucketed(one, readings[pk], start, window)
     intents = AutomationCommandIntent.objects.filter(
         target_device=device, created_at__gte=start, created_at__lte=now
     ).order_by("-created_at", "-pk")[:MAX_MARKS]
@@ -129,12 +156,14 @@ def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _panel(index: int, series: Series, marks: list[Mark], start: datetime) -> SafeString:
+def _panel(
+    index: int, series: Series, marks: list[Mark], start: datetime, window: timedelta
+) -> SafeString:
     top = index * (PANEL_H + GAP) + GAP
     plot_w = WIDTH - PAD_L - PAD_R
 
     def x(at: datetime) -> float:
-        return PAD_L + max(0.0, min(1.0, (at - start) / WINDOW)) * plot_w
+        return PAD_L + max(0.0, min(1.0, (at - start) / window)) * plot_w
 
     ys = [y for _, y in series.points]
     low, high = (min(ys), max(ys)) if ys else (0.0, 1.0)
@@ -192,25 +221,33 @@ def _axis_labels(series: Series, low: float, high: float) -> tuple[str, str]:
     return f"{high:g}", f"{low:g}"
 
 
-def chart_svg(series: list[Series], marks: list[Mark], *, now: datetime) -> SafeString:
-    """One panel per series over the 24 h before ``now``, the time axis at the bottom."""
+def _window_shown(window: timedelta) -> str:
+    hours = window / timedelta(hours=1)
+    return f"{hours:g} h" if hours <= 48 else f"{hours / 24:g} d"
+
+
+def chart_svg(
+    series: list[Series], marks: list[Mark], *, now: datetime, window: timedelta = WINDOW
+) -> SafeString:
+    """One panel per series over the ``window`` before ``now``, the time axis at the bottom."""
     if not series:
         return mark_safe("<p>No endpoints.</p>")
-    start = now - WINDOW
+    start = now - window
     height = len(series) * (PANEL_H + GAP) + GAP + 14
     panels = format_html_join(
-        "", "{}", ((_panel(i, s, marks, start),) for i, s in enumerate(series))
+        "", "{}", ((_panel(i, s, marks, start, window),) for i, s in enumerate(series))
     )
+    tick = "%H:%M" if window <= timedelta(hours=48) else "%m-%d"
     axis = format_html_join(
         "",
         '<text x="{}" y="{}" font-size="10" text-anchor="middle">{}</text>',
         (
             (
-                f"{PAD_L + h / 24 * (WIDTH - PAD_L - PAD_R):.1f}",
+                f"{PAD_L + q / 4 * (WIDTH - PAD_L - PAD_R):.1f}",
                 height - 2,
-                f"{start + timedelta(hours=h):%H:%M}",
+                f"{start + window * q / 4:{tick}}",
             )
-            for h in range(0, 25, 6)
+            for q in range(5)
         ),
     )
     return format_html(
@@ -219,7 +256,7 @@ def chart_svg(series: list[Series], marks: list[Mark], *, now: datetime) -> Safe
         "<title>{title}</title>{panels}{axis}</svg>",
         w=WIDTH,
         h=height,
-        title="endpoint values and commands, last 24 h (UTC)",
+        title=f"endpoint values and commands, last {_window_shown(window)} (UTC)",
         panels=panels,
         axis=axis,
     )
