@@ -1,6 +1,14 @@
 """The farm's automation summary for a period: commands by final state, uncertain commands,
-devices with the most timeouts, reminders sent. Built at execution time from the ledger
-(never stored on the scheduler row) and handed over as a rendered body plus a CSV."""
+devices with the most timeouts, reminders sent, and each endpoint's readings. Built at
+execution time from the ledger (never stored on the scheduler row) and handed over as a
+rendered body plus a CSV.
+
+Readings always come from the hourly rollups, never the raw telemetry: a period is days
+long, so one grouped read of at most 24 rows per endpoint and day replaces reading every
+reading, and a report of a period whose raw telemetry is pruned says the same as one run
+the day after. They cover the UTC hours starting in the period (a zone offset by a half
+hour shifts the span by that half hour) and miss readings stored in the last minute or two
+before the run (``devices.services.rollups``)."""
 
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from django.db.models import Count
 from automation.models import AutomationCommandIntent, DeviceCommandReceipt, ReceiptType
 from automation.states import CommandStatus
 from devices.models import Farm
+from devices.selectors import EndpointReadings, farm_readings_summary
 from reminders.models import ReminderOccurrence
 from reminders.services.reports.periods import ReportPeriod
 from scheduler.models import AutomationScheduler, AutomationType
@@ -45,6 +54,7 @@ class FarmReport:
     uncertain: list[UncertainCommand] = field(default_factory=list)
     timeout_devices: list[tuple[str, int]] = field(default_factory=list)
     reminders_sent: int = 0
+    readings: list[EndpointReadings] = field(default_factory=list)
 
     @property
     def commands_total(self) -> int:
@@ -82,6 +92,7 @@ def farm_report_build(*, farm_id: int, period: ReportPeriod) -> FarmReport:
         ],
         timeout_devices=_timeout_devices(farm_id, span),
         reminders_sent=_reminders_sent(farm_id, span),
+        readings=farm_readings_summary(farm_id=farm_id, start=span[0], end=span[1]),
     )
 
 
@@ -135,6 +146,18 @@ def farm_report_context(report: FarmReport) -> dict[str, Any]:
         ],
         "timeout_devices": [{"serial": s, "timeouts": n} for s, n in report.timeout_devices],
         "reminders_sent": report.reminders_sent,
+        "readings": [
+            {
+                "device_serial": r.device_serial,
+                "endpoint_key": r.key,
+                "data_type": r.data_type,
+                "count": r.count,
+                "min": r.minimum,
+                "avg": r.average,
+                "max": r.maximum,
+            }
+            for r in report.readings
+        ],
     }
 
 
@@ -160,4 +183,9 @@ def farm_report_csv(report: FarmReport) -> str:
     for serial, n in report.timeout_devices:
         writer.writerow(["timeouts_by_device", serial, n])
     writer.writerow(["reminders", "sent", report.reminders_sent])
+    for r in report.readings:
+        name = f"{r.device_serial}/{r.key}"
+        writer.writerow(["readings_count", name, r.count])
+        for stat, value in (("min", r.minimum), ("avg", r.average), ("max", r.maximum)):
+            writer.writerow([f"readings_{stat}", name, f"{value:.6g}"])
     return out.getvalue()
