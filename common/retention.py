@@ -34,14 +34,18 @@ PRUNE_BUDGET_S = 20.0  # per run, so a run never outlives its beat period
 @dataclass(frozen=True)
 class Retention:
     """``label`` (``"app.Model"``) keeps rows for ``settings.<setting>`` days after
-    ``time_field``; ``prunable`` narrows to rows whose state allows it; ``children`` are the
-    labels of tables whose rows go with their parent."""
+    ``time_field``; ``prunable`` narrows to rows whose state allows it (a function when it
+    depends on the moment, read once per batch); ``children`` are the labels of tables whose
+    rows go with their parent."""
 
     label: str
     setting: str
     time_field: str
-    prunable: Q = field(default_factory=Q)
+    prunable: Q | Callable[[], Q] = field(default_factory=Q)
     children: tuple[str, ...] = ()
+
+    def prunable_now(self) -> Q:
+        return self.prunable() if callable(self.prunable) else self.prunable
 
     @property
     def model(self) -> type[models.Model]:
@@ -83,7 +87,7 @@ def _references(model: type[models.Model]) -> list[models.ForeignKey]:  # type: 
 
 def _candidates(retention: Retention, cutoff: datetime, batch: int) -> models.QuerySet:  # type: ignore[type-arg]
     model = retention.model
-    rows = model._default_manager.filter(retention.prunable)
+    rows = model._default_manager.filter(retention.prunable_now())
     rows = rows.filter(**{f"{retention.time_field}__lt": cutoff})
     children = {apps.get_model(label) for label in retention.children}
     for fk in _references(model):

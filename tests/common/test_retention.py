@@ -25,6 +25,7 @@ from automation.states import COMMAND_LIVE, CommandStatus, ReasonCode
 from common.retention import retention_prune, retentions
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.messages import InboundTelemetry
+from devices.services.rollups import telemetry_rollups_advance
 from events.models import EventInbox
 from notifications.models import Notification, NotificationAttempt, NotificationTransition
 from tests.automation.conftest import dispatch, make_intent
@@ -38,6 +39,12 @@ DAY = timedelta(days=1)
 
 def _later(days: int) -> datetime:
     return timezone.now() + days * DAY
+
+
+def _rolled_up() -> None:
+    """The hourly rollups fold every reading in (a raw reading they have not reached stays)."""
+    for _ in range(2):  # the first run may only take its horizon
+        telemetry_rollups_advance(settle_s=0)
 
 
 def _ended_command(t: Tenant) -> AutomationCommandIntent:
@@ -61,6 +68,7 @@ def test_every_append_only_table_has_a_retention() -> None:
     assert labels == {
         "devices.Telemetry",
         "devices.DeviceMessageRejection",
+        "devices.TelemetryRollup",
         "automation.AutomationEndpointEvent",
         "automation.AutomationRuleExecution",
         "automation.AutomationCommandIntent",
@@ -110,6 +118,7 @@ def test_an_ended_command_goes_with_its_transitions_and_frees_its_chain(
     assert AutomationCommandIntent.objects.filter(pk=ended.pk).exists()
     assert Telemetry.objects.count() == 1
     # Past every retention: one run frees the whole chain, oldest first.
+    _rolled_up()
     result = retention_prune(now=_later(181))
     assert not AutomationCommandIntent.objects.exists()
     assert not CommandTransition.objects.exists()
@@ -130,8 +139,12 @@ def test_readings_no_rule_used_go_after_the_raw_retention(tenants: tuple[Tenant,
     endpoint_events_evaluate(event_ids=ids)
     retention_prune(now=_later(29))
     assert Telemetry.objects.count() == 1
+    # Not yet folded into the rollups: the reading stays, its events go.
     result = retention_prune(now=_later(31))
     assert result.deleted["automation.AutomationEndpointEvent"] == len(ids)
+    assert Telemetry.objects.count() == 1
+    _rolled_up()
+    result = retention_prune(now=_later(31))
     assert not Telemetry.objects.exists()
 
 
@@ -208,6 +221,7 @@ def test_statements_per_command_batch_do_not_grow(tenants: tuple[Tenant, Tenant]
             kit = make_farm(farm=alpha.kit.farm)
             kit.rule()
             _ended_command(Tenant(kit=kit, user=alpha.user))
+        _rolled_up()
         with CaptureQueriesContext(connection) as queries:
             result = retention_prune(now=_later(181), batch=n)
         assert result.deleted["automation.AutomationCommandIntent"] == n
