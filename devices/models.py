@@ -172,7 +172,11 @@ class Telemetry(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["device", "fingerprint"], name="telemetry_once")
         ]
-        indexes = [models.Index(fields=["device", "message_ts"])]
+        indexes = [
+            models.Index(fields=["device", "message_ts"]),
+            # The retention prune's oldest-first scan (common.retention).
+            models.Index(fields=["received_at"], name="telemetry_received"),
+        ]
 
     def __str__(self) -> str:
         at = f"{self.message_ts:%Y-%m-%d %H:%M:%S}"
@@ -270,7 +274,10 @@ class DeviceMessageRejection(models.Model):
     recorded_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["serial_number", "recorded_at"])]
+        indexes = [
+            models.Index(fields=["serial_number", "recorded_at"]),
+            models.Index(fields=["recorded_at"], name="rejection_recorded"),  # the prune's scan
+        ]
 
     def __str__(self) -> str:
         return (
