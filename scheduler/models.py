@@ -38,7 +38,7 @@ class AutomationScheduler(models.Model):
         Farm, on_delete=models.SET_NULL, null=True, blank=True, db_index=True, related_name="+"
     )
     trigger_type = models.CharField(max_length=24, choices=TriggerType.choices)
-    scheduler_key = models.CharField(max_length=400, unique=True)
+    scheduler_key = models.CharField(max_length=400)
     scheduled_on = models.DateTimeField()  # UTC
     scheduled_local_date = models.DateField(null=True, blank=True)
     time_zone_id = models.CharField(max_length=64, default="UTC")
@@ -63,6 +63,17 @@ class AutomationScheduler(models.Model):
 
     class Meta:
         db_table = "automation_automationscheduler"  # the table predates this app
+        constraints = [
+            # One index for the key's three reads: uniqueness (ON CONFLICT), equality and the
+            # prefix matches of reminders, reports and rule schedules (``startswith``), which
+            # outside the C collation only a pattern-ops index serves. ``unique=True`` would
+            # build two indexes, a plain unique one and a pattern-ops copy.
+            models.UniqueConstraint(
+                fields=["scheduler_key"],
+                name="scheduler_key_once",
+                opclasses=["varchar_pattern_ops"],
+            )
+        ]
         indexes = [
             # The due query (claim): an index scan over Pending, not-held rows in due order.
             models.Index(
