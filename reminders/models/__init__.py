@@ -168,7 +168,7 @@ class EndpointMetricSource(models.Model):
     endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="metric_sources"
     )
-    metric_key = models.SlugField(max_length=60)
+    metric_key = models.SlugField(max_length=60, db_index=False)  # indexed in Meta
     aggregate = models.CharField(max_length=8, choices=MetricAggregate.choices)
     window_minutes = models.PositiveIntegerField(
         default=60,
@@ -180,7 +180,12 @@ class EndpointMetricSource(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["updated_at", "id"], name="metric_source_changed_idx")]
+        indexes = [
+            models.Index(fields=["updated_at", "id"], name="metric_source_changed_idx"),
+            # Settings select sources by equality; a plain index (a SlugField's own index
+            # would add a pattern-ops copy for LIKE that nothing runs).
+            models.Index(fields=["metric_key"], name="metric_source_key_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.metric_key}@{self.endpoint_id}"
@@ -210,7 +215,8 @@ class ReminderSetting(models.Model):
     send_time = models.TimeField(  # local time in the farm's zone
         null=True, blank=True, validators=[validate_local_time]
     )
-    threshold_metric = models.SlugField(max_length=60, blank=True, default="")
+    # Not indexed: settings are found by farm or organisation, never by their metric.
+    threshold_metric = models.SlugField(max_length=60, blank=True, default="", db_index=False)
     threshold_operator = models.CharField(
         max_length=4, choices=ThresholdOperator.choices, blank=True, default=""
     )
@@ -250,7 +256,7 @@ class ReminderOccurrence(models.Model):
     status stays on the scheduler row; this row is the index the event path and
     reconciliation use to find old rows of a source or a setting."""
 
-    scheduler_key = models.CharField(max_length=400, unique=True)
+    scheduler_key = models.CharField(max_length=400)
     scheduler_id = models.BigIntegerField()
     setting = models.ForeignKey(ReminderSetting, on_delete=models.PROTECT, related_name="+")
     farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="+")
@@ -269,6 +275,11 @@ class ReminderOccurrence(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        # A constraint, not ``unique=True``: no pattern-ops copy of the index (keys are only
+        # ever compared whole here).
+        constraints = [
+            models.UniqueConstraint(fields=["scheduler_key"], name="reminder_occurrence_key_once")
+        ]
         indexes = [
             models.Index(fields=["source_type", "source_guid"], name="occurrence_source_idx"),
             models.Index(fields=["setting", "source_guid"], name="occurrence_setting_idx"),

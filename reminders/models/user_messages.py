@@ -117,7 +117,7 @@ class UserMessageOccurrence(models.Model):
     message = models.ForeignKey(UserMessage, on_delete=models.CASCADE, related_name="occurrences")
     sequence = models.PositiveIntegerField()
     scheduler_id = models.BigIntegerField()
-    scheduler_key = models.CharField(max_length=400, unique=True)
+    scheduler_key = models.CharField(max_length=400)
     scheduled_on = models.DateTimeField()
     local_date = models.DateField()
     local_time_rule = models.CharField(
@@ -130,7 +130,11 @@ class UserMessageOccurrence(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["message", "sequence"], name="user_message_occurrence_once"
-            )
+            ),
+            # Not ``unique=True``: that adds a pattern-ops copy of the index nothing reads.
+            models.UniqueConstraint(
+                fields=["scheduler_key"], name="user_message_occurrence_key_once"
+            ),
         ]
 
     def __str__(self) -> str:
