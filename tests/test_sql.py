@@ -39,7 +39,6 @@ def test_left_out_fields_get_their_defaults_and_conflicts_stay_absorbed() -> Non
         "source_telemetry": telemetry_id,
         "event_timestamp": now,
         "normalized_value": 31,
-        "raw_payload_snapshot": {"temp": 31},
         "dedupe_key": "k" * 64,
         "created_at": now,
     }

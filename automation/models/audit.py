@@ -53,13 +53,13 @@ class DeviceCommandReceipt(models.Model):
     correlation_key = models.CharField(max_length=64, blank=True, default="")
     # sha256 over (topic serial, kind, payload, attempt): a redelivered MQTT message is one
     # receipt, while the same reply to a later attempt is new evidence.
-    dedupe_key = models.CharField(max_length=64, unique=True)
+    dedupe_key = models.CharField(max_length=64)
     attempt = models.PositiveIntegerField(default=0)
     mismatch = models.BooleanField(default=False)
     received_at = models.DateTimeField()
 
     class Meta:
-        indexes = [models.Index(fields=["correlation_key"])]
+        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="receipt_dedupe_once")]
 
     def __str__(self) -> str:
         return (

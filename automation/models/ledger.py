@@ -30,11 +30,12 @@ class AutomationEndpointEvent(models.Model):
     device_instance_endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.CASCADE, db_index=False
     )
+    # The message as received stays on the telemetry row; the event keeps only what it adds
+    # (the endpoint's normalised value at the device's time), never a copy of the payload.
     source_telemetry = models.ForeignKey(Telemetry, on_delete=models.CASCADE)
     event_timestamp = models.DateTimeField()
     normalized_value = models.JSONField()
-    raw_payload_snapshot = models.JSONField()
-    dedupe_key = models.CharField(max_length=64, unique=True)
+    dedupe_key = models.CharField(max_length=64)
     processing_status = models.CharField(
         max_length=16, choices=EventStatus.choices, default=EventStatus.PENDING
     )
@@ -43,6 +44,10 @@ class AutomationEndpointEvent(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        # Unique keys are constraints, not ``unique=True``: on PostgreSQL a unique CharField
+        # also gets a ``varchar_pattern_ops`` copy of its index for LIKE, which no query here
+        # runs (docs/architecture.md, "Indexes and what reads them").
+        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="event_dedupe_once")]
         indexes = [
             models.Index(
                 fields=["created_at"],
@@ -163,14 +168,15 @@ class AutomationCommandIntent(models.Model):
     )
     request_reason = models.CharField(max_length=400, blank=True, default="")
     target_device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="intents")
+    # Indexed by (target_device_endpoint, status) in Meta, which serves its lookups too.
     target_device_endpoint = models.ForeignKey(
-        DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="intents"
+        DeviceInstanceEndpoint, on_delete=models.CASCADE, db_index=False, related_name="intents"
     )
     target_serial_number = models.CharField(max_length=64)
     command_method = models.CharField(max_length=64)
     command_params = models.JSONField()
     target_value = models.JSONField()
-    idempotency_key = models.CharField(max_length=64, unique=True)
+    idempotency_key = models.CharField(max_length=64)
     desired_state_fingerprint = models.CharField(max_length=64)
     status = models.CharField(
         max_length=20, choices=CommandStatus.choices, default=CommandStatus.PENDING_DISPATCH
@@ -182,7 +188,7 @@ class AutomationCommandIntent(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     mqtt_request_id = models.CharField(max_length=64, blank=True, default="")
-    device_command_id = models.CharField(max_length=40, null=True, blank=True, unique=True)
+    device_command_id = models.CharField(max_length=40, null=True, blank=True)
     # Holds the target endpoint's id while the command may still reach the device; the unique
     # constraint is the serialisation lock of docs/spec.md §3.5 (one live command per device
     # endpoint).
@@ -214,6 +220,9 @@ class AutomationCommandIntent(models.Model):
             models.Index(fields=["target_device_endpoint", "status"]),
         ]
         constraints = [
+            models.UniqueConstraint(fields=["idempotency_key"], name="intent_idempotency_once"),
+            # Unassigned (NULL) until the first dispatch; NULLs never collide.
+            models.UniqueConstraint(fields=["device_command_id"], name="intent_command_id_once"),
             # What the OneToOne used to guarantee: one rule execution yields one original command.
             models.UniqueConstraint(
                 fields=["rule_execution"],

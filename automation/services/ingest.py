@@ -254,7 +254,7 @@ def _build_events(
                 row = _rejection(p.message, Reason.INVALID_VALUE_TYPE, detail)
                 refused.append(_Refused(p.index, False, row))
                 continue
-            event = _event_row(p, telemetry_id, endpoint, key, value, now)
+            event = _event_row(p, telemetry_id, endpoint, value, now)
             events[event["dedupe_key"]] = event
         if unknown:
             detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
@@ -267,10 +267,11 @@ def _event_row(
     p: _Parsed,
     telemetry_id: int,
     endpoint: DeviceInstanceEndpoint,
-    key: str,
     value: Any,
     now: datetime,
 ) -> dict[str, Any]:
+    """The event keeps the value and the telemetry row it came from; the message itself
+    (key, value, device time) stays on that row only."""
     device = p.device
     dedupe = event_dedupe_key(
         device_id=device.pk,
@@ -287,7 +288,6 @@ def _event_row(
         "source_telemetry": telemetry_id,
         "event_timestamp": p.ts,
         "normalized_value": value,
-        "raw_payload_snapshot": {"key": key, "value": value, "ts": p.ts.isoformat()},
         "dedupe_key": dedupe,
         "created_at": now,
     }

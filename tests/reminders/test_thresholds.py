@@ -43,7 +43,6 @@ def reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object) -> No
         source_telemetry=telemetry,
         event_timestamp=at,
         normalized_value=value,
-        raw_payload_snapshot={},
         dedupe_key=uuid.uuid4().hex,
         created_at=at,
     )
