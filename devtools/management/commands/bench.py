@@ -2,7 +2,8 @@
 run, each next to its bare counterpart (paho alone, plain SQL), then again at ``--scale``×
 the devices and rows to show how cost grows. The measuring lives in ``devtools.bench``;
 this command only reads options and prints. Run it against a development database: it
-starts a worker and beat of its own, and deletes every row it creates."""
+starts a worker and beat of its own, and deletes every row it creates. ``--storage`` instead
+prints what a stored value costs on disk (PostgreSQL, ``devtools.bench.storage``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from devtools.bench.distributed import cli as distributed_cli
 from devtools.bench.distributed.plan import PlanError
 from devtools.bench.distributed.run import distributed_run
 from devtools.bench.runner import PHASES, BenchPlan, BenchSizes, bench_run
+from devtools.bench.storage import storage_run
 
 # Sizes per preset; an option given on the command line wins over its preset.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -42,6 +44,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "scale": 2,
     },
 }
+# ``--storage``: messages when --messages is not given (the size issue 26 was measured at).
+STORAGE_MESSAGES = {"full": 20_000, "quick": 400}
 
 
 class Command(BaseCommand):
@@ -71,6 +75,12 @@ class Command(BaseCommand):
             help="comma-separated subset of: ingest,command,scheduler",
         )
         add("--quick", action="store_true", help="tiny sizes (a smoke run, not figures)")
+        add(
+            "--storage",
+            action="store_true",
+            help="bytes per table, index and stored value after VACUUM FULL (PostgreSQL; "
+            f"--messages defaults to {STORAGE_MESSAGES['full']:,})",
+        )
         distributed_cli.add_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -81,7 +91,11 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from exc
             _stoppable(lambda: distributed_run(distributed, self.stdout.write))
             return
-        preset = PRESETS["quick" if opts["quick"] else "full"]
+        sizes = "quick" if opts["quick"] else "full"
+        preset = PRESETS[sizes]
+        if opts["storage"]:
+            self._storage(opts, preset["devices"], STORAGE_MESSAGES[sizes])
+            return
         size = {name: preset[name] if opts[name] is None else opts[name] for name in preset}
         phases = frozenset(p.strip() for p in opts["only"].split(",") if p.strip())
         if not phases or phases - set(PHASES):
@@ -105,6 +119,16 @@ class Command(BaseCommand):
             claim_batch=opts["claim_batch"],
         )
         _stoppable(lambda: bench_run(plan, self.stdout.write))
+
+    def _storage(self, opts: dict[str, Any], devices: int, messages: int) -> None:
+        devices = devices if opts["devices"] is None else opts["devices"]
+        messages = messages if opts["messages"] is None else opts["messages"]
+        if devices < 1 or messages < 1 or opts["batch"] < 1:
+            raise CommandError("--devices, --messages and --batch must be >= 1")
+        batch, write = opts["batch"], self.stdout.write
+        _stoppable(
+            lambda: storage_run(devices=devices, messages=messages, batch=batch, write=write)
+        )
 
 
 def _stoppable(run: Callable[[], None]) -> None:

@@ -1,0 +1,45 @@
+"""`manage.py bench --storage`: bytes per table, per index and per stored value after VACUUM
+FULL on PostgreSQL, next to the target; on SQLite it says why it cannot measure. Sizes are the
+bench's output; the test asserts what it prints and that it leaves no row behind."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from automation.models import AutomationEndpointEvent
+from common.models import Organization
+from devices.models import Telemetry
+from devtools.bench.storage import TARGET_BYTES_PER_VALUE
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _bench(*args: str) -> str:
+    out = io.StringIO()
+    call_command("bench", "--storage", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_on_sqlite_the_storage_bench_says_why_it_is_skipped(on_postgres: bool) -> None:
+    if on_postgres:
+        pytest.skip("runs on SQLite only")
+    text = _bench("--messages", "4", "--devices", "2")
+    assert "storage: skipped on sqlite" in text and "PostgreSQL" in text
+    assert not Telemetry.objects.exists()
+
+
+@pytest.mark.postgres
+def test_the_storage_bench_prints_each_table_and_index_and_the_bytes_per_value() -> None:
+    text = _bench("--messages", "200", "--devices", "4")
+    assert text.startswith("command: manage.py bench --storage --devices 4 --messages 200")
+    for table in (Telemetry._meta.db_table, AutomationEndpointEvent._meta.db_table):
+        heap = next(line for line in text.splitlines() if line.startswith(table))
+        assert heap.split()[1:3] == ["heap", "200" if table.startswith("devices") else "800"]
+    assert "index telemetry_once" in text and "index event_dedupe_once" in text
+    assert "per stored value (800 values)" in text
+    assert f"target ≤ {TARGET_BYTES_PER_VALUE} B" in text
+    assert not Organization.objects.filter(name__startswith="bench-").exists()
+    assert not Telemetry.objects.exists() and not AutomationEndpointEvent.objects.exists()
