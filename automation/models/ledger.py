@@ -55,6 +55,8 @@ class AutomationEndpointEvent(models.Model):
                 condition=Q(processing_status=EventStatus.PENDING),
             ),
             models.Index(fields=["device_instance_endpoint", "event_timestamp"]),
+            # The retention prune's oldest-first scan (common.retention).
+            models.Index(fields=["created_at"], name="event_created"),
         ]
 
     def __str__(self) -> str:
@@ -125,6 +127,7 @@ class AutomationRuleExecution(models.Model):
                 name="execution_has_event_or_occurrence",
             ),
         ]
+        indexes = [models.Index(fields=["created_at"], name="execution_created")]  # the prune
 
     def __str__(self) -> str:
         return f"execution #{self.pk} of rule {self.rule_id} → {self.outcome}"
@@ -218,6 +221,7 @@ class AutomationCommandIntent(models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="intent_status_due_idx"),
             models.Index(fields=["status", "deadline_at"], name="intent_status_deadline_idx"),
             models.Index(fields=["target_device_endpoint", "status"]),
+            models.Index(fields=["created_at"], name="intent_created"),  # the retention prune
         ]
         constraints = [
             models.UniqueConstraint(fields=["idempotency_key"], name="intent_idempotency_once"),
