@@ -16,6 +16,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Model
+from django.http import HttpRequest
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -40,7 +41,7 @@ def view_need(view: APIView, request: Request) -> Need | None:
     return table.get(action)
 
 
-def need_scope(request: Request, need: Need) -> OrgScope:
+def need_scope(request: Request | HttpRequest, need: Need) -> OrgScope:
     """The organisations where the caller meets ``need`` (None: every one, a superuser),
     computed once per request and need."""
     cache: dict[Need, OrgScope] = request.__dict__.setdefault("_need_scopes", {})
@@ -126,12 +127,18 @@ class RoleCheckedWrites:
 
     def perform_update(self, serializer: Any) -> None:
         view: APIView = self  # type: ignore[assignment]
-        merged = {**_as_mapping(serializer.instance), **serializer.validated_data}
-        require_organization(view.request, view, object_organization(view, merged))
+        target = _Updated(serializer.instance, serializer.validated_data)
+        require_organization(view.request, view, object_organization(view, target))
         serializer.save()
 
 
-def _as_mapping(instance: Model) -> dict[str, Any]:
-    """The instance's relations by field name, so a PATCH that does not move a row is checked
-    against where the row already is."""
-    return {f.name: getattr(instance, f.name) for f in instance._meta.concrete_fields}
+class _Updated(dict[str, Any]):
+    """The row as the update will leave it: a changed field from the body, any other read
+    from the instance only when asked (a PATCH that moves nothing costs no query)."""
+
+    def __init__(self, instance: Model, changes: dict[str, Any]) -> None:
+        super().__init__(changes)
+        self.instance = instance
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key) if key in self else getattr(self.instance, key, default)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cache
 
 from django.apps import apps
 from django.conf import settings
@@ -75,8 +76,10 @@ def retentions() -> list[Retention]:
     return [_RETENTIONS[label] for label in _ORDER]
 
 
+@cache
 def _references(model: type[models.Model]) -> list[models.ForeignKey]:  # type: ignore[type-arg]
-    """Every foreign key of any model that points at ``model`` (hidden ones included)."""
+    """Every foreign key of any model that points at ``model`` (hidden ones included); the
+    schema does not change while a process runs, so it is read once per model."""
     found = []
     for other in apps.get_models(include_auto_created=True):
         for candidate in other._meta.concrete_fields:

@@ -20,7 +20,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import ForeignKey, Model, Q, QuerySet
 from django.http import HttpRequest
 
-from common.roles import OPERATE_PERMISSION, Need, roles_meeting
+from common.permissions import need_scope
+from common.roles import OPERATE_PERMISSION, Need
 from common.tenancy import org_path_of, organization_scope, scope_filter
 
 
@@ -138,7 +139,7 @@ class OrgScopedAdmin(OrgScopedChoices, admin.ModelAdmin):  # type: ignore[type-a
 
     def rows_meeting(self, request: HttpRequest, need: Need, rows: QuerySet[Any]) -> QuerySet[Any]:
         """The rows of ``rows`` in organisations where the user's role meets ``need``."""
-        scope = organization_scope(request.user, roles=roles_meeting(need))
+        scope = need_scope(request, need)
         if scope is None:
             return rows
         if self.org_path is None:
@@ -149,7 +150,7 @@ class OrgScopedAdmin(OrgScopedChoices, admin.ModelAdmin):  # type: ignore[type-a
         if is_superuser(request):
             return True
         if obj is None:  # somewhere: the page and its buttons
-            return bool(organization_scope(request.user, roles=roles_meeting(need)))
+            return bool(need_scope(request, need))
         rows = self.model._default_manager.filter(pk=obj.pk)
         return self.rows_meeting(request, need, rows).exists()
 

@@ -9,7 +9,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +31,7 @@ from devices.services.rollups import (
     telemetry_rollups_prune,
 )
 from devices.tasks import telemetry_rollups_advance_task
+from tests.concurrency import race
 from tests.devices.factories import FarmKit, make_farm
 
 pytestmark = pytest.mark.django_db
@@ -267,27 +267,6 @@ def test_the_beat_task_folds_settled_telemetry_on_the_housekeeping_queue(kit: Fa
 # On PostgreSQL, with real concurrent transactions.
 
 
-def _race(work: Callable[[], object], threads: int = 6) -> list[BaseException]:
-    start = threading.Barrier(threads)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            start.wait()
-            work()
-        except BaseException as exc:  # collected and asserted by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    started = [threading.Thread(target=run) for _ in range(threads)]
-    for t in started:
-        t.start()
-    for t in started:
-        t.join(60)
-    return errors
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_runs_fold_each_row_exactly_once(kit: FarmKit) -> None:
@@ -302,7 +281,7 @@ def test_concurrent_runs_fold_each_row_exactly_once(kit: FarmKit) -> None:
         for _ in range(5):
             folded.append(fold(batch_size=7, max_batches=4).telemetry_rows)
 
-    assert _race(runs) == []
+    assert race(runs, 6) == []
     folded.append(fold(max_batches=1000).telemetry_rows)
     assert sum(folded) == 300  # no row twice, none left out
     assert [(e, h, lo, hi, total, n) for e, h, lo, hi, total, n, *_ in rows()] == [

@@ -4,17 +4,16 @@ and one link per key, and one report row per period."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import date, timedelta
 
 import pytest
-from django.db import connection
 
 from reminders.models import ReminderOccurrence
 from reminders.services.reports.subscriptions import report_subscription_ensure
 from reminders.services.sync import reminder_source_sync
 from scheduler.models import AutomationScheduler
+from tests.concurrency import race as race_threads
 from tests.reminders.conftest import NOW, date_setting, document
 from tests.reminders.test_reports import subscribe
 
@@ -24,24 +23,7 @@ THREADS = 6
 
 
 def race(work: Callable[[], object]) -> list[BaseException]:
-    start = threading.Barrier(THREADS)
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            start.wait()
-            work()
-        except BaseException as exc:  # collected and asserted by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return errors
+    return race_threads(work, THREADS, join_s=30)
 
 
 def test_concurrent_syncs_of_one_source_leave_one_row_and_link_per_key(farm) -> None:
