@@ -18,6 +18,14 @@ from devtools.bench.distributed.plan import (
     workers_parse,
 )
 from devtools.bench.distributed.profile import FORMATS
+from devtools.bench.distributed.soak_plan import (
+    DEFAULT_INTERVAL_S,
+    DEFAULT_RATE,
+    RETENTION_FLOOR_S,
+    RETENTION_PERIODS,
+    soak_from_options,
+)
+from devtools.bench.distributed.trend import LATENCY, RSS, TABLE_BYTES, Tolerance
 
 DEFAULTS = DistributedPlan()
 
@@ -43,6 +51,27 @@ def add_arguments(parser: CommandParser) -> None:
     add("--profile", action="store_true",
         help="distributed: py-spy on the bridge and workers during the command path")  # fmt: skip
     add("--profile-format", choices=sorted(FORMATS), default=DEFAULTS.profile_format)
+    add("--soak", type=float, default=None, metavar="SECONDS",
+        help="distributed: instead of the phases, offer crossings at --rate for SECONDS "
+             "(an hour at half the measured capacity is the intended run; run it on a "
+             "database of its own: every table's retention is shortened), print a block "
+             "per --soak-interval, and fail if p99 latency, a process's RSS or a table's "
+             "bytes rises over the last 40 minutes (runs under an hour: the last two thirds) "
+             f"by more than its tolerance: latency {_escaped(LATENCY)}, RSS "
+             f"{_escaped(RSS)}, table bytes {_escaped(TABLE_BYTES)}. --rate defaults to "
+             f"{DEFAULT_RATE:g}/s there (half the README machine's ~150 commands/s)")  # fmt: skip
+    add("--soak-interval", type=float, default=None, metavar="SECONDS",
+        help=f"soak: seconds between printed samples ({DEFAULT_INTERVAL_S:g}; the run is six "
+             "of them or more)")  # fmt: skip
+    add("--soak-retention", type=float, default=None, metavar="SECONDS",
+        help=f"soak: every table's retention (default: the run / {RETENTION_PERIODS}, at least "
+             f"{RETENTION_FLOOR_S:g} s); partitions span half of it, prunes run every 1/20 "
+             "of it (15-60 s), rollups every 1/4 (10-60 s)")  # fmt: skip
+
+
+def _escaped(tolerance: Tolerance) -> str:
+    """A tolerance as help text (argparse formats help with ``%``)."""
+    return tolerance.describe().replace("%", "%%")
 
 
 def plan_from_options(opts: dict[str, Any]) -> DistributedPlan:
@@ -70,7 +99,10 @@ def plan_from_options(opts: dict[str, Any]) -> DistributedPlan:
         json_path=opts["json"],
         profile=opts["profile"],
         profile_format=opts["profile_format"],
+        soak=soak_from_options(opts),
     )
+    if plan.soak is not None and plan.profile:
+        raise PlanError("--profile is not available with --soak (py-spy over an hour)")
     if min(plan.farms, plan.bridges, plan.messages, plan.ingest_devices, plan.scheduler_rows) < 1:
         raise PlanError("--farms, --bridges, --messages, --devices and --rows must be >= 1")
     if plan.step_seconds <= 0 or plan.settle_s <= 0:

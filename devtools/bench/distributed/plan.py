@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from devtools.bench.distributed.soak_plan import SoakPlan
 
 PHASES = ("command", "ingest", "scheduler")
 POOLS = ("prefork", "threads", "solo", "gevent", "eventlet")
@@ -101,6 +105,7 @@ class DistributedPlan:
     json_path: Path | None = None
     profile: bool = False
     profile_format: str = "svg"  # or speedscope
+    soak: SoakPlan | None = None  # a long run at one rate instead of the phases
 
     @property
     def stage_workers(self) -> dict[str, WorkerSpec]:
@@ -109,6 +114,11 @@ class DistributedPlan:
     def command_line(self) -> str:
         """The command that repeats this run with every size spelled out."""
         workers = ",".join(f"{s}={w.describe()}" for s, w in self.stage_workers.items())
+        if self.soak is not None:
+            return (
+                f"manage.py bench --distributed --farms {self.farms} --bridges {self.bridges}"
+                f" --concurrency {workers}{self.soak.command_line()}"
+            )
         return (
             f"manage.py bench --distributed --farms {self.farms} --bridges {self.bridges}"
             f" --concurrency {workers} --steps {','.join(f'{s:g}' for s in self.steps)}"

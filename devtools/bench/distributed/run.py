@@ -64,7 +64,7 @@ def distributed_run(plan: DistributedPlan, write: Write) -> None:
     out = plan.out_dir / run
     out.mkdir(parents=True, exist_ok=True)
     write(f"command: {plan.command_line()}")
-    write(_machine())
+    write(machine_describe())
     write("setup: migrate, sync_beat_schedule")
     call_command("migrate", interactive=False, verbosity=0)
     call_command("sync_beat_schedule", stdout=io.StringIO())
@@ -143,7 +143,7 @@ def distributed_run(plan: DistributedPlan, write: Write) -> None:
                 extra["scheduler"] = sched.as_json()
     if plan.json_path is not None:
         plan.json_path.parent.mkdir(parents=True, exist_ok=True)
-        body = document(plan.command_line(), _machine(), steps, extra)
+        body = document(plan.command_line(), machine_describe(), steps, extra)
         plan.json_path.write_text(json.dumps(body, indent=2, default=str) + "\n")
         write(f"\nJSON: {plan.json_path}")
     write(f"logs: {out}")
@@ -173,7 +173,7 @@ def _cpu_line(cpu: dict[str, float]) -> str:
     return ", ".join(f"{name} {pct:.0f}" for name, pct in sorted(cpu.items()))
 
 
-def _machine() -> str:
+def machine_describe() -> str:
     version: int = getattr(connection, "pg_version", 0)
     mqtt: MqttConfig = settings.MQTT
     return (

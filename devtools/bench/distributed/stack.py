@@ -42,10 +42,11 @@ def bench_mqtt(run: str) -> MqttConfig:
     return replace(configured, shared_group=f"bench-{run}")
 
 
-def child_env(mqtt: MqttConfig) -> dict[str, str]:
+def child_env(mqtt: MqttConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The bench's own environment (the servers' URLs, any tunable) passed through, with
-    the development settings and the run's shared group."""
-    env = dict(os.environ)
+    the development settings, the run's shared group and any settings the run changes
+    (``extra``: a soak's shortened retention)."""
+    env = dict(os.environ) | dict(extra or {})
     env["DJANGO_SETTINGS_MODULE"] = "config.settings.dev"
     env["PYTHONUNBUFFERED"] = "1"
     if mqtt.shared_group is not None:
@@ -130,8 +131,16 @@ class Stack:
 
 
 @contextmanager
-def stack_running(plan: DistributedPlan, run: str, logs: Path, write: Write) -> Iterator[Stack]:
-    """Bridges, stage workers and beat started and ready; all stopped on the way out."""
+def stack_running(
+    plan: DistributedPlan,
+    run: str,
+    logs: Path,
+    write: Write,
+    *,
+    extra_env: Mapping[str, str] | None = None,
+) -> Iterator[Stack]:
+    """Bridges, stage workers and beat started and ready, each with ``extra_env`` over the
+    bench's environment; all stopped on the way out."""
     foreign = workers_answering()
     if foreign:
         raise BenchError(
@@ -140,7 +149,7 @@ def stack_running(plan: DistributedPlan, run: str, logs: Path, write: Write) -> 
             "CELERY_BROKER_URL at a broker (or Redis database) of the bench's own."
         )
     mqtt = bench_mqtt(run)
-    stack = Stack(run, mqtt, Children(Path.cwd(), child_env(mqtt)), logs)
+    stack = Stack(run, mqtt, Children(Path.cwd(), child_env(mqtt, extra_env)), logs)
     try:
         for i in range(plan.bridges):
             client_id = f"bench-bridge/{run}-{i}"

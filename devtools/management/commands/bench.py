@@ -3,7 +3,9 @@ run, each next to its bare counterpart (paho alone, plain SQL), then again at ``
 the devices and rows to show how cost grows. The measuring lives in ``devtools.bench``;
 this command only reads options and prints. Run it against a development database: it
 starts a worker and beat of its own, and deletes every row it creates. ``--storage`` instead
-prints what a stored value costs on disk (PostgreSQL, ``devtools.bench.storage``)."""
+prints what a stored value costs on disk (PostgreSQL, ``devtools.bench.storage``);
+``--distributed --soak`` runs the deployed stack for long at one rate and judges its trends
+(``devtools.bench.distributed.soak``)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from devtools.bench import BenchError
 from devtools.bench.distributed import cli as distributed_cli
 from devtools.bench.distributed.plan import PlanError
 from devtools.bench.distributed.run import distributed_run
+from devtools.bench.distributed.soak import soak_run
 from devtools.bench.runner import PHASES, BenchPlan, BenchSizes, bench_run
 from devtools.bench.storage import storage_run
 
@@ -58,7 +61,12 @@ class Command(BaseCommand):
         add("--messages", type=int, help=f"ingest: telemetry messages ({full['messages']})")
         add("--farms", type=int, help=f"command path: sensor+relay farms ({full['farms']})")
         add("--commands", type=int, help=f"command path: readings offered ({full['commands']})")
-        add("--rate", type=float, help=f"command path: readings per second ({full['rate']:g})")
+        add(
+            "--rate",
+            type=float,
+            help=f"command path: readings per second ({full['rate']:g}); with --distributed "
+            "--soak: crossings per second",
+        )
         add("--rows", type=int, help=f"scheduler: due rows per claim run ({full['rows']})")
         add(
             "--finish-rows",
@@ -89,8 +97,14 @@ class Command(BaseCommand):
                 distributed = distributed_cli.plan_from_options(opts)
             except PlanError as exc:
                 raise CommandError(str(exc)) from exc
-            _stoppable(lambda: distributed_run(distributed, self.stdout.write))
+            if distributed.soak is not None:
+                _stoppable(lambda: soak_run(distributed, self.stdout.write, self.stderr.write))
+            else:
+                _stoppable(lambda: distributed_run(distributed, self.stdout.write))
             return
+        for option in ("soak", "soak_interval", "soak_retention"):
+            if opts.get(option) is not None:
+                raise CommandError(f"--{option.replace('_', '-')} needs --distributed")
         sizes = "quick" if opts["quick"] else "full"
         preset = PRESETS[sizes]
         if opts["storage"]:
