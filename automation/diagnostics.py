@@ -84,6 +84,14 @@ def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry
         ref=f"execution:{execution.pk}",
     )
     event = execution.event
+    if event is None and execution.event_id is not None:  # the reading outlived by its decision
+        pruned = TimelineEntry(
+            at=execution.created_at,
+            stage="event",
+            what=f"endpoint event {execution.event_id} pruned (RETENTION_ENDPOINT_EVENTS_DAYS)",
+            ref=f"event:{execution.event_id}",
+        )
+        return [pruned, decided]
     if event is None:  # a schedule's occurrence
         row = execution.occurrence
         assert row is not None  # an execution has an event or an occurrence (a constraint)

@@ -27,6 +27,14 @@ from django.db import connection, models, transaction
 from django.db.models import Exists, OuterRef, Q
 from prometheus_client.core import GaugeMetricFamily
 
+from common.partitions import (
+    ahead_until,
+    is_partitioned,
+    partition_drop,
+    partitions,
+    partitions_ensure,
+)
+
 PRUNE_BATCH = 1000  # rows per batch
 PRUNE_MAX_BATCHES = 20  # per table and run: the next run takes the rest
 PRUNE_BUDGET_S = 20.0  # per run, so a run never outlives its beat period
@@ -44,6 +52,12 @@ class Retention:
     time_field: str
     prunable: Q | Callable[[], Q] = field(default_factory=Q)
     children: tuple[str, ...] = ()
+    # Labels of tables whose references do not keep a row here: they outlive it by design
+    # (an execution is kept 180 days, its reading 30), so their key is no constraint.
+    outlived_by: tuple[str, ...] = ()
+    # PostgreSQL time partitions on ``time_field`` (``common.partitions``): whether a range
+    # [lo, hi) still holds a row that must stay, so it cannot be dropped whole yet.
+    partition_keep: Callable[[datetime, datetime], bool] | None = None
 
     def prunable_now(self) -> Q:
         return self.prunable() if callable(self.prunable) else self.prunable
@@ -52,8 +66,8 @@ class Retention:
     def model(self) -> type[models.Model]:
         return apps.get_model(self.label)
 
-    def days(self) -> int:
-        return int(getattr(settings, self.setting))
+    def days(self) -> float:
+        return float(getattr(settings, self.setting))
 
 
 # In prune order: a parent table after the tables whose rows point at it.
@@ -93,8 +107,9 @@ def _candidates(retention: Retention, cutoff: datetime, batch: int) -> models.Qu
     rows = model._default_manager.filter(retention.prunable_now())
     rows = rows.filter(**{f"{retention.time_field}__lt": cutoff})
     children = {apps.get_model(label) for label in retention.children}
+    outliving = {apps.get_model(label) for label in retention.outlived_by}
     for fk in _references(model):
-        if fk.model in children or fk.remote_field.on_delete is models.SET_NULL:
+        if fk.model in children | outliving or fk.remote_field.on_delete is models.SET_NULL:
             continue
         referrers = fk.model._default_manager.filter(**{fk.attname: OuterRef("pk")})
         rows = rows.filter(~Exists(referrers))
@@ -109,11 +124,14 @@ def _prune_batch(retention: Retention, cutoff: datetime, batch: int) -> int:
     rows; the number of rows deleted."""
     model = retention.model
     children = {apps.get_model(label) for label in retention.children}
+    outliving = {apps.get_model(label) for label in retention.outlived_by}
     with transaction.atomic():
         ids = list(_candidates(retention, cutoff, batch))
         if not ids:
             return 0
         for fk in _references(model):
+            if fk.model in outliving:
+                continue
             referrers = fk.model._default_manager.filter(**{f"{fk.attname}__in": ids})
             if fk.model in children and fk.model is not model:
                 referrers._raw_delete(referrers.db)
@@ -140,9 +158,13 @@ def retention_prune(
     at a short batch, at ``max_batches`` or when the run's ``budget_s`` is spent."""
     result = PruneResult()
     deadline = time.monotonic() + budget_s
+    done: list[Retention] = []
     for retention in retentions():
         cutoff = now - timedelta(days=retention.days())
         total = 0
+        if retention.partition_keep is not None:
+            total += _partitions_prune(retention, now, cutoff, done, on_batch)
+        done.append(retention)
         for _ in range(max_batches):
             deleted = _prune_batch(retention, cutoff, batch)
             total += deleted
@@ -154,6 +176,40 @@ def retention_prune(
         if time.monotonic() > deadline:
             break
     return result
+
+
+def _partitions_prune(
+    retention: Retention,
+    now: datetime,
+    cutoff: datetime,
+    done: list[Retention],
+    on_batch: Callable[[str, int], None] | None,
+) -> int:
+    """PostgreSQL: create the ranges ahead, then drop each range wholly past ``cutoff`` that
+    keeps nothing and that no partitioned table pruned before this one (a table pointing
+    here by the same device time) still covers. The rows dropped."""
+    table = retention.model._meta.db_table
+    if not is_partitioned(table):
+        return 0
+    key = retention.model._meta.get_field(retention.time_field).column
+    span = int(settings.TELEMETRY_PARTITION_SPAN_S)
+    partitions_ensure(
+        table, key, start=now - timedelta(seconds=span), end=ahead_until(now), span_s=span
+    )
+    referring = [partitions(r.model._meta.db_table) for r in done if r.partition_keep is not None]
+    dropped = 0
+    assert retention.partition_keep is not None
+    for part in partitions(table):
+        if part.hi > cutoff:
+            break
+        covered = any(o.lo < part.hi and part.lo < o.hi for parts in referring for o in parts)
+        if covered or retention.partition_keep(part.lo, part.hi):
+            continue
+        rows = partition_drop(table, part)
+        dropped += rows
+        if on_batch is not None and rows:
+            on_batch(retention.label, rows)
+    return dropped
 
 
 def retention_oldest(*, now: datetime) -> dict[str, float | None]:

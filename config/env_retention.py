@@ -1,15 +1,18 @@
 """How long each append-only table keeps its rows, in days, from the environment: beat
 prunes older rows in bounded batches (``common.retention``), never one a live row still
-needs. Dead letters stay until handled; hourly rollups outlive the raw readings."""
+needs. Dead letters stay until handled; hourly rollups outlive the raw readings. A day may
+be a fraction (``0.01``, about 15 minutes), so a long test run sees partitions roll."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from config.env import env_int
+from config.env import env_float
+
+RETENTION_MIN_DAYS = 0.001  # about 86 s: below it a prune would race the rows it keeps
 
 # setting -> (default days, what it keeps)
-RETENTION_DEFAULTS: dict[str, tuple[int, str]] = {
+RETENTION_DEFAULTS: dict[str, tuple[float, str]] = {
     "RETENTION_TELEMETRY_DAYS": (30, "raw telemetry"),
     "RETENTION_ENDPOINT_EVENTS_DAYS": (30, "endpoint events"),
     "RETENTION_REJECTIONS_DAYS": (14, "rejected device messages"),
@@ -22,8 +25,9 @@ RETENTION_DEFAULTS: dict[str, tuple[int, str]] = {
 
 
 def retention_from_env() -> dict[str, Any]:
-    """Every ``RETENTION_*_DAYS``, at least 1 (read through ``getattr`` by ``common.retention``,
-    so each table's setting is named in one place)."""
+    """Every ``RETENTION_*_DAYS``, at least ``RETENTION_MIN_DAYS`` (read through ``getattr``
+    by ``common.retention``, so each table's setting is named in one place)."""
     return {
-        name: env_int(name, default, minimum=1) for name, (default, _) in RETENTION_DEFAULTS.items()
+        name: env_float(name, default, minimum=RETENTION_MIN_DAYS)
+        for name, (default, _) in RETENTION_DEFAULTS.items()
     }

@@ -160,9 +160,11 @@ class DeviceInstanceEndpoint(models.Model):
 
 
 class Telemetry(models.Model):
-    """A telemetry message as received; (device, fingerprint) absorbs redeliveries."""
+    """A telemetry message as received; (device, fingerprint, message_ts) absorbs
+    redeliveries. On PostgreSQL the table is partitioned by ``message_ts`` (the device's
+    time, which a redelivery carries unchanged), so the key carries it (``common.partitions``)."""
 
-    # No index of its own: ``telemetry_once`` (device, fingerprint) starts with it.
+    # No index of its own: ``telemetry_once`` (device, fingerprint, message_ts) starts with it.
     device = models.ForeignKey(
         Device, on_delete=models.CASCADE, related_name="telemetry", db_index=False
     )
@@ -172,12 +174,16 @@ class Telemetry(models.Model):
     received_at = models.DateTimeField()
 
     class Meta:
+        # The fingerprint hashes the payload, its ``ts`` included, so adding ``message_ts``
+        # (the partition key) keeps one row per message; an unstamped message is timed by
+        # its arrival, and its redeliveries are matched by ``automation.services.ingest``.
         constraints = [
-            models.UniqueConstraint(fields=["device", "fingerprint"], name="telemetry_once")
+            models.UniqueConstraint(
+                fields=["device", "fingerprint", "message_ts"], name="telemetry_once"
+            )
         ]
-        # The retention prune's oldest-first scan (common.retention); no statement reads
-        # telemetry by (device, message_ts), so that index went (docs/architecture.md).
-        indexes = [models.Index(fields=["received_at"], name="telemetry_received")]
+        # The retention prune's oldest-first scan on the partition key (common.retention).
+        indexes = [models.Index(fields=["message_ts"], name="telemetry_ts")]
 
     def __str__(self) -> str:
         at = f"{self.message_ts:%Y-%m-%d %H:%M:%S}"

@@ -1,12 +1,16 @@
-"""What the devices app keeps (``common.retention``): raw telemetry while any endpoint event
-points at it and until the hourly rollups have folded it in, the rollups themselves for two
+"""What the devices app keeps (``common.retention``): raw telemetry, by device time, while
+any endpoint event points at it and until the hourly rollups have folded it in (on
+PostgreSQL a whole day's partition is dropped at once), the rollups themselves for two
 years, and rejected messages for a short while."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db.models import Q
 
 from common.retention import Retention, retention_register
+from devices.models import Telemetry
 from devices.selectors import telemetry_rolled_up_through
 
 
@@ -16,10 +20,20 @@ def _rolled_up() -> Q:
     return Q(pk__lte=telemetry_rolled_up_through())
 
 
+def _unrolled_in(lo: datetime, hi: datetime) -> bool:
+    """A time partition holds a reading the rollups have not reached: it stays."""
+    rows = Telemetry.objects.filter(message_ts__gte=lo, message_ts__lt=hi)
+    return rows.filter(pk__gt=telemetry_rolled_up_through()).exists()
+
+
 def devices_retention_register() -> None:
     retention_register(
         Retention(
-            "devices.Telemetry", "RETENTION_TELEMETRY_DAYS", "received_at", prunable=_rolled_up
+            "devices.Telemetry",
+            "RETENTION_TELEMETRY_DAYS",
+            "message_ts",
+            prunable=_rolled_up,
+            partition_keep=_unrolled_in,
         )
     )
     retention_register(

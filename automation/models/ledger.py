@@ -32,7 +32,12 @@ class AutomationEndpointEvent(models.Model):
     )
     # The message as received stays on the telemetry row; the event keeps only what it adds
     # (the endpoint's normalised value at the device's time), never a copy of the payload.
-    source_telemetry = models.ForeignKey(Telemetry, on_delete=models.CASCADE)
+    # Not a database constraint: both tables are partitioned by the same device time on
+    # PostgreSQL, where a key must carry the partition key; the event's partition is dropped
+    # no later than its telemetry's (``common.partitions``).
+    source_telemetry = models.ForeignKey(
+        Telemetry, on_delete=models.DO_NOTHING, db_constraint=False
+    )
     event_timestamp = models.DateTimeField()
     normalized_value = models.JSONField()
     dedupe_key = models.CharField(max_length=64)
@@ -47,7 +52,13 @@ class AutomationEndpointEvent(models.Model):
         # Unique keys are constraints, not ``unique=True``: on PostgreSQL a unique CharField
         # also gets a ``varchar_pattern_ops`` copy of its index for LIKE, which no query here
         # runs (docs/architecture.md, "Indexes and what reads them").
-        constraints = [models.UniqueConstraint(fields=["dedupe_key"], name="event_dedupe_once")]
+        # The dedupe key hashes ``event_timestamp``, the partition key on PostgreSQL, so
+        # adding it to the key keeps one row per reading.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dedupe_key", "event_timestamp"], name="event_dedupe_once"
+            )
+        ]
         indexes = [
             models.Index(
                 fields=["created_at"],
@@ -55,8 +66,8 @@ class AutomationEndpointEvent(models.Model):
                 condition=Q(processing_status=EventStatus.PENDING),
             ),
             models.Index(fields=["device_instance_endpoint", "event_timestamp"]),
-            # The retention prune's oldest-first scan (common.retention).
-            models.Index(fields=["created_at"], name="event_created"),
+            # The retention prune's oldest-first scan on the partition key (common.retention).
+            models.Index(fields=["event_timestamp"], name="event_ts"),
         ]
 
     def __str__(self) -> str:
@@ -73,9 +84,12 @@ class AutomationRuleExecution(models.Model):
     (reading, rule, target endpoint), or, for a scheduled rule, per (occurrence, rule, target
     endpoint): a rule with several actions has one execution per action."""
 
+    # Kept 180 days, its reading 30 (docs/architecture.md, "Retention"): an execution outlives
+    # its event, so the database does not enforce the reference; a timeline says "pruned".
     event = models.ForeignKey(
         AutomationEndpointEvent,
-        on_delete=models.CASCADE,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
         null=True,
         blank=True,
         related_name="executions",

@@ -9,10 +9,12 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -37,6 +39,7 @@ from devices.values import value_has_type
 logger = logging.getLogger(__name__)
 
 MAX_TELEMETRY_BYTES = 64 * 1024
+UNSTAMPED_LOCK = 0x7E1E  # advisory lock class: unstamped telemetry of one device
 
 
 class Rejected(Exception):
@@ -54,6 +57,7 @@ class _Parsed:
     ts: datetime
     values: dict[str, Any]
     fingerprint: str
+    stamped: bool  # False: no ``ts``, timed by its arrival
 
 
 @dataclass(frozen=True)
@@ -169,7 +173,8 @@ def _validate(
             refused.append(_Refused(index, True, _rejection(message, exc.reason, exc.detail)))
             continue
         fingerprint = telemetry_fingerprint(message.payload)
-        parsed.append(_Parsed(index, message, device, ts, values, fingerprint))
+        stamped = ts is not message.received_at
+        parsed.append(_Parsed(index, message, device, ts, values, fingerprint, stamped))
     return parsed, refused
 
 
@@ -219,6 +224,8 @@ def _persist_telemetry(parsed: Sequence[_Parsed]) -> list[tuple[_Parsed, int]]:
     """Insert-or-ignore the batch's telemetry; returns only the messages seen for the first
     time, with their new row ids."""
     unique = {(p.device.pk, p.fingerprint): p for p in parsed}
+    for seen in _unstamped_seen([p for p in unique.values() if not p.stamped]):
+        del unique[seen]
     rows = [
         {
             "device": p.device.pk,
@@ -231,6 +238,34 @@ def _persist_telemetry(parsed: Sequence[_Parsed]) -> list[tuple[_Parsed, int]]:
     ]
     inserted = insert_ignore_returning(Telemetry, rows, ("id", "device", "fingerprint"))
     return [(unique[(device_id, fp)], pk) for pk, device_id, fp in inserted]
+
+
+def _unstamped_seen(unstamped: Sequence[_Parsed]) -> set[tuple[int, str]]:
+    """The (device, fingerprint) of unstamped messages already stored within
+    ``TELEMETRY_UNSTAMPED_DEDUPE_S`` of their arrival. Such a message's time is its arrival,
+    which a copy the broker redelivers to a restarted bridge does not share, so the unique key
+    alone would take it twice. On PostgreSQL a lock per device, held to commit, keeps two
+    workers from both missing the other's copy."""
+    if not unstamped:
+        return set()
+    devices = sorted({p.device.pk for p in unstamped})
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s, d) FROM unnest(%s::int[]) AS d ORDER BY d",
+                [UNSTAMPED_LOCK, devices],
+            )
+    window = timedelta(seconds=settings.TELEMETRY_UNSTAMPED_DEDUPE_S)
+    match = Q()
+    for p in unstamped:
+        at = p.message.received_at
+        match |= Q(
+            device_id=p.device.pk,
+            fingerprint=p.fingerprint,
+            message_ts__gte=at - window,
+            message_ts__lte=at + window,
+        )
+    return set(Telemetry.objects.filter(match).values_list("device_id", "fingerprint"))
 
 
 def _build_events(

@@ -157,6 +157,13 @@ COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
 # skewed clocks and longer offline backlogs; narrower guards "latest reading wins" harder.
 TELEMETRY_MAX_FUTURE_S = env_float("TELEMETRY_MAX_FUTURE_S", 300.0)
 TELEMETRY_MAX_AGE_S = env_float("TELEMETRY_MAX_AGE_S", 7 * 24 * 3600.0, minimum=1.0)
+# A message without ``ts`` is timed by its arrival; a copy of it arriving this much later or
+# sooner is a redelivery (a second identical unstamped reading within it is taken as one).
+TELEMETRY_UNSTAMPED_DEDUPE_S = env_float("TELEMETRY_UNSTAMPED_DEDUPE_S", 600.0, minimum=1.0)
+# PostgreSQL: telemetry and endpoint events in time partitions this wide (aligned on the
+# epoch), created this many spans ahead by beat and dropped whole once expired.
+TELEMETRY_PARTITION_SPAN_S = env_int("TELEMETRY_PARTITION_SPAN_S", 86400, minimum=60)
+TELEMETRY_PARTITIONS_AHEAD = env_int("TELEMETRY_PARTITIONS_AHEAD", 2, minimum=1)
 # How often beat folds newly stored telemetry into the hourly rollups (devices.services.rollups):
 # rollups trail raw telemetry by one to two of these intervals.
 TELEMETRY_ROLLUP_INTERVAL_S = env_float("TELEMETRY_ROLLUP_INTERVAL_S", 60.0, minimum=1.0)
