@@ -26,6 +26,7 @@ from typing import Any
 
 from django.db import connection, transaction
 
+MIGRATION_MAX_RANGES = 62
 LOCK_TIMEOUT = "2s"  # a drop waits this long for readers, else the next run tries again
 _BOUND = re.compile(r"FROM \('([^']+)'\) TO \('([^']+)'\)")
 
@@ -286,6 +287,9 @@ def model_partition(
         return
     span = int(settings.TELEMETRY_PARTITION_SPAN_S)
     keep_s = max(float(getattr(settings, retention_setting)) * 86400, settings.TELEMETRY_MAX_AGE_S)
+    # At most MIGRATION_MAX_RANGES ranges back (a narrow span would make thousands in one
+    # transaction); anything older lands in the default partition.
+    keep_s = min(keep_s, span * MIGRATION_MAX_RANGES)
     column = model._meta.get_field(key).column
     partitioned_table_convert(
         schema_editor,

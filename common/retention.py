@@ -191,7 +191,9 @@ def _partitions_prune(
     table = retention.model._meta.db_table
     if not is_partitioned(table):
         return 0
-    key = retention.model._meta.get_field(retention.time_field).column
+    time_field = retention.model._meta.get_field(retention.time_field)
+    assert isinstance(time_field, models.Field)
+    key = str(time_field.column)
     span = int(settings.TELEMETRY_PARTITION_SPAN_S)
     partitions_ensure(
         table, key, start=now - timedelta(seconds=span), end=ahead_until(now), span_s=span

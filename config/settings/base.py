@@ -148,24 +148,19 @@ DISPATCH_SWEEP_AFTER_S = env_float("DISPATCH_SWEEP_AFTER_S", 10.0, minimum=0.0)
 # After a command for (endpoint, value) fails on the device or stays uncertain, further
 # decisions for the same pair are suppressed this long, growing per consecutive failure.
 COMMAND_COOLDOWN_S = env_float_list("COMMAND_COOLDOWN_S", (60.0, 300.0, 1800.0))
-# A publish that found the broker unreachable spends no attempt; the command retries after at
-# most this wait until the broker is back, or expires (broker_unreachable) past its lifetime.
+# A publish finding the broker down spends no attempt: retried within this, or expires.
 PUBLISH_RETRY_MAX_WAIT_S = env_float("PUBLISH_RETRY_MAX_WAIT_S", 2.0, minimum=0.05)
 COMMAND_MAX_AGE_S = env_float("COMMAND_MAX_AGE_S", 600.0, minimum=1.0)
-# How far device time (telemetry ts, a state report's appliedAt) may stray from the server
-# clock: further ahead is timestamp_in_future, older is timestamp_too_old. Wider accepts more
-# skewed clocks and longer offline backlogs; narrower guards "latest reading wins" harder.
+# How far device time (telemetry ts, appliedAt) may stray from the server clock (else
+# timestamp_in_future/_too_old): wider takes skewed clocks and longer offline backlogs.
 TELEMETRY_MAX_FUTURE_S = env_float("TELEMETRY_MAX_FUTURE_S", 300.0)
 TELEMETRY_MAX_AGE_S = env_float("TELEMETRY_MAX_AGE_S", 7 * 24 * 3600.0, minimum=1.0)
-# A message without ``ts`` is timed by its arrival; a copy of it arriving this much later or
-# sooner is a redelivery (a second identical unstamped reading within it is taken as one).
+# A message without ``ts`` is timed by its arrival: a copy within this is its redelivery.
 TELEMETRY_UNSTAMPED_DEDUPE_S = env_float("TELEMETRY_UNSTAMPED_DEDUPE_S", 600.0, minimum=1.0)
-# PostgreSQL: telemetry and endpoint events in time partitions this wide (aligned on the
-# epoch), created this many spans ahead by beat and dropped whole once expired.
+# PostgreSQL: telemetry and events in time partitions this wide, made this many spans ahead.
 TELEMETRY_PARTITION_SPAN_S = env_int("TELEMETRY_PARTITION_SPAN_S", 86400, minimum=60)
 TELEMETRY_PARTITIONS_AHEAD = env_int("TELEMETRY_PARTITIONS_AHEAD", 2, minimum=1)
-# How often beat folds newly stored telemetry into the hourly rollups (devices.services.rollups):
-# rollups trail raw telemetry by one to two of these intervals.
+# How often beat folds new telemetry into the hourly rollups (which trail by one or two).
 TELEMETRY_ROLLUP_INTERVAL_S = env_float("TELEMETRY_ROLLUP_INTERVAL_S", 60.0, minimum=1.0)
 
 # --- Logging: structured lines (docs/spec.md §9) in every process; see config/logging.py ---
@@ -396,10 +391,9 @@ WEBHOOK_SECRET_KEY = env_str("WEBHOOK_SECRET_KEY", "")
 WEBHOOK_SECRET_KEY_FALLBACKS = [
     k.strip() for k in env_str("WEBHOOK_SECRET_KEY_FALLBACKS", "").split(",") if k.strip()
 ]
-# Where webhooks may go (notifications.destinations): never to a loopback, private,
-# link-local or otherwise non-global address, except inside these networks (comma-separated
-# CIDRs: an on-premises receiver's own network). Plain http only while WEBHOOK_ALLOW_HTTP
-# (the production settings default it to off).
+# Where webhooks may go (notifications.destinations): never a non-global address, except in
+# these networks (comma-separated CIDRs: an on-premises receiver's own). Plain http only while
+# WEBHOOK_ALLOW_HTTP (off by default in the production settings).
 WEBHOOK_ALLOWED_NETWORKS = env_networks("WEBHOOK_ALLOWED_NETWORKS")
 WEBHOOK_ALLOW_HTTP = env_bool("WEBHOOK_ALLOW_HTTP", True)
 # /health: a bridge heartbeat older than this counts as a lost MQTT connection.
