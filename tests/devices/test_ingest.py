@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -222,3 +222,16 @@ def test_same_message_20_times_from_4_threads_yields_one_event_set_and_one_inten
     assert Telemetry.objects.count() == 1
     assert AutomationEndpointEvent.objects.count() == 2
     assert AutomationCommandIntent.objects.count() == 1
+
+
+def test_an_unstamped_message_is_one_reading_within_the_redelivery_window() -> None:
+    """No ``ts``: a copy arriving 30 s later is a redelivery; the same words past
+    ``TELEMETRY_UNSTAMPED_DEDUPE_S`` are a new reading, timed by their own arrival."""
+    kit = make_farm()
+    payload = json.dumps({"values": {"temp": 22.0}})
+    first = NOW - timedelta(seconds=700)
+    for seconds in (0, 30, 700):
+        arrived = first + timedelta(seconds=seconds)
+        telemetry_ingest(messages=[InboundTelemetry(kit.sensor.serial_number, payload, arrived)])
+    stored = list(Telemetry.objects.order_by("message_ts").values_list("message_ts", flat=True))
+    assert stored == [first, NOW]
