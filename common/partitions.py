@@ -115,6 +115,10 @@ def _partition_create(table: str, key: str, lo: datetime, hi: datetime) -> str:
     default = qn(f"{table}_default")
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+        # Every lock up front, the default partition's strongest first: taking a weaker one
+        # and then upgrading it while ingest waits on it deadlocks (seen under load).
+        cursor.execute(f"LOCK TABLE {default} IN ACCESS EXCLUSIVE MODE")
+        cursor.execute(f"LOCK TABLE {qn(table)} IN SHARE UPDATE EXCLUSIVE MODE")
         cursor.execute(f"CREATE TABLE {qn(name)} (LIKE {qn(table)} INCLUDING DEFAULTS)")
         in_range = f"{qn(key)} >= %s AND {qn(key)} < %s"
         cursor.execute(
@@ -138,6 +142,9 @@ def partition_drop(table: str, part: Partition) -> int:
         # Deferred key checks of rows written earlier in the same transaction (a caller's
         # outer one) would forbid the drop: check them now.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # The detach's lock first, before any weaker one on the table (an upgrade while
+        # ingest waits on the weaker lock deadlocks, seen under load).
+        cursor.execute(f"LOCK TABLE {qn(table)} IN ACCESS EXCLUSIVE MODE")
         cursor.execute(f"SELECT count(*) FROM {qn(part.name)}")
         rows = int(cursor.fetchone()[0])
         cursor.execute(f"ALTER TABLE {qn(table)} DETACH PARTITION {qn(part.name)}")
