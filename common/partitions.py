@@ -100,10 +100,11 @@ def partitions_ensure(
     """Create every missing range between ``start`` and ``end``; the names created. Rows the
     default partition holds for a new range move into it in the same transaction."""
     created = []
+    existing = partitions(table)  # read once: the ranges made below never overlap a window
     lo, _ = window(start, span_s)
     while lo < end:
         hi = lo + timedelta(seconds=span_s)
-        for gap_lo, gap_hi in _gaps(lo, hi, partitions(table)):
+        for gap_lo, gap_hi in _gaps(lo, hi, existing):
             created.append(_partition_create(table, key, gap_lo, gap_hi))
         lo = hi
     return created
@@ -261,6 +262,24 @@ def ahead_until(now: datetime) -> datetime:
     span = int(settings.TELEMETRY_PARTITION_SPAN_S)
     ahead = float(settings.TELEMETRY_MAX_FUTURE_S) + span * int(settings.TELEMETRY_PARTITIONS_AHEAD)
     return now + timedelta(seconds=ahead)
+
+
+def partition_migration(app_label: str, model_name: str, key: str, retention_setting: str) -> Any:
+    """The migration step that partitions one model's table on PostgreSQL (and undoes it),
+    so each app's migration names only its model, key and retention."""
+    from django.db import migrations
+    from django.utils import timezone
+
+    def forwards(apps: Any, schema_editor: Any) -> None:
+        model = apps.get_model(app_label, model_name)
+        model_partition(
+            schema_editor, model, key, retention_setting=retention_setting, now=timezone.now()
+        )
+
+    def backwards(apps: Any, schema_editor: Any) -> None:
+        model_unpartition(schema_editor, apps.get_model(app_label, model_name), key)
+
+    return migrations.RunPython(forwards, backwards, elidable=False)
 
 
 def model_unpartition(schema_editor: Any, model: Any, key: str) -> None:

@@ -6,27 +6,9 @@ On PostgreSQL the table is rebuilt whole, every row copied."""
 
 import django.db.models.deletion
 from django.db import migrations, models
-from django.utils import timezone
 
 from common.migration_ops import UnlessPostgres
-from common.partitions import model_partition, model_unpartition
-
-
-def partition(apps, schema_editor):
-    model = apps.get_model("automation", "AutomationEndpointEvent")
-    model_partition(
-        schema_editor,
-        model,
-        "event_timestamp",
-        retention_setting="RETENTION_ENDPOINT_EVENTS_DAYS",
-        now=timezone.now(),
-    )
-
-
-def unpartition(apps, schema_editor):
-    model_unpartition(
-        schema_editor, apps.get_model(*("automation", "AutomationEndpointEvent")), "event_timestamp"
-    )
+from common.partitions import partition_migration
 
 
 class Migration(migrations.Migration):
@@ -85,5 +67,10 @@ class Migration(migrations.Migration):
                 index=models.Index(fields=["event_timestamp"], name="event_ts"),
             )
         ),
-        migrations.RunPython(partition, unpartition, elidable=False),
+        partition_migration(
+            "automation",
+            "AutomationEndpointEvent",
+            "event_timestamp",
+            "RETENTION_ENDPOINT_EVENTS_DAYS",
+        ),
     ]

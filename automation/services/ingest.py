@@ -94,7 +94,9 @@ class IngestResult:
     rejected: list[MessageRejection] = field(default_factory=list)  # in batch order
 
 
-def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str, Any]]:
+def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, bool, dict[str, Any]]:
+    """The device time (``received_at`` when the message has no ``ts``), whether the message
+    carried one, and its values."""
     if len(payload.encode("utf-8", "surrogatepass")) > MAX_TELEMETRY_BYTES:
         raise Rejected(Reason.PAYLOAD_TOO_LARGE, f"more than {MAX_TELEMETRY_BYTES} bytes")
     try:
@@ -115,7 +117,7 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
         raise Rejected(Reason.MISSING_VALUES, "payload has no 'values' object")
     raw_ts = body.get("ts")
     if raw_ts is None:
-        return received_at, values
+        return received_at, False, values
     try:
         ts = parse_datetime(raw_ts) if isinstance(raw_ts, str) else None
     except ValueError:
@@ -126,7 +128,7 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, dict[str
         ts = ts.astimezone(UTC)
     except OverflowError:
         raise Rejected(Reason.INVALID_TIMESTAMP, f"ts={raw_ts!r} is out of range in UTC") from None
-    return ts, values
+    return ts, True, values
 
 
 def _storable(data_type: str, value: Any) -> bool:
@@ -165,7 +167,7 @@ def _validate(
                 raise Rejected(Reason.DEVICE_RETIRED, "device is retired")
             if message.bad_encoding or not is_utf8(message.payload):
                 raise Rejected(Reason.INVALID_ENCODING, "payload is not valid UTF-8")
-            ts, values = _parse_body(message.payload, message.received_at)
+            ts, stamped, values = _parse_body(message.payload, message.received_at)
             clock = device_time_violation(ts, now)
             if clock is not None:
                 raise Rejected(clock, device_time_detail("ts", ts, now))
@@ -173,7 +175,6 @@ def _validate(
             refused.append(_Refused(index, True, _rejection(message, exc.reason, exc.detail)))
             continue
         fingerprint = telemetry_fingerprint(message.payload)
-        stamped = ts is not message.received_at
         parsed.append(_Parsed(index, message, device, ts, values, fingerprint, stamped))
     return parsed, refused
 

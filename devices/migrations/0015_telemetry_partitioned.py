@@ -1,29 +1,13 @@
 """Telemetry partitioned by device time on PostgreSQL (``common.partitions``): its dedupe key
 and prune index carry ``message_ts``, the partition key. Elsewhere the same keys on the
 plain table. On PostgreSQL the table is rebuilt whole: every row is copied into the
-partitioned table (docs/RUNBOOK.md, "Upgrading to partitioned telemetry", says how long a
+partitioned table (deploy/RUNBOOK.md, "Upgrading to partitioned telemetry", says how long a
 million rows take)."""
 
 from django.db import migrations, models
-from django.utils import timezone
 
 from common.migration_ops import UnlessPostgres
-from common.partitions import model_partition, model_unpartition
-
-
-def partition(apps, schema_editor):
-    model = apps.get_model("devices", "Telemetry")
-    model_partition(
-        schema_editor,
-        model,
-        "message_ts",
-        retention_setting="RETENTION_TELEMETRY_DAYS",
-        now=timezone.now(),
-    )
-
-
-def unpartition(apps, schema_editor):
-    model_unpartition(schema_editor, apps.get_model(*("devices", "Telemetry")), "message_ts")
+from common.partitions import partition_migration
 
 
 class Migration(migrations.Migration):
@@ -50,5 +34,5 @@ class Migration(migrations.Migration):
                 index=models.Index(fields=["message_ts"], name="telemetry_ts"),
             )
         ),
-        migrations.RunPython(partition, unpartition, elidable=False),
+        partition_migration("devices", "Telemetry", "message_ts", "RETENTION_TELEMETRY_DAYS"),
     ]
