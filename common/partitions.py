@@ -136,8 +136,13 @@ def _partition_create(table: str, key: str, lo: datetime, hi: datetime) -> str:
 
 def partition_drop(table: str, part: Partition) -> int:
     """Detach and drop one range; the rows it held (counted before the drop, for
-    ``farm_retention_pruned_rows_total``)."""
+    ``farm_retention_pruned_rows_total``). The count runs before the table's exclusive lock:
+    a day's range holds millions of readings, and ingest must not wait on counting them (past the
+    retention, which outlasts ``TELEMETRY_MAX_AGE_S`` by default, a range gets no new rows)."""
     qn = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {qn(part.name)}")
+        rows = int(cursor.fetchone()[0])
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
         # Deferred key checks of rows written earlier in the same transaction (a caller's
@@ -146,8 +151,6 @@ def partition_drop(table: str, part: Partition) -> int:
         # The detach's lock first, before any weaker one on the table (an upgrade while
         # ingest waits on the weaker lock deadlocks, seen under load).
         cursor.execute(f"LOCK TABLE {qn(table)} IN ACCESS EXCLUSIVE MODE")
-        cursor.execute(f"SELECT count(*) FROM {qn(part.name)}")
-        rows = int(cursor.fetchone()[0])
         cursor.execute(f"ALTER TABLE {qn(table)} DETACH PARTITION {qn(part.name)}")
         cursor.execute(f"DROP TABLE {qn(part.name)}")
     return rows

@@ -1,21 +1,24 @@
 """The device admin as the automation app completes it: how many commands are still open on
 each device (one subquery for the whole list, linked to those commands) and, on a device's
-page, the 24 h chart of its endpoints with the commands sent and manual control (set a value,
+page, the chart of its endpoints with the commands sent (24 h, 7 d or 60 d: ``?chart=``; past
+96 h it reads the hourly rollups, so it outlives the raw readings) and manual control (set a value,
 cancel a hold: ``automation.admin.manual``). Registered here, over the devices app's admin, so
 ``devices`` never imports ``automation`` (docs/architecture.md)."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from automation.admin.chart import chart_svg, device_chart_data
@@ -24,6 +27,11 @@ from automation.models import AutomationCommandIntent
 from automation.states import COMMAND_LIVE
 from devices.admin import DeviceAdmin
 from devices.models import Device
+
+CHART_WINDOWS = {"24h": timedelta(hours=24), "7d": timedelta(days=7), "60d": timedelta(days=60)}
+CHART_DEFAULT = "24h"
+# The change page's chosen window, for the read-only ``chart`` field that sees only the row.
+_chart_window: ContextVar[str] = ContextVar("chart_window", default=CHART_DEFAULT)
 
 
 def open_commands_count() -> Subquery:
@@ -82,11 +90,46 @@ class AutomationDeviceAdmin(DeviceAdmin):
             *super().get_urls(),
         ]
 
-    @admin.display(description="last 24 h")
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        chosen = request.GET.get("chart", "")
+        token = _chart_window.set(chosen if chosen in CHART_WINDOWS else CHART_DEFAULT)
+        try:
+            response = super().change_view(request, object_id, form_url, extra_context)
+            if hasattr(response, "render"):  # the fields are read while rendering
+                response.render()
+            return response
+        finally:
+            _chart_window.reset(token)
+
+    @admin.display(description="chart")
     def chart(self, obj: Device) -> SafeString:
+        chosen = _chart_window.get()
+        window = CHART_WINDOWS[chosen]
         now = timezone.now()
-        series, marks = device_chart_data(device=obj, now=now)
-        return chart_svg(series, marks, now=now)
+        series, marks = device_chart_data(device=obj, now=now, window=window)
+        choices = format_html_join(
+            " · ",
+            "{}",
+            (
+                (
+                    format_html("<strong>{}</strong>", name)
+                    if name == chosen
+                    else format_html('<a href="?chart={}">{}</a>', name, name),
+                )
+                for name in CHART_WINDOWS
+            ),
+        )
+        return format_html(
+            '<p class="chart-windows">{}</p>{}',
+            choices,
+            chart_svg(series, marks, now=now, window=window),
+        )
 
 
 admin.site.unregister(Device)

@@ -1,6 +1,6 @@
 """The device chart over a long window reads hourly rollups: 60 days still chart, spikes
 included, after the raw telemetry and its endpoint events are gone, in the same three
-queries; the 24-hour chart keeps reading the raw events."""
+queries, and on the device's admin page; the 24-hour chart keeps reading the raw events."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from automation.admin.chart import MAX_BUCKETS, chart_svg, device_chart_data
@@ -64,3 +66,19 @@ def test_the_day_chart_still_reads_the_raw_events() -> None:
     _sixty_days_of_readings(kit)  # rollups cover the last day too, the raw rows are gone
     series, _ = device_chart_data(device=kit.sensor, now=NOW)
     assert all(s.points == [] for s in series)
+
+
+def test_the_device_page_offers_sixty_days_drawn_from_rollups(support: Client) -> None:
+    kit = make_farm(prefix="page")
+    _sixty_days_of_readings(kit)
+    url = f"/admin/devices/device/{kit.sensor.pk}/change/"
+    with time_machine.travel(NOW, tick=False):
+        day = support.get(url).content.decode()
+        sixty = support.get(f"{url}?chart=60d").content.decode()
+        unknown = support.get(f"{url}?chart=9y").content.decode()
+    assert "last 24 h (UTC)" in day and '<a href="?chart=60d">60d</a>' in day
+    assert re.findall(r'data-endpoint="temp" data-points="(\d+)"', day) == ["0"]
+    assert "last 60 d (UTC)" in sixty and "<strong>60d</strong>" in sixty
+    (points,) = re.findall(r'data-endpoint="temp" data-points="(\d+)"', sixty)
+    assert 10 < int(points) <= 2 * MAX_BUCKETS
+    assert "last 24 h (UTC)" in unknown  # an unknown window falls back to the day

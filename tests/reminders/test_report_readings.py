@@ -5,10 +5,13 @@ month in the farm's calendar, and none from either side of it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from devices.models import Telemetry
+from notifications.services.context import context_decode
+from notifications.services.render import notification_render
 from tests.devices.factories import FarmKit
 from tests.devices.test_rollups import fold, store
 from tests.reminders.conftest import notifications_for, run_due
@@ -52,6 +55,19 @@ def test_a_monthly_report_reads_the_month_from_rollups_after_raw_telemetry_expir
     readings = {(r["device_serial"], r["endpoint_key"]): r for r in note.context["readings"]}
     assert readings[(sensor, "temp")]["count"] == 31
     assert readings[(sensor, "temp")]["max"] == 31.0
+    body = _body(note.context)
+    assert f"  {sensor}/temp: 31, 1 / 16 / 31\n" in body
+    assert f"  {sensor}/humidity: 31, 40 / 40.516 / 41\n" in body
+    assert f"  {relay}/io1: 31, 0 / 0.226 / 1\n" in body
+
+
+def _body(context: dict[str, Any]) -> str:
+    return notification_render(
+        template_name="farm_report",
+        context=context_decode(context),
+        locale="en",
+        time_zone="Europe/Berlin",
+    ).body
 
 
 def test_a_period_without_readings_lists_none(kit: FarmKit) -> None:
@@ -62,3 +78,4 @@ def test_a_period_without_readings_lists_none(kit: FarmKit) -> None:
     (note,) = notifications_for(report_rows(sub)[0].scheduler_key)
     assert "readings" not in note.attachments[0]["content"]
     assert note.context["readings"] == []
+    assert "Readings (count, min / avg / max):\n  none\n" in _body(note.context)

@@ -3,12 +3,12 @@ devices with the most timeouts, reminders sent, and each endpoint's readings. Bu
 execution time from the ledger (never stored on the scheduler row) and handed over as a
 rendered body plus a CSV.
 
-Readings always come from the hourly rollups, never the raw telemetry: a period is days
-long, so one grouped read of at most 24 rows per endpoint and day replaces reading every
-reading, and a report of a period whose raw telemetry is pruned says the same as one run
-the day after. They cover the UTC hours starting in the period (a zone offset by a half
-hour shifts the span by that half hour) and miss readings stored in the last minute or two
-before the run (``devices.services.rollups``)."""
+Readings (in the body and the CSV) always come from the hourly rollups, never the raw
+telemetry: a period is days long, so one grouped read of at most 24 rows per endpoint and
+day replaces reading every reading, and a report of a period whose raw telemetry is pruned
+says the same as one run the day after. They cover the UTC hours starting in the period (a
+zone offset by a half hour shifts the span by that half hour) and miss readings stored in
+the last minute or two before the run (``devices.services.rollups``)."""
 
 from __future__ import annotations
 
