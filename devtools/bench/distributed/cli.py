@@ -59,7 +59,7 @@ def add_arguments(parser: CommandParser) -> None:
              "bytes rises over the last 40 minutes (runs under an hour: the last two thirds) "
              f"by more than its tolerance: latency {_escaped(LATENCY)}, RSS "
              f"{_escaped(RSS)}, table bytes {_escaped(TABLE_BYTES)}. --rate defaults to "
-             f"{DEFAULT_RATE:g}/s there (half the README machine's ~150 commands/s)")  # fmt: skip
+             f"{DEFAULT_RATE:g}/s there (the README machine's steady rate)")  # fmt: skip
     add("--soak-interval", type=float, default=None, metavar="SECONDS",
         help=f"soak: seconds between printed samples ({DEFAULT_INTERVAL_S:g}; the run is six "
              "of them or more)")  # fmt: skip
