@@ -4,6 +4,7 @@ to the next step's latencies (it shows in the backlog column instead)."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ from devices.models import Device
 from devtools.bench.distributed.accounting import sensor_ids, step_account, step_settle
 from devtools.bench.distributed.broker import queue_backlog
 from devtools.bench.distributed.cost import (
+    Counters,
     StepCost,
     counters_read,
     vacuum_when_autovacuum_is_off,
@@ -21,11 +23,31 @@ from devtools.bench.distributed.plan import STAGES, DistributedPlan
 from devtools.bench.distributed.procs import CpuMeter
 from devtools.bench.distributed.results import APPLIED, StepResult
 from devtools.bench.distributed.schedule import step_crossings
+from devtools.bench.distributed.soak_sample import server_pids
 from devtools.bench.distributed.stack import Stack
 from devtools.bench.fleet import BenchFleet
 
 Write = Callable[[str], None]
-IDLE_S = 10.0
+IDLE_S = 30.0  # a quiet stack's sweeps run every 1–10 s: a few of each
+
+
+def idle_describe(idle: Counters, cpu: dict[str, float]) -> str:
+    """The quiet stack's cost: its processes and servers, and the machine's busy time (which
+    counts every other process of the machine too)."""
+    machine = cpu.get(CpuMeter.MACHINE, 0.0) * (os.cpu_count() or 1)
+    per_s = max(idle.at, 1e-6)
+    broker = "–" if idle.broker_commands is None else f"{idle.broker_commands / per_s:.1f}"
+    busiest = sorted(
+        ((name, pct) for name, pct in cpu.items() if name != CpuMeter.MACHINE),
+        key=lambda item: -item[1],
+    )
+    stack = sum(pct for _, pct in busiest)
+    return (
+        f"idle stack: {stack:.1f} % of one core in its processes and servers (the machine "
+        f"{machine:.1f} %, whatever else runs on it included); PostgreSQL "
+        f"{idle.pg_transactions / per_s:.1f} transactions/s, broker {broker} commands/s; "
+        "per process (% of one core): " + ", ".join(f"{n} {p:.1f}" for n, p in busiest)
+    )
 
 
 def command_phase(
@@ -41,8 +63,11 @@ def command_phase(
                   "each step, as a deployment's autovacuum would keep up")  # fmt: skip
         write(f"command path: the idle stack's own cost over {IDLE_S:g}s (subtracted per step)")
         idle_from = counters_read(stack.pids())
+        idle_meter = CpuMeter(stack.pids() | server_pids())
         time.sleep(IDLE_S)
+        idle_cpu = idle_meter.percent()
         idle = counters_read(stack.pids()) - idle_from
+        write(idle_describe(idle, idle_cpu))
         index = 0
         for step, rate in enumerate(plan.steps, 1):
             # Relays count as online at dispatch (they send no telemetry of their own here).
