@@ -18,11 +18,11 @@ from django.test.utils import CaptureQueriesContext
 from reminders.models import ReconciliationWatermark
 from reminders.services import reconcile as reconcile_module
 from reminders.services.reconcile import reminder_reconcile
-from reminders.services.sources import document_update, endpoint_metric_source_create
+from reminders.services.sources import document_update
 from scheduler.models import AutomationScheduler
 from tests.devices.factories import FarmFactory
 from tests.reminders.conftest import NOW, date_setting, document, rows_of, statuses
-from tests.reminders.test_thresholds import reading, threshold_setting
+from tests.reminders.test_thresholds import reading, silo_source, threshold_setting
 
 pytestmark = pytest.mark.django_db
 
@@ -179,13 +179,7 @@ def test_the_command_prints_a_table_of_repairs(drift, time_machine) -> None:
 def test_metric_sources_with_new_telemetry_are_evaluated(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "FalseToTrue")
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=NOW,
-        )
+        source = silo_source(kit, now=NOW)
     reading(kit.temp, NOW + timedelta(minutes=1), 96)  # nobody evaluated it
     assert rows_of(source.guid) == []
     report = reminder_reconcile(provider="endpoint_metric", now=LATER)

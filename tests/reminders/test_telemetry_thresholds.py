@@ -16,9 +16,8 @@ from automation.tasks import endpoint_events_evaluate_task
 from config.celery import app as celery_app
 from devices.mqtt.messages import InboundTelemetry
 from reminders.models import EndpointMetricSource
-from reminders.services.sources import endpoint_metric_source_create
 from tests.reminders.conftest import NOW, rows_of
-from tests.reminders.test_thresholds import T0, threshold_setting
+from tests.reminders.test_thresholds import T0, silo_source, threshold_setting
 
 pytestmark = pytest.mark.django_db
 
@@ -33,13 +32,7 @@ def eager() -> object:
 def test_a_reading_over_the_threshold_ensures_the_reminder_row(kit, bus, eager) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "OncePerThreshold")
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=T0,
-        )
+        source = silo_source(kit, now=T0)
     payload = json.dumps({"ts": NOW.isoformat(), "values": {"temp": 93}})
     with bus.commit():
         ids = telemetry_ingest(
@@ -79,13 +72,7 @@ def test_a_reading_no_active_source_reads_sends_no_threshold_task(
         endpoint_events_evaluate_task(_reading(kit, 93))
     assert metrics not in published  # no source at all
     with bus.commit():
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=T0,
-        )
+        source = silo_source(kit, now=T0)
     with bus.commit():
         endpoint_events_evaluate_task(_reading(kit, 94))
     assert published.count(metrics) == 1

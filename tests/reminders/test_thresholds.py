@@ -13,7 +13,7 @@ import pytest
 
 from automation.models import AutomationEndpointEvent
 from devices.models import DeviceInstanceEndpoint, Telemetry
-from reminders.models import ThresholdState
+from reminders.models import EndpointMetricSource, ThresholdState
 from reminders.services.handlers import endpoint_metric_evaluate
 from reminders.services.settings import reminder_setting_create, reminder_setting_update
 from reminders.services.sources import endpoint_metric_source_create
@@ -67,6 +67,17 @@ def threshold_setting(farm, policy: str, **overrides):
     return reminder_setting_create(**fields)
 
 
+def silo_source(kit, *, now: datetime = T0) -> EndpointMetricSource:
+    """The ``silo_level`` source: the latest value of the kit's temperature endpoint."""
+    return endpoint_metric_source_create(
+        farm_id=kit.farm.pk,
+        endpoint_id=kit.temp.pk,
+        metric_key="silo_level",
+        aggregate="latest",
+        now=now,
+    )
+
+
 def completed(source_guid) -> int:
     return sum(r.status == "completed" for r in rows_of(source_guid))
 
@@ -95,13 +106,7 @@ def test_firing_policy_over_a_scripted_series(kit, bus, policy, fired) -> None:
     OncePerSource stays quiet, every other policy fires for the new threshold."""
     with bus.commit():
         setting = threshold_setting(kit.farm, policy)
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=T0,
-        )
+        source = silo_source(kit, now=T0)
     assert rows_of(source.guid) == []  # no data yet: false
     seen = []
     for at, level in SERIES:
@@ -124,13 +129,7 @@ def test_firing_policy_over_a_scripted_series(kit, bus, policy, fired) -> None:
 def test_keys_spell_metric_value_policy_and_scope(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "OncePerDay", threshold_value=Decimal("90.000"))
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=T0,
-        )
+        source = silo_source(kit, now=T0)
     reading(kit.temp, T0, 91.5)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     (row,) = rows_of(source.guid)
@@ -141,13 +140,7 @@ def test_keys_spell_metric_value_policy_and_scope(kit, bus) -> None:
 def test_a_metric_false_again_deactivates_the_pending_row(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "FalseToTrue")
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=T0,
-        )
+        source = silo_source(kit, now=T0)
     reading(kit.temp, T0, 97)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     assert [r.status for r in rows_of(source.guid)] == ["pending"]
@@ -161,13 +154,7 @@ def test_a_metric_false_again_deactivates_the_pending_row(kit, bus) -> None:
 def test_re_evaluating_an_unchanged_condition_writes_nothing(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "FalseToTrue")
-        source = endpoint_metric_source_create(
-            farm_id=kit.farm.pk,
-            endpoint_id=kit.temp.pk,
-            metric_key="silo_level",
-            aggregate="latest",
-            now=T0,
-        )
+        source = silo_source(kit, now=T0)
     reading(kit.temp, T0, 97)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     version = AutomationScheduler.objects.get().version
