@@ -24,6 +24,7 @@ from automation.services.ingest import telemetry_ingest
 from config.tables import format_table
 from devices.models import Telemetry
 from devices.mqtt.messages import InboundTelemetry
+from devtools.bench import BenchError
 from devtools.bench.fleet import SENSOR_KEYS, fleet_seeded
 from devtools.bench.ingest import telemetry_messages
 from devtools.bench.report import Progress
@@ -181,18 +182,29 @@ def _sizes(progress: Progress) -> list[TableSize]:
     return [_size(model) for model in MEASURED]
 
 
+# A relation and, when it is partitioned (a table or its index), every partition under it:
+# the partitioned parent itself holds no bytes.
+_TREE = "SELECT %s::regclass AS relid UNION SELECT relid FROM pg_partition_tree(%s::regclass)"
+
+
 def _size(model: type[models.Model]) -> TableSize:
     table = model._meta.db_table
     with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {connection.ops.quote_name(table)}")
+        (rows,) = cursor.fetchone()
+        cursor.execute(f"SELECT sum(pg_table_size(relid)) FROM ({_TREE}) AS t", [table, table])
+        heap = int(cursor.fetchone()[0] or 0)
         cursor.execute(
-            f"SELECT count(*), pg_table_size(%s::regclass) FROM {connection.ops.quote_name(table)}",
-            [table],
-        )
-        rows, heap = cursor.fetchone()
-        cursor.execute(
-            "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i"
+            "SELECT c.relname, c.oid::regclass::text FROM pg_index i"
             " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = %s::regclass",
             [table],
         )
-        indexes = dict(cursor.fetchall())
+        indexes = {}
+        for name, index in cursor.fetchall():
+            cursor.execute(
+                f"SELECT sum(pg_relation_size(relid)) FROM ({_TREE}) AS t", [index, index]
+            )
+            indexes[name] = int(cursor.fetchone()[0] or 0)
+    if rows and not heap:
+        raise BenchError(f"{table}: {rows:,} rows measured as 0 bytes")
     return TableSize(table, rows, heap, indexes)

@@ -38,7 +38,17 @@ def test_the_storage_bench_prints_each_table_and_index_and_the_bytes_per_value()
     for table in (Telemetry._meta.db_table, AutomationEndpointEvent._meta.db_table):
         heap = next(line for line in text.splitlines() if line.startswith(table))
         assert heap.split()[1:3] == ["heap", "200" if table.startswith("devices") else "800"]
+        assert int(heap.split()[3].replace(",", "")) > 0, heap  # partitions summed
     assert "index telemetry_once" in text and "index event_dedupe_once" in text
+    index_bytes = {
+        line.split()[1]: int(line.split()[2].replace(",", ""))
+        for line in text.splitlines()
+        if line.split()[:1] == ["index"]
+    }
+    # Every index holding the rows (the pending-events one is partial: empty once evaluated).
+    del index_bytes["event_pending_idx"]
+    assert index_bytes and all(n > 0 for n in index_bytes.values()), index_bytes
+    assert "per stored value (800 values): 0.0 B" not in text
     assert "per stored value (800 values)" in text
     assert f"target ≤ {TARGET_BYTES_PER_VALUE} B" in text
     assert not Organization.objects.filter(name__startswith="bench-").exists()
