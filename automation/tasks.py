@@ -27,8 +27,8 @@ from automation.services.reconcile import (
     command_intents_overdue,
     command_intents_reconcile,
 )
+from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue
 from config.celery import DB_RETRY, routed_to
-from config.celery import app as celery_app
 from config.metrics import metrics_decisions_counted
 from devices.mqtt.messages import (
     DEVICE_MESSAGES_TASK,
@@ -40,35 +40,23 @@ from devices.mqtt.publisher import get_publisher
 
 logger = logging.getLogger(__name__)
 
-# Threshold reminders re-evaluate over endpoints with new readings: a task of the reminders
-# app, which sits above this one, so it is sent by name (its one constant, here).
-METRICS_TOUCHED_TASK = "reminders.endpoint_metrics_touched"
-
 
 def _metrics_watched(endpoint_ids: list[int]) -> list[int]:
     """The endpoints an active threshold reminder reads: one indexed read, where a task hop
     per batch cost a fleet without such reminders a tenth of a core at 10 crossings/s. The
-    model is the reminders app's, looked up by name like its task."""
+    model and the task are the reminders app's, which sits above this one: both by name."""
     source = apps.get_model("reminders", "EndpointMetricSource")
     rows = source.objects.filter(endpoint_id__in=endpoint_ids, active=True)
     return sorted(set(rows.values_list("endpoint_id", flat=True)))
 
 
 def _metrics_touched(endpoint_ids: list[int]) -> None:
-    """The registered task (every worker loads every app's tasks), so eager mode and routing
-    apply as to any other nudge. A source made after the read is caught up by the reminders'
+    """Threshold reminders re-evaluate over the watched endpoints with new readings (we run
+    after commit). A source made after the read is caught up by the reminders'
     reconciliation pass."""
-    endpoint_ids = _metrics_watched(endpoint_ids)
-    if not endpoint_ids:
-        return
-    task = celery_app.tasks.get(METRICS_TOUCHED_TASK)
-    if task is None:  # a process that has not imported every app's tasks yet (web, scripts)
-        celery_app.loader.import_default_modules()
-        task = celery_app.tasks.get(METRICS_TOUCHED_TASK)
-    if task is None:
-        logger.warning("%s is not registered here: reconciliation repairs it", METRICS_TOUCHED_TASK)
-        return
-    nudge(task, endpoint_ids)
+    watched = _metrics_watched(endpoint_ids)
+    if watched:
+        enqueue(METRICS_TOUCHED, watched)
 
 
 def _chunks(ids: list[int], size: int) -> list[list[int]]:
@@ -132,7 +120,7 @@ def endpoint_events_sweep_task() -> int:
     return len(ids)
 
 
-@shared_task(name="automation.command_intents_dispatch", **routed_to("dispatch"), **DB_RETRY)
+@shared_task(name=COMMANDS_DISPATCH, **routed_to("dispatch"), **DB_RETRY)
 def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
     publisher = get_publisher()
     outcomes = command_intents_dispatch(

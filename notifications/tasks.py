@@ -9,15 +9,14 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
+from common.handoff import NOTIFICATION_DELIVER
 from config.celery import DB_RETRY, routed_to
 from notifications.services.deliver import notification_deliver
 from notifications.services.sweep import notifications_sweep
 
-DELIVER_TASK = "notifications.deliver"
-
 
 @shared_task(
-    name=DELIVER_TASK, **routed_to("notify"), soft_time_limit=90, time_limit=110, **DB_RETRY
+    name=NOTIFICATION_DELIVER, **routed_to("notify"), soft_time_limit=90, time_limit=110, **DB_RETRY
 )
 def notification_deliver_task(notification_id: int) -> str:
     return str(notification_deliver(notification_id=notification_id))

@@ -8,6 +8,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
+from common.handoff import METRICS_TOUCHED
 from config.celery import DB_RETRY, routed_to
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
@@ -42,7 +43,7 @@ def report_subscriptions_ensure_task() -> int:
     return report_subscriptions_ensure_due(now=timezone.now())
 
 
-@shared_task(name="reminders.endpoint_metrics_touched", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=METRICS_TOUCHED, **routed_to("scheduler"), **DB_RETRY)
 def endpoint_metrics_touched_task(endpoint_ids: list[int]) -> int:
     """New telemetry arrived for these endpoints: evaluate the metric sources over them."""
     return endpoint_metrics_touched(endpoint_ids=endpoint_ids, now=timezone.now())

@@ -1,7 +1,8 @@
 """The import graph, read from the source (nothing is imported): no import cycle between
 modules at import time, and dependencies between apps that point one way, but for the
 back-edges listed here with the reason each still exists (docs/architecture.md draws the
-order). A new back-edge fails; so does a listed one that is gone, so the list only shrinks."""
+order). A new back-edge fails; so does a listed one that is gone, so the list only shrinks.
+No service imports a tasks module, not even inside a function."""
 
 from __future__ import annotations
 
@@ -117,12 +118,10 @@ def test_apps_depend_on_each_other_one_way_but_for_the_known_back_edges() -> Non
     edges: dict[str, set[str]] = {app: set() for app in APPS}
     for name, path in modules.items():
         app = name.partition(".")[0]
-        for imported, in_function in _imports(ast.parse(path.read_text()), top_level_only=False):
+        for imported, _ in _imports(ast.parse(path.read_text()), top_level_only=False):
             target = imported.partition(".")[0]
             if target not in APPS or target == app:
                 continue
-            if in_function and imported.endswith(".tasks"):
-                continue  # sanctioned: a service importing, lazily, the task it enqueues
             edges[app].add(target)
     back = {(app, target) for app in APPS for target in edges[app] if LAYERS[target] > LAYERS[app]}
     unexplained = back - set(KNOWN_BACK_EDGES)
@@ -131,3 +130,16 @@ def test_apps_depend_on_each_other_one_way_but_for_the_known_back_edges() -> Non
     assert not fixed, f"back-edges gone: remove them from KNOWN_BACK_EDGES: {sorted(fixed)}"
     forward = {app: {t for t in targets if (app, t) not in back} for app, targets in edges.items()}
     assert _cycles(forward) == []  # apps of one layer do not depend on each other both ways
+
+
+def test_no_service_module_imports_a_tasks_module_even_inside_a_function() -> None:
+    """Services hand work on through ``common.handoff`` (a task by its name, after commit):
+    a tasks module imports its services, never the other way round."""
+    found = []
+    for name, path in _modules().items():
+        if ".services" not in name:
+            continue
+        for imported, _ in _imports(ast.parse(path.read_text()), top_level_only=False):
+            if imported.endswith(".tasks") or ".tasks." in imported:
+                found.append(f"{name} imports {imported}")
+    assert found == []

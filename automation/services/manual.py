@@ -37,9 +37,10 @@ from django.utils import timezone
 from automation.gates import command_gate_failure
 from automation.keys import manual_intent_idempotency_key
 from automation.models import AutomationCommandIntent, CommandTransition, EndpointManualHold
-from automation.services.commands import command_fields, nudge
+from automation.services.commands import command_fields
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
+from common.handoff import commands_dispatch_on_commit
 from devices.models import DeviceInstanceEndpoint
 from scheduler.services.support import support_note
 
@@ -143,9 +144,7 @@ def endpoint_command_manual(
             attempt=0,
             at=now,
         )
-        from automation.tasks import command_intents_dispatch_task
-
-        transaction.on_commit(lambda: nudge(command_intents_dispatch_task, [intent.pk]))
+        commands_dispatch_on_commit([intent.pk])
     return ManualCommand(intent, True, until if until > now else None)
 
 

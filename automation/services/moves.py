@@ -19,6 +19,7 @@ from django.db import transaction
 from automation import coordination
 from automation.models import AutomationCommandIntent, CommandTransition
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
+from common.handoff import COMMANDS_DISPATCH, enqueue
 from common.sql import update_returning
 from config.metrics import metrics_transitions_recorded
 
@@ -135,9 +136,6 @@ def _audit_rows(done: Sequence[Move], now: datetime) -> list[CommandTransition]:
 def endpoints_released(endpoint_ids: list[int]) -> None:
     """Hand each freed endpoint to the oldest command waiting for it, in one query and one
     nudge for the whole batch."""
-    from automation.services.commands import nudge
-    from automation.tasks import command_intents_dispatch_task
-
     coordination.inflights_clear(endpoint_ids)
     waiting = (
         AutomationCommandIntent.objects.filter(
@@ -149,4 +147,5 @@ def endpoints_released(endpoint_ids: list[int]) -> None:
     first: dict[int, int] = {}
     for endpoint_id, pk in waiting:
         first.setdefault(endpoint_id, pk)
-    nudge(command_intents_dispatch_task, sorted(first.values()))
+    if first:
+        enqueue(COMMANDS_DISPATCH, sorted(first.values()))

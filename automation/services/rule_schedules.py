@@ -17,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -26,7 +26,6 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from automation.models import AutomationRule, AutomationRuleSchedule
-from automation.services.commands import nudge
 from automation.services.conditions import readings_load, rule_holds, rules_loaded
 from automation.services.decisions import (
     Decision,
@@ -38,6 +37,7 @@ from automation.services.decisions import (
 )
 from automation.services.targets import target_states_load, targets_lock
 from automation.states import ExecutionOutcome, ReasonCode
+from common.handoff import commands_dispatch_on_commit
 from common.localtime import LocalTimeRule, local_to_utc
 from scheduler.keys import (
     RuleScheduleKey,
@@ -263,16 +263,8 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
         context = decision_context(targets, job.now)
         decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
         pending = decisions_persist(decisions, targets, job.now)
-        _dispatch_after_commit(pending)
+        commands_dispatch_on_commit(pending)
     outcomes = sorted({str(d.outcome) for d in decisions})
     return HandlerResult(
         {**coordinates, "outcome": "fired", "decisions": outcomes, "intents": pending}
     )
-
-
-def _dispatch_after_commit(intent_ids: Sequence[int]) -> None:
-    from automation.tasks import command_intents_dispatch_task
-
-    ids = list(intent_ids)
-    if ids:
-        transaction.on_commit(lambda: nudge(command_intents_dispatch_task, ids))

@@ -21,9 +21,10 @@ from django.utils import timezone
 
 from automation.keys import intent_retry_idempotency_key
 from automation.models import AutomationCommandIntent, CommandTransition
-from automation.services.commands import intent_transition, nudge
+from automation.services.commands import intent_transition
 from automation.services.cooldown import command_cooldown_clear
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
+from common.handoff import commands_dispatch_on_commit
 from scheduler.services.support import support_note
 
 
@@ -129,8 +130,5 @@ def _retry_insert(
         command_cooldown_clear(
             endpoint_id=original.target_device_endpoint_id, value=original.target_value
         )
-        new_id = new.pk
-        from automation.tasks import command_intents_dispatch_task
-
-        transaction.on_commit(lambda: nudge(command_intents_dispatch_task, [new_id]))
+        commands_dispatch_on_commit([new.pk])
     return CommandRetry(new, created=True)

@@ -89,25 +89,3 @@ def notification_touch(notification: Notification, *, now: datetime, **fields: A
     notification.version += 1
     notification.updated_at = now
     return True
-
-
-def deliver_nudge(ids: list[int]) -> None:
-    """Queue one delivery task per notification. A lost nudge only delays delivery: the beat
-    sweep re-derives queued rows from SQL."""
-    from notifications.tasks import notification_deliver_task
-
-    try:
-        for notification_id in ids:
-            notification_deliver_task.apply_async(args=(notification_id,))
-    except Exception as exc:
-        logger.warning(
-            "nudge %s for %s failed (the sweep will pick them up): %s",
-            notification_deliver_task.name,
-            ids,
-            exc,
-        )
-
-
-def deliver_nudge_on_commit(ids: list[int]) -> None:
-    if ids:
-        transaction.on_commit(lambda: deliver_nudge(list(ids)), robust=True)

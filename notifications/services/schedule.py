@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.handoff import notifications_deliver_on_commit
 from common.sql import insert_ignore_returning
 from devices.models import Farm
 from notifications.channels import Attachment, Recipient, channel_get
@@ -25,7 +26,6 @@ from notifications.models import (
     NotificationTransition,
 )
 from notifications.services.context import context_encode
-from notifications.services.moves import deliver_nudge_on_commit
 from notifications.services.recipients import channel_choices, recipients_resolve
 from notifications.services.render import template_name_validate
 from notifications.states import NotificationReason, NotificationStatus
@@ -140,7 +140,7 @@ def notifications_create(
             )
             for pk, status, reason in inserted
         )
-        deliver_nudge_on_commit(
+        notifications_deliver_on_commit(
             [pk for pk, status, _ in inserted if status == NotificationStatus.QUEUED]
         )
     return notification_coordinates(

@@ -9,8 +9,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.handoff import notifications_deliver_on_commit
 from notifications.models import Notification
-from notifications.services.moves import deliver_nudge_on_commit, notification_move
+from notifications.services.moves import notification_move
 from notifications.states import (
     NOTIFICATION_CANCELLABLE,
     NOTIFICATION_RETRYABLE,
@@ -58,7 +59,7 @@ def notification_retry(
             **fields,
         )
         if moved:
-            deliver_nudge_on_commit([notification.pk])
+            notifications_deliver_on_commit([notification.pk])
     return moved
 
 

@@ -18,7 +18,7 @@ from automation.services.commands import intent_transition
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.support import CommandRetryRefused, command_intent_retry
 from automation.states import CommandStatus, ReasonCode
-from automation.tasks import command_intents_dispatch_task as DISPATCH_TASK
+from common.handoff import COMMANDS_DISPATCH
 from scheduler.services.support import SupportReasonMissing
 from tests.automation.conftest import dispatch, fake_publish, make_intent, time_out
 from tests.common.auth import token_client
@@ -48,7 +48,7 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
 ) -> None:
     original = _expired(tenants[0].kit)
     nudged: list[tuple[str, list[int]]] = []
-    monkeypatch.setattr(support, "nudge", lambda name, ids: nudged.append((name, ids)))
+    monkeypatch.setattr("common.handoff.enqueue", lambda name, ids: nudged.append((name, ids)))
     with django_capture_on_commit_callbacks(execute=True):
         result = command_intent_retry(intent_id=original.pk, actor="sam", reason="relay replaced")
     new = result.intent
@@ -62,7 +62,7 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
         original.target_value,
     )
     assert new.device_command_id is None
-    assert nudged == [(DISPATCH_TASK, [new.pk])]
+    assert nudged == [(COMMANDS_DISPATCH, [new.pk])]
     # The original stays expired, with an audit row naming who and why.
     kept = AutomationCommandIntent.objects.get(pk=original.pk)
     assert (kept.status, kept.version) == (CommandStatus.EXPIRED, original.version)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from common.handoff import NOTIFICATION_DELIVER
 from notifications.models import (
     Notification,
     NotificationTransition,
@@ -187,13 +189,21 @@ def test_rows_carry_the_farm_zone_and_locale(team):
     assert (row.time_zone, row.locale) == ("Asia/Ho_Chi_Minh", "vi")
 
 
+def _recorded(nudged: list[int]) -> Any:
+    """Stands in for the hand-off: the delivery tasks it would queue, by notification id."""
+
+    def enqueue(name: str, *args: Any, **kwargs: Any) -> None:
+        assert name == NOTIFICATION_DELIVER
+        nudged.append(*args)
+
+    return enqueue
+
+
 def test_delivery_is_queued_only_after_commit(
     team, monkeypatch, django_capture_on_commit_callbacks
 ):
     nudged: list[int] = []
-    monkeypatch.setattr(
-        "notifications.services.moves.deliver_nudge", lambda ids: nudged.extend(ids)
-    )
+    monkeypatch.setattr("common.handoff.enqueue", _recorded(nudged))
     with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
         coordinates = schedule(team, channels=["email"])
         assert nudged == []
@@ -210,9 +220,7 @@ def test_a_rolled_back_hand_off_leaves_nothing(
     team, monkeypatch, django_capture_on_commit_callbacks
 ):
     nudged: list[int] = []
-    monkeypatch.setattr(
-        "notifications.services.moves.deliver_nudge", lambda ids: nudged.extend(ids)
-    )
+    monkeypatch.setattr("common.handoff.enqueue", _recorded(nudged))
     with (
         django_capture_on_commit_callbacks(execute=True),
         pytest.raises(RuntimeError),

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 import pytest
 from django.core import mail
 
+from common.handoff import NOTIFICATION_DELIVER
 from config.celery import app as celery_app
 from devtools.runtime import in_process_worker
 from notifications.models import InboxItem, Notification
 from notifications.services import notification_schedule
 from notifications.states import NOTIFICATION_TERMINAL
-from notifications.tasks import DELIVER_TASK
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,7 +47,7 @@ def test_repeated_hand_offs_and_redelivered_tasks_send_once_through_a_real_worke
             },
         )
         for c in coordinates:  # the broker delivers each task again
-            celery_app.send_task(DELIVER_TASK, args=[c["notification_id"]])
+            celery_app.send_task(NOTIFICATION_DELIVER, args=[c["notification_id"]])
     ids = [c["notification_id"] for c in coordinates]
 
     def all_final() -> bool:

@@ -1,0 +1,65 @@
+"""How one stage hands work to the next: a Celery task named here, queued after the
+transaction commits. Services hand off through this module and never import a tasks module
+(a tasks module imports its services; the other way round was an import circle through
+``automation.tasks``). The task sent is the registered one, looked up by name (every worker
+loads every app's tasks), so routing, retries and eager mode in tests apply as to any task.
+
+A hand-off that fails is logged, never raised: beat's sweeps re-derive every pending piece
+of work from SQL, so a lost hand-off only delays it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from celery import Task
+from django.db import transaction
+
+from config.celery import app as celery_app
+
+logger = logging.getLogger(__name__)
+
+COMMANDS_DISPATCH = "automation.command_intents_dispatch"
+NOTIFICATION_DELIVER = "notifications.deliver"
+METRICS_TOUCHED = "reminders.endpoint_metrics_touched"
+
+
+def task_named(name: str) -> Task | None:
+    """The registered task; a process that has not imported every app's tasks yet (the web
+    process, a script) imports them first."""
+    task = celery_app.tasks.get(name)
+    if task is None:
+        celery_app.loader.import_default_modules()
+        task = celery_app.tasks.get(name)
+    return task
+
+
+def enqueue(name: str, *args: Any, **kwargs: Any) -> None:
+    """Queue the task now (the caller has committed, or holds no transaction)."""
+    task = task_named(name)
+    if task is None:
+        logger.warning("hand-off %s: no such task here (the sweep will pick the work up)", name)
+        return
+    try:
+        task.apply_async(args=args, kwargs=kwargs or None)
+    except Exception as exc:
+        logger.warning("hand-off %s failed (the sweep will pick the work up): %s", name, exc)
+
+
+def enqueue_on_commit(name: str, *args: Any, **kwargs: Any) -> None:
+    """Queue the task once the current transaction commits (at once outside one); a worker
+    must never read rows that are not committed yet."""
+    transaction.on_commit(lambda: enqueue(name, *args, **kwargs), robust=True)
+
+
+def commands_dispatch_on_commit(intent_ids: Sequence[int]) -> None:
+    ids = list(intent_ids)
+    if ids:
+        enqueue_on_commit(COMMANDS_DISPATCH, ids)
+
+
+def notifications_deliver_on_commit(notification_ids: Sequence[int]) -> None:
+    """One delivery task per notification (each is retried on its own)."""
+    for notification_id in notification_ids:
+        enqueue_on_commit(NOTIFICATION_DELIVER, notification_id)
