@@ -21,8 +21,6 @@ def idempotency_records_prune_task() -> int:
     name="common.retention_prune",
     **routed_to("scheduler"),
     **DB_RETRY,
-    soft_time_limit=60,
-    time_limit=90,
 )
 def retention_prune_task() -> dict[str, int]:
     """Rows past their table's retention, in bounded batches; the next run takes any rest."""

@@ -33,14 +33,31 @@ STAGE_QUEUES = ("ingest", "evaluate", "dispatch", "reconcile", "scheduler", "not
 _STAGE_ATTRIBUTE = "stage_queue"
 
 
-def routed_to(queue: str) -> dict[str, Any]:
-    """Task options that declare a task's stage queue next to its name:
+# A task's time limits unless it names its own: a batch takes milliseconds to seconds, so a
+# task still running after a minute is stuck (a lock, a hung peer). The soft limit raises in
+# the task (its transaction rolls back; beat's sweeps re-derive the work), the hard one kills
+# a prefork child (the message is redelivered). Thread pools (dispatch, notify) enforce
+# neither: their network calls carry timeouts of their own.
+SOFT_TIME_LIMIT_S = 60
+TIME_LIMIT_S = 90
+
+
+def routed_to(
+    queue: str, *, soft_time_limit: int = SOFT_TIME_LIMIT_S, time_limit: int = TIME_LIMIT_S
+) -> dict[str, Any]:
+    """Task options that declare a task's stage queue and time limits next to its name:
     ``@shared_task(name=..., **routed_to("ingest"))``; Celery keeps decorator options as task
-    attributes, and the router below reads this one. Not ``queue=``: Celery deprecates
+    attributes, and the router below reads the stage. Not ``queue=``: Celery deprecates
     routing attributes on tasks (no effect from 6.0) in favour of ``task_routes``."""
     if queue not in STAGE_QUEUES:
         raise ValueError(f"{queue!r} is not a stage queue ({', '.join(STAGE_QUEUES)})")
-    return {_STAGE_ATTRIBUTE: queue}
+    if not 0 < soft_time_limit < time_limit:
+        raise ValueError(f"soft limit {soft_time_limit} s must be under the hard {time_limit} s")
+    return {
+        _STAGE_ATTRIBUTE: queue,
+        "soft_time_limit": soft_time_limit,
+        "time_limit": time_limit,
+    }
 
 
 def task_stage(task: Any) -> str | None:
@@ -113,7 +130,7 @@ app.autodiscover_tasks()
 # Structured logs (config/logging.py): our handler, not Celery's, and the task bound per run.
 
 
-@app.task(name="config.worker_wake", ignore_result=True)
+@app.task(name="config.worker_wake", ignore_result=True, soft_time_limit=5, time_limit=10)
 def worker_wake() -> None:
     """Does nothing: its message wakes an in-process worker blocked in a polling drain (the
     in-memory broker) so that it notices it should stop (``devtools.runtime``)."""

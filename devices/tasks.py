@@ -14,8 +14,6 @@ from devices.services.rollups import telemetry_rollups_advance
     name="devices.telemetry_rollups_advance",
     **routed_to("scheduler"),
     **DB_RETRY,
-    soft_time_limit=60,
-    time_limit=90,
 )
 def telemetry_rollups_advance_task() -> int:
     """Telemetry stored since the last run into hourly rollups, in bounded batches (the next

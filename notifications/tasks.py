@@ -16,7 +16,9 @@ from notifications.services.sweep import notifications_sweep
 
 
 @shared_task(
-    name=NOTIFICATION_DELIVER, **routed_to("notify"), soft_time_limit=90, time_limit=110, **DB_RETRY
+    name=NOTIFICATION_DELIVER,
+    **routed_to("notify", soft_time_limit=90, time_limit=110),
+    **DB_RETRY,
 )
 def notification_deliver_task(notification_id: int) -> str:
     return str(notification_deliver(notification_id=notification_id))

@@ -63,6 +63,9 @@ def test_every_beat_entry_and_route_names_a_registered_task() -> None:
     project_tasks = {n for n in registered if n.split(".")[0] in apps}
     assert project_tasks == set(TASK_ROUTES)
     assert set(TASK_ROUTES.values()) <= set(STAGE_QUEUES)
+    for name in project_tasks:  # a stuck task is stopped, never holds a worker for good
+        task = celery_app.tasks[name]
+        assert 0 < task.soft_time_limit < task.time_limit, name
 
 
 @pytest.mark.django_db
