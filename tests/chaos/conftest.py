@@ -236,6 +236,8 @@ class Chaos:
     hook: Hook
     counters_path: Path
     dead_letters_before: int
+    # (stopped, back) of each broker outage a scenario staged, for its oracle.
+    outages: list[tuple[datetime, datetime]] = field(default_factory=list)
 
 
 def _binaries_missing() -> list[str]:

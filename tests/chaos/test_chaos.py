@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -31,7 +31,7 @@ from notifications.states import NotificationStatus
 from scheduler.models import AutomationScheduler
 from scheduler.states import SchedulerStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
-from tests.chaos.harness import SimulatorCounters, counters_read
+from tests.chaos.harness import FAST_TIMERS, SimulatorCounters, counters_read
 from tests.chaos.storms import wave_loads_record, wave_of
 from tests.waiting import wait_for
 
@@ -93,7 +93,9 @@ def _broker_outage(chaos: Chaos, stop: threading.Event) -> None:
     bridge = chaos.stack.procs["bridge"]
     back = bridge.log.read_bytes().count(BRIDGE_BACK) + 1
     with chaos.sensors.held():
+        stopped = timezone.now()
         chaos.servers.mosquitto_restart(down_s=BROKER_OUTAGE_S)
+        chaos.outages.append((stopped, timezone.now()))
         wait_for(lambda: bridge.log.read_bytes().count(BRIDGE_BACK) >= back, "the bridge", 30)
 
 
@@ -342,6 +344,7 @@ def _outage_problems(chaos: Chaos) -> list[str]:
     only if superseded, or (broker_unreachable) once older than COMMAND_MAX_AGE_S; every
     command for a relay that can still obey was applied; and the outage did meet commands."""
     lifetime_s = settings.COMMAND_MAX_AGE_S
+    window = timedelta(seconds=float(FAST_TIMERS["APPLIED_WINDOW_S"]))
     faults = dict(zip(chaos.fleet.relays, FAULTS * len(chaos.fleet.kits), strict=False))
     intents = AutomationCommandIntent.objects.filter(
         target_device_id__in=_scope(chaos)["relays"]
@@ -354,12 +357,20 @@ def _outage_problems(chaos: Chaos) -> list[str]:
         # attempts on its own silence once the broker is back: only the broker's absence must
         # cost none.
         own_silence = not can_obey and intent.status_reason == ReasonCode.RETRY_BUDGET_EXHAUSTED
+        # A command acknowledged shortly before or during the outage: its state report (the
+        # only proof of applied) could not cross a broker that was down, so "uncertain" when
+        # its applied window closed is the promised answer, not a loss.
+        proof_blocked = intent.status_reason == ReasonCode.NO_APPLIED_EVIDENCE and any(
+            _acknowledged_within(intent, start - window, end) for start, end in chaos.outages
+        )
         ended_early = (
             intent.status in (CommandStatus.EXPIRED, CommandStatus.FAILED)
             and not (intent.status_reason == ReasonCode.BROKER_UNREACHABLE and age_s >= lifetime_s)
             and not own_silence
         )
-        if ended_early or (can_obey and intent.status != CommandStatus.APPLIED):
+        if ended_early or (
+            can_obey and intent.status != CommandStatus.APPLIED and not proof_blocked
+        ):
             problems.append(
                 f"intent {intent.pk} ({intent.target_serial_number} "
                 f"{faults[intent.target_serial_number]}, {age_s:.0f} s old) ended "
@@ -409,6 +420,12 @@ def _endpoint_story(kit: Any, key: str) -> str:
         ),
     ]
     return "".join(lines)
+
+
+def _acknowledged_within(intent: AutomationCommandIntent, start: datetime, end: datetime) -> bool:
+    return intent.transitions.filter(
+        to_status=CommandStatus.ACKNOWLEDGED, at__gte=start, at__lte=end
+    ).exists()
 
 
 def _chain(intent: AutomationCommandIntent) -> str:
