@@ -1,7 +1,7 @@
 """Celery tasks of the execution core: take ids, call one service, own retries only.
 
-Follow-up work is queued after commit on the task objects (``nudge``); beat sweeps re-derive all
-pending work from SQL, so a lost message only delays it.
+Follow-up work is queued after commit on the task objects (``common.handoff.nudge``); beat
+sweeps re-derive all pending work from SQL, so a lost message only delays it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from automation import coordination
 from automation.services.claim import DispatchOutcome
-from automation.services.commands import nudge
 from automation.services.dispatch import command_intents_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
 from automation.services.ingest import telemetry_ingest
@@ -27,7 +26,7 @@ from automation.services.reconcile import (
     command_intents_overdue,
     command_intents_reconcile,
 )
-from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue
+from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue, nudge
 from config.celery import DB_RETRY, routed_to
 from config.metrics import metrics_decisions_counted
 from devices.mqtt.messages import (

@@ -35,16 +35,26 @@ def task_named(name: str) -> Task | None:
     return task
 
 
+def _send(task: Task, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    try:
+        task.apply_async(args=args, kwargs=kwargs or None)
+    except Exception as exc:
+        logger.warning("hand-off %s failed (the sweep will pick the work up): %s", task.name, exc)
+
+
 def enqueue(name: str, *args: Any, **kwargs: Any) -> None:
     """Queue the task now (the caller has committed, or holds no transaction)."""
     task = task_named(name)
     if task is None:
         logger.warning("hand-off %s: no such task here (the sweep will pick the work up)", name)
         return
-    try:
-        task.apply_async(args=args, kwargs=kwargs or None)
-    except Exception as exc:
-        logger.warning("hand-off %s failed (the sweep will pick the work up): %s", name, exc)
+    _send(task, args, kwargs)
+
+
+def nudge(task: Task, ids: list[int]) -> None:
+    """A tasks module queuing its own stage's next task (it holds the task object), now."""
+    if ids:
+        _send(task, (ids,), {})
 
 
 def enqueue_on_commit(name: str, *args: Any, **kwargs: Any) -> None:

@@ -9,7 +9,6 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
-from celery import Task
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -27,18 +26,6 @@ from automation.states import (
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
-
-
-def nudge(task: Task, ids: list[int]) -> None:
-    """Queue follow-up work on ``task`` (services import the task inside the function, so a
-    stage's tasks module may import its services). A lost nudge only delays work: beat sweeps
-    re-derive every pending piece from SQL."""
-    if not ids:
-        return
-    try:
-        task.apply_async(args=(ids,))
-    except Exception as exc:
-        logger.warning("nudge %s failed (the sweep will pick it up): %s", task.name, exc)
 
 
 def intent_transition(
