@@ -17,6 +17,8 @@ import yaml
 from django.core.management import get_commands
 
 from config.celery import STAGE_QUEUES
+from devtools.bench.distributed.plan import WorkerSpec
+from devtools.bench.distributed.procs import worker_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -206,6 +208,25 @@ def test_every_stage_queue_has_a_unit_and_a_compose_service() -> None:
     assert queues_consumed(units) == set(STAGE_QUEUES)
     services = [compose_command(s) for s in compose()["services"].values()]
     assert queues_consumed([words for words in services if words]) == set(STAGE_QUEUES)
+
+
+def test_every_worker_runs_without_gossip_mingle_and_heartbeats() -> None:
+    """Those three cost each worker broker commands and CPU every second on a quiet stack
+    and serve only Flower's worker list (docs/architecture.md, "Celery settings per stage")."""
+    commands = [words for unit in unit_files() for words in unit_exec_commands(unit)]
+    commands += [w for name in ("Procfile", "Procfile.dev")
+                 for w in procfile_commands(DEPLOY / name).values()]  # fmt: skip
+    commands += [w for s in compose()["services"].values() if (w := compose_command(s))]
+    commands.append(worker_argv("ingest", WorkerSpec(2), "ingest@bench"))
+    workers = [
+        words
+        for line in commands
+        for words in command_words(line)
+        if "worker" in words and any(w.endswith("celery") or w == "celery" for w in words)
+    ]
+    assert len(workers) >= 3 * len(STAGE_QUEUES) + 1
+    quiet = {"--without-gossip", "--without-mingle", "--without-heartbeat"}
+    assert [w for w in workers if not quiet <= set(w)] == []
 
 
 def test_compose_services_name_existing_paths_commands_and_queues() -> None:

@@ -76,12 +76,17 @@ def bridge_argv(client_id: str) -> list[str]:
     return python_argv(MANAGE, "mqtt_bridge", "--client-id", client_id)
 
 
+# As deploy/ starts every worker: no gossip, mingle or event heartbeats, which cost broker
+# commands and CPU on every worker each second and serve only Flower's worker list.
+WORKER_QUIET = ("--without-gossip", "--without-mingle", "--without-heartbeat")
+
+
 def worker_argv(stage: str, spec: WorkerSpec, node: str) -> list[str]:
     """As the Procfile starts a stage worker; the node name carries the run so a ping
     can tell the bench's workers from any other on the broker."""
     return celery_argv(
         "worker", "-Q", stage, "-n", node, "--pool", spec.pool, "--concurrency",
-        str(spec.concurrency), "--loglevel", "WARNING",
+        str(spec.concurrency), "--loglevel", "WARNING", *WORKER_QUIET,
     )  # fmt: skip
 
 
@@ -138,13 +143,19 @@ class CpuMeter:
         self._machine = psutil.cpu_times()
 
     def percent(self) -> dict[str, float]:
-        elapsed = max(1e-6, time.monotonic() - self._started)
-        out = {}
-        for name, pid in self._pids.items():
-            used = tree_cpu_s(pid) - self._before[name]
-            out[name] = max(0.0, used) / elapsed * 100
+        elapsed = self.elapsed_s()
+        out = {name: used / elapsed * 100 for name, used in self.used_s().items()}
         out[self.MACHINE] = _busy_percent(self._machine, psutil.cpu_times())
         return out
+
+    def elapsed_s(self) -> float:
+        return max(1e-6, time.monotonic() - self._started)
+
+    def used_s(self) -> dict[str, float]:
+        """CPU seconds of each process (and its pool) since the meter started."""
+        return {
+            name: max(0.0, tree_cpu_s(pid) - self._before[name]) for name, pid in self._pids.items()
+        }
 
 
 def _busy_percent(before: Any, after: Any) -> float:
