@@ -64,12 +64,16 @@ def condition_endpoints(rule: AutomationRule) -> list[int]:
     return own + [c.endpoint_id for c in rule.conditions.all()]
 
 
+def reading_ids(rules: Sequence[AutomationRule], *, also: Iterable[int] = ()) -> set[int]:
+    return {pk for rule in rules for pk in condition_endpoints(rule)} | set(also)
+
+
 def readings_load(
     rules: Sequence[AutomationRule], *, also: Iterable[int] = ()
 ) -> dict[int, Reading]:
     """The last reading of each condition endpoint, and of the endpoints in ``also`` (one
     query)."""
-    ids = {pk for rule in rules for pk in condition_endpoints(rule)} | set(also)
+    ids = reading_ids(rules, also=also)
     rows = DeviceInstanceEndpoint.objects.filter(pk__in=ids).values_list(
         "pk", "last_value", "last_value_at"
     )

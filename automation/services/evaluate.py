@@ -39,7 +39,7 @@ from automation.models import AutomationEndpointEvent, AutomationRule
 from automation.services.conditions import (
     Reading,
     condition_endpoints,
-    readings_load,
+    reading_ids,
     rule_holds,
     rules_triggered_by,
 )
@@ -51,7 +51,7 @@ from automation.services.decisions import (
     decisions_persist,
     rule_actions,
 )
-from automation.services.targets import target_states_load, targets_lock
+from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import EventStatus, ReasonCode
 
 logger = logging.getLogger(__name__)
@@ -91,10 +91,11 @@ def endpoint_events_evaluate(
     target_ids = {a.endpoint.pk for rule in rules for a in rule_actions(rule)}
     with transaction.atomic():
         targets_lock(target_ids)
-        targets = target_states_load(target_ids)
+        targets, readings = targets_and_readings_load(
+            target_ids, reading_ids(rules, also=result.endpoint_ids)
+        )
         now = timezone.now()
         context = decision_context(targets, now)
-        readings = readings_load(rules, also=result.endpoint_ids)
         candidates, finished = _candidates(events, rules_by_endpoint, readings)
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)

@@ -19,6 +19,7 @@ from django.db import connection
 
 from automation.models import AutomationCommandIntent
 from automation.operators import values_equal
+from automation.services.conditions import Reading
 from automation.services.moves import Move, Step, intents_move
 from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
 from devices.models import DeviceInstanceEndpoint
@@ -49,6 +50,12 @@ class TargetState:
 
 
 def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
+    return targets_and_readings_load(endpoint_ids, ())[0]
+
+
+def targets_and_readings_load(
+    endpoint_ids: Iterable[int], reading_ids: Iterable[int]
+) -> tuple[dict[int, TargetState], dict[int, Reading]]:
     """Live commands of every target endpoint, oldest first, then what each endpoint last
     reported (two queries, under the targets' lock): commands on one endpoint go out in
     creation order, so the newest live one is what the device ends with.
@@ -82,12 +89,19 @@ def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
             target.unsent.append(pk)
         else:
             target.has_sent = True
-    reported = DeviceInstanceEndpoint.objects.filter(pk__in=set(targets)).values_list(
-        "pk", "last_value", "updated_at"
+    # One read also gives the last reading of each endpoint in ``reading_ids`` (a rule's
+    # conditions), in the same round trip.
+    readings: dict[int, Reading] = {}
+    wanted = set(reading_ids)
+    reported = DeviceInstanceEndpoint.objects.filter(pk__in=set(targets) | wanted).values_list(
+        "pk", "last_value", "updated_at", "last_value_at"
     )
-    for pk, value, edited_at in reported:
-        targets[pk].reported, targets[pk].edited_at = value, edited_at
-    return targets
+    for pk, value, edited_at, value_at in reported:
+        if pk in targets:
+            targets[pk].reported, targets[pk].edited_at = value, edited_at
+        if pk in wanted:
+            readings[pk] = Reading(value, value_at)
+    return targets, readings
 
 
 def targets_lock(endpoint_ids: Iterable[int]) -> None:
