@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -233,6 +235,28 @@ def test_cost_per_command_divides_each_counter_and_prints_the_spread_across_step
     assert net["process_cpu_ms"] == pytest.approx(0.0)
     later = Counters(10, 20, 30, 1.5, 3.0, 9.0)
     assert later - Counters(4, 5, None, 0.5, 1.0, 4.0) == Counters(6, 15, None, 1.0, 2.0, 5.0)
+
+
+def test_cpu_per_crossing_is_each_process_time_per_command_less_its_idle_share() -> None:
+    from devtools.bench.distributed.cost import cpu_per_command, crossing_cpu_table
+    from devtools.bench.distributed.procs import CpuMeter
+
+    meter = CpuMeter({"bench": os.getpid()})
+    deadline = time.process_time() + 0.2
+    while time.process_time() < deadline:  # burn 0.2 s of this process's CPU
+        pass
+    used = meter.used_s()["bench"]
+    assert used >= 0.15  # psutil counts in clock ticks
+    assert cpu_per_command(meter, {}, 10)["bench"] == pytest.approx(used * 100, abs=2)
+    assert cpu_per_command(meter, {"bench": 100.0 * 1_000}, 10) == {"bench": 0.0}
+    table = crossing_cpu_table(
+        [(1, {"ingest": 30.0, "reconcile": 20.5}, 90.0), (10, {"ingest": 20.0}, None)]
+    ).splitlines()
+    assert table[0].split() == ["process", "1/s", "ms", "10/s", "ms"]
+    assert table[2].split() == ["ingest", "30.0", "20.0"]
+    assert table[3].split() == ["reconcile", "20.5", "–"]
+    assert table[4].split() == ["all", "of", "these", "50.5", "20.0"]
+    assert table[5].split() == ["machine", "(every", "core)", "90.0", "–"]
 
 
 def test_profile_samples_are_sorted_into_kinds_by_the_first_kind_their_stack_touches() -> None:

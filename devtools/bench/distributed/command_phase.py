@@ -16,6 +16,7 @@ from devtools.bench.distributed.cost import (
     Counters,
     StepCost,
     counters_read,
+    cpu_per_command,
     vacuum_when_autovacuum_is_off,
 )
 from devtools.bench.distributed.devices import TimedSimulator, crossings_offer
@@ -83,6 +84,7 @@ def command_phase(
                   f"{plan.step_seconds:g}s ({len(crossings):,} crossings)")  # fmt: skip
             before = counters_read(stack.pids())
             meter = CpuMeter(stack.pids())
+            spend = CpuMeter(stack.pids() | server_pids())  # offer + settle, servers too
             offered, seconds = crossings_offer(simulator, fleet, crossings, f"step {step}")
             result = StepResult(step, rate, seconds, len(offered))
             result.cpu = meter.percent()
@@ -92,6 +94,7 @@ def command_phase(
             spent = counters_read(stack.pids()) - before
             step_account(result, offered, devices, simulator.first_seen)
             result.cost = StepCost(rate, len(fleet.sensors), result.created, spent, idle)
+            result.cpu_ms = cpu_per_command(spend, idle_cpu, result.created)
             vacuum_when_autovacuum_is_off()
             results.append(result)
             write(

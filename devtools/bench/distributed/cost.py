@@ -20,7 +20,7 @@ from django.db import connection
 
 from config.tables import format_table
 from devtools.bench.distributed.broker import broker_kind
-from devtools.bench.distributed.procs import tree_cpu_s
+from devtools.bench.distributed.procs import CpuMeter, tree_cpu_s
 
 # PostgreSQL publishes a backend's counters when it goes idle, at most once a second.
 PG_STATS_FLUSH_S = 1.1
@@ -165,6 +165,30 @@ def cost_table(costs: Sequence[StepCost]) -> str:
         values = [v for c in costs if (v := c.per_command()[key]) is not None and c.commands]
         spread.append(f"{max(values) / min(values):.2f}×" if values and min(values) > 0 else "–")
     return format_table(COST_HEADERS, [*rows, spread] if costs else rows)
+
+
+def cpu_per_command(
+    meter: CpuMeter, idle_percent: Mapping[str, float], commands: int
+) -> dict[str, float]:
+    """Milliseconds of CPU per command created, per process and server, less what each spent
+    idle (``idle_percent``, % of one core) in as long."""
+    elapsed = meter.elapsed_s()
+    n = max(1, commands)
+    return {
+        name: max(0.0, used - idle_percent.get(name, 0.0) / 100 * elapsed) * 1000 / n
+        for name, used in meter.used_s().items()
+    }
+
+
+def crossing_cpu_table(steps: Sequence[tuple[float, Mapping[str, float], float | None]]) -> str:
+    """A row per process, a column per step: (rate, ms per process, machine ms) each."""
+    names = sorted({name for _, per, _ in steps for name in per}, key=lambda n: (n == "bench", n))
+    headers = ["process", *(f"{rate:g}/s ms" for rate, _, _ in steps)]
+    rows: list[list[object]] = [[name, *(_cell(per.get(name)) for _, per, _ in steps)]
+                                for name in names]  # fmt: skip
+    rows.append(["all of these", *(_cell(sum(per.values())) for _, per, _ in steps)])
+    rows.append(["machine (every core)", *(_cell(machine) for _, _, machine in steps)])
+    return format_table(headers, rows)
 
 
 def _cell(value: float | None) -> object:

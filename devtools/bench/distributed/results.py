@@ -70,6 +70,7 @@ class StepResult:
     backlog: dict[str, int] = field(default_factory=dict)  # queue → messages at step end
     cpu: dict[str, float] = field(default_factory=dict)  # process → % of one core
     cost: StepCost | None = None  # offer + settle, per command created
+    cpu_ms: dict[str, float] = field(default_factory=dict)  # process → CPU ms per command
 
     @property
     def lost(self) -> int:
@@ -115,6 +116,7 @@ class StepResult:
             "backlog": dict(self.backlog),
             "cpu_percent": {k: round(v, 1) for k, v in self.cpu.items()},
             "cost": self.cost.as_json() if self.cost is not None else None,
+            "cpu_ms_per_command": {k: round(v, 2) for k, v in self.cpu_ms.items()},
         }
 
 

@@ -20,7 +20,7 @@ from django.db import connection
 from config.env import MqttConfig
 from devtools.bench import BenchError
 from devtools.bench.distributed.command_phase import command_phase
-from devtools.bench.distributed.cost import cost_table
+from devtools.bench.distributed.cost import cost_table, crossing_cpu_table
 from devtools.bench.distributed.ingest_phase import ingest_phase
 from devtools.bench.distributed.plan import DistributedPlan
 from devtools.bench.distributed.profile import profiles_recording, py_spy
@@ -167,6 +167,13 @@ def _command_write(steps: list[StepResult], write: Write) -> None:
         write("\nCost per command created (offer + settle, less the idle stack's own cost in as "
               "long; servers' counters, processes' CPU)")  # fmt: skip
         write(cost_table(costs))
+    if any(s.cpu_ms for s in steps):
+        write("\nCPU per crossing: ms of CPU per command created, per process and server (offer "
+              "+ settle, each less its own idle cost)")  # fmt: skip
+        write(crossing_cpu_table([
+            (s.rate, s.cpu_ms, s.cost.per_command()["machine_cpu_ms"] if s.cost else None)
+            for s in steps if s.cpu_ms
+        ]))  # fmt: skip
 
 
 def _cpu_line(cpu: dict[str, float]) -> str:
