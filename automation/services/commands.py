@@ -1,6 +1,7 @@
-"""The one way a command intent changes status: a compare-and-set on (status, version) that
-writes its audit row in the same transaction and, on a terminal state, frees the endpoint
-for the next pending command."""
+"""A command's row-by-row ways: a move, a touch, a retry or expiry. Each is a batch of one
+through the stages' one primitive (``automation.services.moves.intents_move``): a
+compare-and-set on (status, version) that writes its audit rows in the same transaction and,
+on a terminal state, frees the endpoint for the next pending command."""
 
 from __future__ import annotations
 
@@ -11,18 +12,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from automation.keys import desired_state_fingerprint
-from automation.models import AutomationCommandIntent, CommandTransition, DeviceCommandReceipt
-from automation.services.moves import endpoints_released
-from automation.states import (
-    COMMAND_TERMINAL,
-    CommandStatus,
-    ReasonCode,
-    command_can_move,
-)
+from automation.models import AutomationCommandIntent, DeviceCommandReceipt
+from automation.services.moves import Move, Step, intents_move
+from automation.states import CommandStatus, ReasonCode, command_can_move
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
@@ -38,44 +33,12 @@ def intent_transition(
     **fields: Any,
 ) -> bool:
     """Move ``intent`` from the status and version it was read with; False if someone else
-    moved it first (then nothing is written). Updates ``intent`` in place on success."""
+    moved it first (then nothing is written). Updates ``intent`` in place on success. The
+    batch's primitive with a batch of one (``automation.services.moves``)."""
     if not command_can_move(intent.status, to):
         return False
-    now = now or timezone.now()
-    updates: dict[str, Any] = {"status": to, "status_reason": reason, "updated_at": now, **fields}
-    if to in COMMAND_TERMINAL:
-        updates.update(
-            inflight_endpoint=None, finished_at=now, lease_expires_at=None, next_attempt_at=None
-        )
-    with transaction.atomic():
-        moved = AutomationCommandIntent.objects.filter(
-            pk=intent.pk, status=intent.status, version=intent.version
-        ).update(version=F("version") + 1, **updates)
-        if moved != 1:
-            return False
-        CommandTransition.objects.create(
-            intent=intent,
-            from_status=intent.status,
-            to_status=to,
-            reason_code=reason,
-            detail=detail[:500],
-            attempt=updates.get("attempt_count", intent.attempt_count),
-            at=now,
-        )
-        for name, value in updates.items():
-            setattr(intent, name, value)
-        intent.version += 1
-        if to in COMMAND_TERMINAL:
-            endpoint_id = intent.target_device_endpoint_id
-            transaction.on_commit(lambda: endpoints_released([endpoint_id]))
-    logger.info(
-        "command %s -> %s (%s)",
-        intent.device_command_id,
-        to,
-        reason,
-        extra={"commandIntentId": intent.pk, "deviceCommandId": intent.device_command_id},
-    )
-    return True
+    move = Move(intent, [Step(to, reason, detail)], dict(fields))
+    return bool(intents_move([move], now=now or timezone.now()))
 
 
 def retry_delay_s(attempt: int) -> float:
@@ -88,16 +51,7 @@ def retry_delay_s(attempt: int) -> float:
 
 def intent_touch(intent: AutomationCommandIntent, *, now: datetime, **fields: Any) -> bool:
     """Compare-and-set of non-status fields (lease, next attempt) on the version read."""
-    moved = AutomationCommandIntent.objects.filter(
-        pk=intent.pk, status=intent.status, version=intent.version
-    ).update(version=F("version") + 1, updated_at=now, **fields)
-    if moved != 1:
-        return False
-    for name, value in fields.items():
-        setattr(intent, name, value)
-    intent.version += 1
-    intent.updated_at = now
-    return True
+    return bool(intents_move([Move(intent, [], dict(fields))], now=now))
 
 
 def intent_retry_or_expire(
@@ -175,21 +129,9 @@ def intent_await_broker(
         return intent_transition(
             intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
         )
-    first_time = intent.status_reason != reason
-    with transaction.atomic():
-        if not intent_touch(intent, now=now, status_reason=reason, **fields):
-            return False
-        if first_time:  # already retrying (e.g. after an ack timeout): audit the new reason once
-            CommandTransition.objects.create(
-                intent=intent,
-                from_status=intent.status,
-                to_status=intent.status,
-                reason_code=reason,
-                detail=detail[:500],
-                attempt=attempts,
-                at=now,
-            )
-    return True
+    # Already retrying (e.g. after an ack timeout): the new reason is audited once.
+    steps = [Step(CommandStatus.RETRYING, reason, detail)] if intent.status_reason != reason else []
+    return bool(intents_move([Move(intent, steps, fields)], now=now))
 
 
 def receipt_mark(

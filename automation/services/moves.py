@@ -1,9 +1,10 @@
-"""Status moves of many command intents at once, with the same guarantees as
-``intent_transition``: each row moves only from the (status, version) it was read with, every
-step it takes gets its audit row in the same transaction, and a command that ends frees its
-endpoint for the next one. A batch costs one UPDATE per distinct set of changed columns
-(two or three kinds in practice), one INSERT of audit rows and, after commit, one query for
-the commands waiting behind the freed endpoints, however many rows it carries."""
+"""Status moves of command intents, the one primitive of every stage and of the row-by-row
+paths (``intent_transition`` is a batch of one): each row moves only from the (status,
+version) it was read with, every step it takes gets its audit row in the same transaction,
+and a command that ends frees its endpoint for the next one. A batch costs one UPDATE per
+distinct set of changed columns (two or three kinds in practice), one INSERT of audit rows
+and, after commit, one query for the commands waiting behind the freed endpoints, however
+many rows it carries."""
 
 from __future__ import annotations
 

@@ -255,7 +255,7 @@ def test_cpu_per_crossing_is_each_process_time_per_command_less_its_idle_share()
     assert table[0].split() == ["process", "1/s", "ms", "10/s", "ms"]
     assert table[2].split() == ["ingest", "30.0", "20.0"]
     assert table[3].split() == ["reconcile", "20.5", "–"]
-    assert table[4].split() == ["all", "of", "these", "50.5", "20.0"]
+    assert table[4].split() == ["stack", "and", "servers", "50.5", "20.0"]
     assert table[5].split() == ["machine", "(every", "core)", "90.0", "–"]
 
 

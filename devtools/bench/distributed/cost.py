@@ -186,7 +186,8 @@ def crossing_cpu_table(steps: Sequence[tuple[float, Mapping[str, float], float |
     headers = ["process", *(f"{rate:g}/s ms" for rate, _, _ in steps)]
     rows: list[list[object]] = [[name, *(_cell(per.get(name)) for _, per, _ in steps)]
                                 for name in names]  # fmt: skip
-    rows.append(["all of these", *(_cell(sum(per.values())) for _, per, _ in steps)])
+    stack = [sum(v for name, v in per.items() if name != "bench") for _, per, _ in steps]
+    rows.append(["stack and servers", *(_cell(v) for v in stack)])
     rows.append(["machine (every core)", *(_cell(machine) for _, _, machine in steps)])
     return format_table(headers, rows)
 

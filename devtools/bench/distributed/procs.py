@@ -139,7 +139,7 @@ class CpuMeter:
     def __init__(self, pids: Mapping[str, int]) -> None:
         self._pids = dict(pids)
         self._started = time.monotonic()
-        self._before = {name: tree_cpu_s(pid) for name, pid in self._pids.items()}
+        self._before = {name: tree_cpu_by_process(pid) for name, pid in self._pids.items()}
         self._machine = psutil.cpu_times()
 
     def percent(self) -> dict[str, float]:
@@ -152,10 +152,14 @@ class CpuMeter:
         return max(1e-6, time.monotonic() - self._started)
 
     def used_s(self) -> dict[str, float]:
-        """CPU seconds of each process (and its pool) since the meter started."""
-        return {
-            name: max(0.0, tree_cpu_s(pid) - self._before[name]) for name, pid in self._pids.items()
-        }
+        """CPU seconds of each process (and its pool) since the meter started; a descendant
+        that exited meanwhile is not counted (its time went with it)."""
+        out: dict[str, float] = {}
+        for name, pid in self._pids.items():
+            before = self._before[name]
+            now = tree_cpu_by_process(pid)
+            out[name] = sum(max(0.0, t - before.get(key, 0.0)) for key, t in now.items())
+        return out
 
 
 def _busy_percent(before: Any, after: Any) -> float:
@@ -171,15 +175,22 @@ def _busy_percent(before: Any, after: Any) -> float:
 def tree_cpu_s(pid: int) -> float:
     """User + system seconds of ``pid`` and its live descendants; a pool child that exited
     meanwhile takes its time with it (celery recycles none by default)."""
+    return sum(tree_cpu_by_process(pid).values())
+
+
+def tree_cpu_by_process(pid: int) -> dict[tuple[int, float], float]:
+    """CPU seconds of ``pid`` and each live descendant, keyed by (pid, start time), so an
+    interval can count a process that started meanwhile whole and one that exited not at
+    all (a PostgreSQL backend whose connection was recycled), never as negative time."""
     try:
         root = psutil.Process(pid)
         own = pid == os.getpid()  # the bench's descendants are the stack, measured apart
         procs = [root, *([] if own else root.children(recursive=True))]
     except psutil.Error:
-        return 0.0
-    total = 0.0
+        return {}
+    out: dict[tuple[int, float], float] = {}
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             times = proc.cpu_times()
-            total += times.user + times.system
-    return total
+            out[proc.pid, proc.create_time()] = times.user + times.system
+    return out
