@@ -286,3 +286,14 @@ def test_the_bench_starts_each_stage_as_the_development_procfile_does() -> None:
         concurrency = int(re.search(r"--concurrency (\d+)", line).group(1))  # type: ignore[union-attr]
         pool = "threads" if "--pool threads" in line else "prefork"
         assert (spec.concurrency, spec.pool) == (concurrency, pool), stage
+
+
+def test_the_ingest_table_gives_values_per_second_next_to_each_bare_ratio() -> None:
+    from devtools.bench.distributed.ingest_phase import PRODUCT, IngestFigures
+    from devtools.bench.ingest import BARE_PAHO
+
+    figures = IngestFigures(20_000, seconds={PRODUCT: 10.0, BARE_PAHO: 5.0})
+    lines = figures.table().splitlines()
+    assert lines[2].split()[-1] == "0.50×"
+    assert lines[-1] == "product: 8,000 values/s (4 values a message)"
+    assert figures.as_json()["product_values_per_s"] == 8_000.0

@@ -19,6 +19,7 @@ from django.core.cache import cache
 from kombu.exceptions import ChannelError
 
 from devices.mqtt.bridge.stats import BridgeStats
+from devices.mqtt.contract import TopicKind
 from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK
 
 logger = logging.getLogger("devices.mqtt.bridge")
@@ -115,6 +116,7 @@ class Batcher:
         ack: Callable[[Entry], None],
         backlog: Backlog | None = None,
         hold_s: float = HOLD_MAX_S,
+        reply_wait_s: float = 0.0,
     ) -> None:
         """``handoff`` None is Celery's; only then is ``backlog`` by default Celery's queues
         (another hand-off has no queue to look at)."""
@@ -137,16 +139,33 @@ class Batcher:
         self._backlog = backlog if backlog is not None or handoff else celery_backlog
         self._hold_s = hold_s
         self._held_until = 0.0  # while holding, the queue is not looked at before this
+        # A device's ack is followed by its state report within milliseconds: on a quiet
+        # bridge an ack waits up to ``reply_wait_s`` for it, so both cross in one reconcile
+        # batch (one task, one transaction) instead of two. Serial → when its ack arrived.
+        self._reply_wait_s = reply_wait_s
+        self._acks_waiting: dict[str, float] = {}
 
     @property
     def dedupes(self) -> bool:
         """Whether telemetry carries a dedupe key (a TTL of 0 turns the fast path off)."""
         return self._dedupe_ttl_s > 0
 
-    def add(self, task_name: str, entry: Entry) -> None:
+    def add(self, task_name: str, entry: Entry, *, reply: tuple[str, str] | None = None) -> None:
+        """``reply`` is a device message's (serial, kind): an ack waits for its state."""
+        now = time.monotonic()
         if not self.pending():
-            self._oldest_at = time.monotonic()
+            self._oldest_at = now
         self._groups[task_name].entries.append(entry)
+        if reply is not None and self._reply_wait_s > 0:
+            serial, kind = reply
+            if kind == TopicKind.RPC_RESPONSE:
+                self._acks_waiting[serial] = now
+            else:
+                self._acks_waiting.pop(serial, None)
+
+    def _reply_due_at(self) -> float:
+        """When the last ack still waiting for its device's state report stops waiting."""
+        return max(self._acks_waiting.values(), default=0.0) + self._reply_wait_s
 
     def pending(self) -> int:
         return sum(len(group.entries) for group in self._groups.values())
@@ -161,6 +180,8 @@ class Batcher:
         if now - self._flushed_at >= self._flush_s:
             due = now
         due = max(due, min(self._held_until, self._oldest_at + self._hold_s))
+        if self._acks_waiting:
+            due = max(due, self._reply_due_at())
         return min(max_wait_s, max(0.0, max(self._retry_at, due) - now))
 
     def flush_due(self, unacked: int, arrived: int = 1) -> bool:
@@ -179,6 +200,8 @@ class Batcher:
         timely = (arrived == 0 and now - self._flushed_at >= self._flush_s) or (
             now >= self._oldest_at + self._flush_s
         )
+        if self._acks_waiting and now < self._reply_due_at():
+            return False
         return timely and not self._held(now)
 
     def _held(self, now: float) -> bool:
@@ -212,6 +235,7 @@ class Batcher:
                 return
         self._retry_at, self._retry_delay = 0.0, HANDOFF_FIRST_BACKOFF_S
         self._oldest_at = self._held_until = 0.0
+        self._acks_waiting.clear()
         self._flushed_at = time.monotonic()
 
     def _flush_group(self, group: _Group) -> bool:

@@ -103,6 +103,7 @@ class MqttBridge:
             ack=self._ack,
             backlog=backlog,
             hold_s=settings.BRIDGE_HOLD_MAX_MS / 1000,
+            reply_wait_s=settings.BRIDGE_REPLY_WAIT_MS / 1000,
         )
         # Flood bounds: one device cannot take the pipeline's capacity from the others.
         self._limits = DeviceLimits(
@@ -384,7 +385,9 @@ class MqttBridge:
         else:
             arg = DeviceMessage.from_bytes(serial, kind.value, payload, received_at).to_task_arg()
             self._batcher.add(
-                DEVICE_MESSAGES_TASK, Entry(arg, message.mid, message.qos, self._connection)
+                DEVICE_MESSAGES_TASK,
+                Entry(arg, message.mid, message.qos, self._connection),
+                reply=(serial, kind.value),
             )
 
     def _ack(self, entry: Entry) -> None:

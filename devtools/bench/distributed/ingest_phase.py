@@ -54,7 +54,11 @@ class IngestFigures:
             for floor in (BARE_PAHO, BARE_INSERT)
             if floor in self.seconds
         ]
-        return ratios_table(rows, "msg/s")
+        values = self.rate(PRODUCT) * len(SENSOR_KEYS)
+        return (
+            ratios_table(rows, "msg/s")
+            + f"\nproduct: {values:,.0f} values/s ({len(SENSOR_KEYS)} values a message)"
+        )
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -62,6 +66,7 @@ class IngestFigures:
             "values_per_message": len(SENSOR_KEYS),
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "msg_per_s": {k: round(self.rate(k), 1) for k in self.seconds},
+            "product_values_per_s": round(self.rate(PRODUCT) * len(SENSOR_KEYS), 1),
             "cpu_percent": {k: round(v, 1) for k, v in self.cpu.items()},
         }
 
