@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from config.env import (
-    bridge_client_id_from_env,
     broker_from_env,
     cache_from_env,
     database_from_env,
@@ -169,30 +168,8 @@ LOG_LEVEL = log_level_from_env()
 LOGGING_CONFIG = "config.logging.configure"
 LOGGING = logging_settings(fmt=LOG_FORMAT, level=LOG_LEVEL)
 
-# --- MQTT bridge ----------------------------------------------------------------------------
-# The bridge's client id, the key of its persistent session; empty: farm-bridge/<hostname>.
-# It must contain a "/" (no device's does). Run several bridges on one host with distinct ids.
-BRIDGE_CLIENT_ID = bridge_client_id_from_env()
-# Another client taking the bridge's session over (same client id) this many times in a row,
-# each after a doubling backoff, makes the bridge exit non-zero naming BRIDGE_CLIENT_ID.
-BRIDGE_TAKEOVER_MAX = env_int("BRIDGE_TAKEOVER_MAX", 5, minimum=1)
-BRIDGE_BATCH_SIZE = env_int("BRIDGE_BATCH_SIZE", 500, minimum=1)
-BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
-# While a stage's queue holds untaken batches, new messages wait in the bridge up to this long
-# for a larger batch; a device's ack waits up to REPLY_WAIT for its state report (0: off).
-BRIDGE_HOLD_MAX_MS = env_float("BRIDGE_HOLD_MAX_MS", 500.0, minimum=0.0)
-BRIDGE_REPLY_WAIT_MS = env_float("BRIDGE_REPLY_WAIT_MS", 10.0, minimum=0.0)
-BRIDGE_DEDUPE_TTL_S = env_int("BRIDGE_DEDUPE_TTL_S", 60)  # 0 turns the cache fast path off
-BRIDGE_MAX_PAYLOAD_BYTES = env_int("BRIDGE_MAX_PAYLOAD_BYTES", 64 * 1024, minimum=1)
-BRIDGE_SESSION_EXPIRY_S = env_int("BRIDGE_SESSION_EXPIRY_S", 24 * 3600, minimum=1)
-# Unacknowledged messages the broker sends before it waits (Mosquitto max_inflight_messages,
-# default 20): a batch that reached it is flushed at once rather than after BRIDGE_FLUSH_MS.
-BRIDGE_INFLIGHT_WINDOW = env_int("BRIDGE_INFLIGHT_WINDOW", 20, minimum=1)
-# Per-device token bucket: a device sending faster is acknowledged and dropped, and recorded
-# as one `rate_limited` rejection per device per BRIDGE_DROP_FLUSH_S. Rate 0 turns it off.
-BRIDGE_DEVICE_RATE_PER_S = env_float("BRIDGE_DEVICE_RATE_PER_S", 50.0)
-BRIDGE_DEVICE_BURST = env_int("BRIDGE_DEVICE_BURST", 200, minimum=1)
-BRIDGE_DROP_FLUSH_S = env_float("BRIDGE_DROP_FLUSH_S", 1.0, minimum=0.01)
+# --- MQTT bridge: config/settings/bridge.py ---
+from config.settings.bridge import *  # noqa: E402, F403
 
 # --- Domain events ---
 # A handler that failed this many times for one idempotency key is dead-lettered.
