@@ -113,6 +113,32 @@ def test_no_import_cycle_between_modules_at_import_time() -> None:
     assert _cycles(edges) == []
 
 
+def test_no_module_imports_the_package_it_belongs_to() -> None:
+    """A package's ``__init__`` imports its modules to re-export them, so a module importing
+    a name from its own package's ``__init__`` is a cycle too (the test above skips the edge
+    from a module to the packages above it)."""
+    modules = _modules()
+    re_exporting = {
+        package
+        for package, path in modules.items()
+        if path.name == "__init__.py"
+        and any(
+            imported.startswith(f"{package}.")
+            for imported, _ in _imports(ast.parse(path.read_text()), top_level_only=True)
+        )
+    }
+    found = []
+    for name, path in modules.items():
+        for node in ast.parse(path.read_text()).body:
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            package = node.module
+            if name.startswith(f"{package}.") and package in re_exporting:
+                names = [a.name for a in node.names if f"{package}.{a.name}" not in modules]
+                found += [f"{name} imports {package}.{n}" for n in names]
+    assert found == []
+
+
 def test_apps_depend_on_each_other_one_way_but_for_the_known_back_edges() -> None:
     modules = _modules()
     edges: dict[str, set[str]] = {app: set() for app in APPS}

@@ -12,10 +12,10 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from common.localtime import LocalTimeRule
 from common.validators import validate_date_bounds, validate_json_bounds, validate_local_time
 from devices.models import Farm
 from notifications.models import ExternalContact
-from reminders.models import LocalTimeRule
 
 # A message's occurrences, whatever bounds them: a daily message runs about three years.
 USER_MESSAGE_OCCURRENCES_MAX = 1000

@@ -18,8 +18,9 @@ from typing import Any, Protocol
 
 from django.db.models import Q, QuerySet
 
+from common.localtime import LocalTimeRule
 from common.registry import Registry
-from reminders.models import LocalTimeRule, ReminderOccurrence, ReminderSetting
+from reminders.models import ReminderOccurrence, ReminderSetting
 from scheduler.keys import (
     ReminderDateKey,
     ReminderThresholdKey,

@@ -9,7 +9,8 @@ from datetime import datetime
 from django.utils import timezone
 
 from scheduler.models import AutomationScheduler
-from scheduler.services import scheduler_cancel, scheduler_hold_release, scheduler_move
+from scheduler.services.finish import scheduler_cancel, scheduler_hold_release
+from scheduler.services.moves import scheduler_move
 from scheduler.states import SchedulerReason, SchedulerStatus
 
 REASON_MAX_CHARS = 400

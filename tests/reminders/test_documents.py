@@ -10,9 +10,10 @@ from datetime import UTC, date, datetime, time
 
 import pytest
 
+from common.localtime import LocalTimeRule
 from events.services import event_deliver
 from events.states import HandlerOutcome
-from reminders.models import LocalTimeRule, ReminderOccurrence
+from reminders.models import ReminderOccurrence
 from reminders.services.settings import reminder_setting_create, reminder_setting_update
 from reminders.services.sources import (
     SourceInvalid,

@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from common.localtime import date_minus_days, local_to_utc
-from reminders.models import LocalTimeRule, ReminderOccurrence
+from common.localtime import LocalTimeRule, date_minus_days, local_to_utc
+from reminders.models import ReminderOccurrence
 from scheduler.models import AutomationScheduler
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 

@@ -9,9 +9,10 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
+from common.localtime import LocalTimeRule
 from devices.models import Farm
 from notifications.models import Notification
-from reminders.models import LocalTimeRule, UserMessageOccurrence
+from reminders.models import UserMessageOccurrence
 from reminders.services.user_messages import user_message_update
 from tests.devices.factories import FarmFactory
 from tests.notifications.factories import ExternalContactFactory

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 
-from common.localtime import local_to_utc, local_today
-from reminders.models import LocalTimeRule, UserMessage, UserMessageRecurrence
+from common.localtime import LocalTimeRule, local_to_utc, local_today
+from reminders.models import UserMessage, UserMessageRecurrence
 from reminders.models.user_messages import USER_MESSAGE_OCCURRENCES_MAX
 
 STEP_DAYS = {UserMessageRecurrence.DAILY: 1, UserMessageRecurrence.WEEKLY: 7}
