@@ -1,6 +1,6 @@
 """Celery tasks of the execution core: take ids, call one service, own retries only.
 
-Follow-up work is queued after commit on the task objects (``common.handoff.nudge``); beat
+Follow-up work is queued after commit on the task objects (``common.handoff.enqueue_ids``); beat
 sweeps re-derive all pending work from SQL, so a lost message only delays it.
 """
 
@@ -26,8 +26,8 @@ from automation.services.reconcile import (
     command_intents_overdue,
     command_intents_reconcile,
 )
-from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue, nudge
-from config.celery import DB_RETRY, routed_to
+from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue, enqueue_ids
+from config.celery import DB_RETRY, previous_name, routed_to
 from config.metrics import metrics_decisions_counted
 from devices.mqtt.messages import (
     DEVICE_MESSAGES_TASK,
@@ -64,11 +64,10 @@ def _chunks(ids: list[int], size: int) -> list[list[int]]:
 
 def endpoint_events_enqueue(event_ids: list[int]) -> None:
     for chunk in _chunks(event_ids, settings.EVALUATE_BATCH_SIZE):
-        nudge(endpoint_events_evaluate_task, chunk)
+        enqueue_ids(endpoint_events_evaluate_task, chunk)
 
 
-# The name is the bridge's hand-off contract (``devices.mqtt.messages``): kept from when ingest
-# lived in the devices app, so a batch queued across an upgrade still finds its task.
+# The name is the bridge's hand-off contract (``devices.mqtt.messages``).
 @shared_task(name=TELEMETRY_TASK, **routed_to("ingest"), **DB_RETRY)
 def telemetry_ingest_task(messages: list[list[Any]]) -> int:
     """Ingest stage: the bridge hands off batches of telemetry; evaluation follows after
@@ -85,12 +84,16 @@ def telemetry_ingest_task(messages: list[list[Any]]) -> int:
                 events_evaluate(chunk)
             except Exception as exc:  # the events are committed: the evaluate queue retries
                 logger.warning("inline evaluation failed, handed to the queue: %s", exc)
-                nudge(endpoint_events_evaluate_task, chunk)
+                enqueue_ids(endpoint_events_evaluate_task, chunk)
     return result.events
 
 
+# Its name from when ingest lived in the devices app, for batches queued across the upgrade.
+previous_name(telemetry_ingest_task, "devices.telemetry_ingest")
+
+
 def _dispatch_nudge(intent_ids: list[int]) -> None:
-    nudge(command_intents_dispatch_task, intent_ids)
+    enqueue_ids(command_intents_dispatch_task, intent_ids)
 
 
 @shared_task(name="automation.endpoint_events_evaluate", **routed_to("evaluate"), **DB_RETRY)
@@ -105,7 +108,7 @@ def events_evaluate(event_ids: list[int]) -> int:
     metrics_decisions_counted(outcomes=result.outcomes)
     if result.endpoint_ids:
         awaiting = command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids)
-        nudge(command_intents_reconcile_task, awaiting)
+        enqueue_ids(command_intents_reconcile_task, awaiting)
         _metrics_touched(result.endpoint_ids)
     return result.executions
 
@@ -165,16 +168,16 @@ def command_intents_sweep_task() -> int:
         now=now, pending_older_than=pending_older_than, limit=settings.SWEEP_BATCH_SIZE
     )
     for chunk in _chunks(due, 50):
-        nudge_untrusted(chunk)
+        dispatch_without_cache(chunk)
     overdue = command_intents_overdue(now=now, limit=settings.SWEEP_BATCH_SIZE)
     for chunk in _chunks(overdue, 50):
-        nudge(command_intents_reconcile_task, chunk)
+        enqueue_ids(command_intents_reconcile_task, chunk)
     return len(due) + len(overdue)
 
 
-def nudge_untrusted(intent_ids: list[int]) -> None:
+def dispatch_without_cache(intent_ids: list[int]) -> None:
     """Sweep-driven dispatch ignores the cache's inflight markers: the database decides."""
-    command_intents_dispatch_task.apply_async(args=[intent_ids], kwargs={"trust_cache": False})
+    enqueue(COMMANDS_DISPATCH, intent_ids, trust_cache=False)
 
 
 from scheduler import tasks as scheduler_tasks  # noqa: E402, F401 (registers them)

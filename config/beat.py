@@ -32,11 +32,11 @@ def beat_schedule() -> dict[str, BeatEntry]:
         ),
         # Due work: claim and fan out (safe with two beats: claims never overlap).
         "automation-scheduler-poll-due": BeatEntry(
-            "automation.scheduler_poll_due", float(settings.SCHEDULER_POLL_INTERVAL_S)
+            "scheduler.poll_due", float(settings.SCHEDULER_POLL_INTERVAL_S)
         ),
         # Expired claims back to Pending on the backoff ladder, or on support hold.
         "automation-scheduler-release-stale": BeatEntry(
-            "automation.scheduler_release_stale", float(settings.SCHEDULER_STALE_INTERVAL_S)
+            "scheduler.release_stale", float(settings.SCHEDULER_STALE_INTERVAL_S)
         ),
         # Due notification retries and lost claims; one deliver task per due row.
         "notifications-sweep": BeatEntry(
@@ -62,7 +62,7 @@ def beat_schedule() -> dict[str, BeatEntry]:
         ),
         # Execution trace records and blobs past SCHEDULER_TRACE_RETENTION_DAYS, bounded.
         "automation-scheduler-trace-prune": BeatEntry(
-            "automation.scheduler_trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)
+            "scheduler.trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)
         ),
         # Each active report subscription gets the row of its current period.
         "reminders-report-subscriptions-ensure": BeatEntry(

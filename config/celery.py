@@ -60,6 +60,20 @@ def routed_to(
     }
 
 
+# What a renamed task's previous name is registered with, so it runs exactly as the task.
+_ALIAS_OPTIONS = (_STAGE_ATTRIBUTE, "soft_time_limit", "time_limit", *DB_RETRY)
+
+
+def previous_name(task: Any, name: str) -> Any:
+    """Register ``task``'s function under the name it had in the previous release as well,
+    with the same stage, limits and retries: a message queued under the old name across an
+    upgrade is still consumed. Kept for one release, then dropped."""
+    from celery import shared_task
+
+    options = {key: getattr(task, key) for key in _ALIAS_OPTIONS if hasattr(task, key)}
+    return shared_task(name=name, **options)(task.__wrapped__)
+
+
 def task_stage(task: Any) -> str | None:
     """The stage queue ``task`` declares, if any."""
     stage = getattr(task, _STAGE_ATTRIBUTE, None)

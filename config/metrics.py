@@ -113,7 +113,7 @@ STAGE_LATENCY = Histogram(
 )
 
 _STAGE_OF_TASK = {
-    "devices.telemetry_ingest": "ingest",
+    "automation.telemetry_ingest": "ingest",
     "automation.endpoint_events_evaluate": "evaluate",
     "automation.command_intents_dispatch": "dispatch",
 }

@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 # The tasks these messages are handed to, by name: the bridge's wire contract, so a batch
 # queued across an upgrade still finds its task. The tasks (``automation/tasks.py``) register
 # under these constants; ingest keeps the name from when it lived in this app.
-TELEMETRY_TASK = "devices.telemetry_ingest"
+TELEMETRY_TASK = "automation.telemetry_ingest"
 DEVICE_MESSAGES_TASK = "automation.device_messages_reconcile"
 
 

@@ -18,7 +18,7 @@ def main(count: int) -> None:
     from config.celery import app
 
     app.loader.import_default_modules()
-    task = app.tasks["devices.telemetry_ingest"]
+    task = app.tasks["automation.telemetry_ingest"]
     dispatched = timezone.now()
     intent = AutomationCommandIntent(dispatched_at=dispatched)
     for _ in range(count):

@@ -22,7 +22,7 @@ from devtools.bench.scheduler import SchedulerBench, scheduler_unavailable
 from scheduler.models import AutomationScheduler
 from scheduler.states import SchedulerStatus
 
-POLL_TASK = "automation.scheduler_poll_due"
+POLL_TASK = "scheduler.poll_due"
 OPEN = (SchedulerStatus.PENDING, SchedulerStatus.PROCESSING)
 DRAIN_TIMEOUT_S = 600.0
 Write = Callable[[str], None]
