@@ -51,7 +51,7 @@ def enqueue(name: str, *args: Any, **kwargs: Any) -> None:
     _send(task, args, kwargs)
 
 
-def nudge(task: Task, ids: list[int]) -> None:
+def enqueue_ids(task: Task, ids: list[int]) -> None:
     """A tasks module queuing its own stage's next task (it holds the task object), now."""
     if ids:
         _send(task, (ids,), {})

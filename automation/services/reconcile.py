@@ -4,7 +4,7 @@ telemetry decide where a command stands.
 ``applied`` is reached only with evidence: a state report for the commandId whose reported
 value matches, or telemetry of the target endpoint received after the request, equal to the
 target and unlike what the endpoint reported before (``decide`` ranks the evidence). The
-decision reads the whole receipt set under the intent's row lock, so the order in which a
+verdict reads the whole receipt set under the intent's row lock, so the order in which a
 reply and the dispatcher's own commit arrive cannot lose a transition, and a duplicate
 receipt is absorbed by its unique key before it is ever read.
 """
@@ -56,11 +56,11 @@ _FAILING_CODES = {
 }
 
 
-# --- the decision (pure) ----------------------------------------------------------------
+# --- the verdict (pure) ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Decision:
+class Verdict:
     to: CommandStatus
     reason: ReasonCode
     fields: dict[str, Any] = field(default_factory=dict)
@@ -68,7 +68,7 @@ class Decision:
     detail: str = ""
 
 
-def decide(e: Evidence, now: datetime, applied_window_s: float) -> Decision | None:
+def decide(e: Evidence, now: datetime, applied_window_s: float) -> Verdict | None:
     """The next transition the evidence justifies, or None. Called repeatedly until None,
     so dispatched + ack + matching state walks dispatched → acknowledged → applied.
 
@@ -90,7 +90,7 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Decision | No
         return None
     refusal = _refusal(e)
     if refusal is not None:
-        return Decision(CommandStatus.FAILED, refusal, detail="refused by the device")
+        return Verdict(CommandStatus.FAILED, refusal, detail="refused by the device")
     reported = [
         value
         for found, value in (
@@ -99,19 +99,19 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Decision | No
         if found
     ]
     if any(values_equal(v, e.target_value) for v in reported):
-        return _if_acked_first(e, Decision(CommandStatus.APPLIED, ReasonCode.STATE_REPORTED))
+        return _if_acked_first(e, Verdict(CommandStatus.APPLIED, ReasonCode.STATE_REPORTED))
     if reported:  # every report contradicts the desired state
-        return Decision(
+        return Verdict(
             CommandStatus.UNCERTAIN, ReasonCode.STATE_MISMATCH, detail=f"reported {reported[-1]!r}"
         )
     if e.telemetry_reading:
-        applied = Decision(
+        applied = Verdict(
             CommandStatus.APPLIED, ReasonCode.TELEMETRY_MATCHED, detail=e.telemetry_reading
         )
         return _if_acked_first(e, applied)
     ack = _accepted(e)
     if ack is not None and e.status != CommandStatus.ACKNOWLEDGED:
-        return Decision(
+        return Verdict(
             CommandStatus.ACKNOWLEDGED, ReasonCode.ACKNOWLEDGED, {"acknowledged_at": ack}
         )
     current = [r for r in e.responses if r[0] == e.attempt]
@@ -121,15 +121,15 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Decision | No
         and e.status == CommandStatus.DISPATCHED
         and current[-1][2] == ResultCode.BUSY
     ):
-        return Decision(CommandStatus.RETRYING, ReasonCode.DEVICE_BUSY, retry=True)
+        return Verdict(CommandStatus.RETRYING, ReasonCode.DEVICE_BUSY, retry=True)
     if e.status == CommandStatus.DISPATCHED and e.deadline_at and now >= e.deadline_at:
-        return Decision(CommandStatus.RETRYING, ReasonCode.ACK_TIMEOUT, retry=True)
+        return Verdict(CommandStatus.RETRYING, ReasonCode.ACK_TIMEOUT, retry=True)
     if (
         e.status == CommandStatus.ACKNOWLEDGED
         and e.acknowledged_at
         and now >= e.acknowledged_at + timedelta(seconds=applied_window_s)
     ):
-        return Decision(CommandStatus.UNCERTAIN, ReasonCode.NO_APPLIED_EVIDENCE)
+        return Verdict(CommandStatus.UNCERTAIN, ReasonCode.NO_APPLIED_EVIDENCE)
     return None
 
 
@@ -145,11 +145,11 @@ def _accepted(e: Evidence) -> datetime | None:
     return next((at for _, status, _, at in e.responses if status == "accepted"), None)
 
 
-def _if_acked_first(e: Evidence, applied: Decision) -> Decision:
+def _if_acked_first(e: Evidence, applied: Verdict) -> Verdict:
     """Record the acknowledgement step first when an ack exists, for a readable timeline."""
     ack = _accepted(e)
     if ack is not None and e.status in (CommandStatus.DISPATCHED, CommandStatus.RETRYING):
-        return Decision(
+        return Verdict(
             CommandStatus.ACKNOWLEDGED, ReasonCode.ACKNOWLEDGED, {"acknowledged_at": ack}
         )
     return applied
@@ -187,11 +187,11 @@ def command_intents_reconcile(
         evidence = evidence_batch(intents)
         moves: list[Move] = []
         for intent in intents:
-            move = _plan(intent, evidence[intent.pk], now)
+            move = _batched_move(intent, evidence[intent.pk], now)
             if move is not None:
                 moves.append(move)
             else:
-                _walk(intent, evidence[intent.pk], now)  # a retry, or nothing to do
+                _one_by_one(intent, evidence[intent.pk], now)  # a retry, or nothing to do
         intents_move(moves, now=now)
         changed = [i for i in intents if i.status != started[i.pk]]
         _cooldowns_follow(changed, now)
@@ -201,13 +201,15 @@ def command_intents_reconcile(
     return {i.pk: i.status for i in intents}
 
 
-def _plan(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) -> Move | None:
+def _batched_move(
+    intent: AutomationCommandIntent, evidence: Evidence, now: datetime
+) -> Move | None:
     """The chain of moves the evidence justifies, decided in memory; None when there is none
-    or it starts with a retry (left to ``_walk``)."""
+    or it starts with a retry (left to ``_one_by_one``)."""
     status, fields = CommandStatus(intent.status), dict[str, Any]()
     steps: list[Step] = []
     for _ in range(4):
-        decision = decide(
+        verdict = decide(
             replace(
                 evidence,
                 status=status,
@@ -216,19 +218,19 @@ def _plan(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) ->
             now,
             settings.APPLIED_WINDOW_S,
         )
-        if decision is None or decision.retry or not command_can_move(status, decision.to):
-            if decision is not None and decision.retry and not steps:
+        if verdict is None or verdict.retry or not command_can_move(status, verdict.to):
+            if verdict is not None and verdict.retry and not steps:
                 return None
             break
-        steps.append(Step(decision.to, decision.reason, decision.detail))
-        fields.update(decision.fields)
-        if decision.to == CommandStatus.APPLIED:
+        steps.append(Step(verdict.to, verdict.reason, verdict.detail))
+        fields.update(verdict.fields)
+        if verdict.to == CommandStatus.APPLIED:
             fields["applied_at"] = now
-        status = decision.to
+        status = verdict.to
     return Move(intent, steps, fields) if steps else None
 
 
-def _walk(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) -> None:
+def _one_by_one(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) -> None:
     for _ in range(4):
         evidence = replace(
             evidence,
@@ -237,13 +239,13 @@ def _walk(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) ->
             deadline_at=intent.deadline_at,
             acknowledged_at=intent.acknowledged_at,
         )
-        decision = decide(evidence, now, settings.APPLIED_WINDOW_S)
-        if decision is None or not _apply(intent, decision, now):
+        verdict = decide(evidence, now, settings.APPLIED_WINDOW_S)
+        if verdict is None or not _apply(intent, verdict, now):
             break
 
 
-def _apply(intent: AutomationCommandIntent, decision: Decision, now: datetime) -> bool:
-    if decision.reason == ReasonCode.ACK_TIMEOUT:
+def _apply(intent: AutomationCommandIntent, verdict: Verdict, now: datetime) -> bool:
+    if verdict.reason == ReasonCode.ACK_TIMEOUT:
         deadline = intent.deadline_at.isoformat() if intent.deadline_at else None
         receipt_mark(
             intent,
@@ -251,13 +253,13 @@ def _apply(intent: AutomationCommandIntent, decision: Decision, now: datetime) -
             {"attempt": intent.attempt_count, "deadlineAt": deadline},
             now,
         )
-    if decision.retry:
-        return intent_retry_or_expire(intent, decision.reason, now=now)
-    fields: dict[str, Any] = dict(decision.fields)
-    if decision.to == CommandStatus.APPLIED:
+    if verdict.retry:
+        return intent_retry_or_expire(intent, verdict.reason, now=now)
+    fields: dict[str, Any] = dict(verdict.fields)
+    if verdict.to == CommandStatus.APPLIED:
         fields["applied_at"] = now
     return intent_transition(
-        intent, decision.to, decision.reason, now=now, detail=decision.detail, **fields
+        intent, verdict.to, verdict.reason, now=now, detail=verdict.detail, **fields
     )
 
 

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.validators import LOCAL_TIME_MESSAGE
+from common.writes import row_create
 from events.services import event_publish
 from notifications.states import Channel
 from reminders.event_types import REMINDER_SETTING_CHANGED, ReminderSettingChangedPayload
@@ -88,11 +89,9 @@ def reminder_setting_create(
         updated_at=now,
         **fields,
     )
-    reminder_setting_validate(setting)
-    with transaction.atomic():
-        setting.save()
-        _publish(setting, ["created"], now)
-    return setting
+    return row_create(
+        setting, validate=reminder_setting_validate, then=lambda s: _publish(s, ["created"], now)
+    )
 
 
 def reminder_setting_update(

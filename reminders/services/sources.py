@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.validators import DATE_MAX, DATE_MIN
+from common.writes import row_create
 from devices.models import DeviceInstanceEndpoint
 from events.event_types import DOCUMENT_CHANGED, DocumentChangedPayload
 from events.services import event_publish
@@ -59,11 +60,9 @@ def document_create(
         created_at=now,
         updated_at=now,
     )
-    _document_validate(doc)
-    with transaction.atomic():
-        doc.save()
-        _document_publish(doc, "created", now)
-    return doc
+    return row_create(
+        doc, validate=_document_validate, then=lambda d: _document_publish(d, "created", now)
+    )
 
 
 def document_update(*, document_id: int, now: datetime | None = None, **changes: Any) -> Document:
@@ -126,11 +125,9 @@ def endpoint_metric_source_create(
         created_at=now,
         updated_at=now,
     )
-    _metric_validate(source)
-    with transaction.atomic():
-        source.save()
-        _metric_publish(source, "created", now)
-    return source
+    return row_create(
+        source, validate=_metric_validate, then=lambda s: _metric_publish(s, "created", now)
+    )
 
 
 def endpoint_metric_source_update(

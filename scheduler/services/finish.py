@@ -29,6 +29,32 @@ from scheduler.states import (
 
 logger = logging.getLogger(__name__)
 P = SchedulerStatus.PROCESSING
+# Every end of an attempt clears the lease.
+_LEASE_CLEARED: dict[str, Any] = {"processing_lease_expires_on": None}
+
+
+def _moved(
+    *,
+    scheduler_id: int,
+    token: int,
+    from_status: str,
+    to: SchedulerStatus,
+    now: datetime,
+    reason: SchedulerReason | None = None,
+    detail: str = "",
+    trace_blob_name: str = "",
+    **fields: Any,
+) -> bool:
+    """One guarded move with its audit row (``scheduler_move``); the trace blob's name is set
+    only when there is one. The ways a row ends below differ only in these arguments."""
+    if trace_blob_name:
+        fields["trace_blob_name"] = trace_blob_name
+    if reason is not None:
+        fields |= {"reason": reason, "detail": detail}
+    moved = scheduler_move(
+        scheduler_id=scheduler_id, token=token, from_status=from_status, to=to, now=now, **fields
+    )
+    return moved is not None
 
 
 def scheduler_complete(
@@ -41,23 +67,11 @@ def scheduler_complete(
 ) -> bool:
     """Processing → Completed: the delivery was queued. ``coordinates`` are small
     (docs/spec.md §4)."""
-    fields: dict[str, Any] = {
-        "dispatch_result_json": dict(coordinates),
-        "processing_lease_expires_on": None,
-        "next_retry_on": None,
-        "completed_on": now,
-    }
-    if trace_blob_name:
-        fields["trace_blob_name"] = trace_blob_name
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=token,
-        from_status=P,
-        to=SchedulerStatus.COMPLETED,
-        now=now,
-        **fields,
-    )
-    return moved is not None
+    return _moved(
+        scheduler_id=scheduler_id, token=token, from_status=P, to=SchedulerStatus.COMPLETED,
+        now=now, trace_blob_name=trace_blob_name, dispatch_result_json=dict(coordinates),
+        next_retry_on=None, completed_on=now, **_LEASE_CLEARED,
+    )  # fmt: skip
 
 
 def scheduler_fail(
@@ -89,24 +103,12 @@ def scheduler_fail(
             detail=detail,
             trace_blob_name=trace_blob_name,
         )
-    fields: dict[str, Any] = {
-        "failure_reason_code": reason,
-        "processing_lease_expires_on": None,
-        "next_retry_on": None,
-    }
-    if trace_blob_name:
-        fields["trace_blob_name"] = trace_blob_name
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=token,
-        from_status=P,
-        to=SchedulerStatus.FAILED,
-        now=now,
-        reason=reason,
-        detail=detail,
-        **fields,
-    )
-    return FinishOutcome.LOST if moved is None else FinishOutcome.FAILED
+    moved = _moved(
+        scheduler_id=scheduler_id, token=token, from_status=P, to=SchedulerStatus.FAILED,
+        now=now, reason=reason, detail=detail, trace_blob_name=trace_blob_name,
+        failure_reason_code=reason, next_retry_on=None, **_LEASE_CLEARED,
+    )  # fmt: skip
+    return FinishOutcome.FAILED if moved else FinishOutcome.LOST
 
 
 def scheduler_deactivate(
@@ -123,40 +125,22 @@ def scheduler_deactivate(
     The executor passes its claim token; the event path passes the version it read."""
     if reason not in SCHEDULER_DEACTIVATION_REASONS:
         raise ValueError(f"{reason} is not a deactivation reason")
-    fields: dict[str, Any] = {
-        "failure_reason_code": reason,
-        "processing_lease_expires_on": None,
-    }
-    if trace_blob_name:
-        fields["trace_blob_name"] = trace_blob_name
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=token,
-        from_status=from_status,
-        to=SchedulerStatus.DEACTIVATED,
-        now=now,
-        reason=reason,
-        detail=detail,
-        **fields,
-    )
-    return moved is not None
+    return _moved(
+        scheduler_id=scheduler_id, token=token, from_status=from_status,
+        to=SchedulerStatus.DEACTIVATED, now=now, reason=reason, detail=detail,
+        trace_blob_name=trace_blob_name, failure_reason_code=reason, **_LEASE_CLEARED,
+    )  # fmt: skip
 
 
 def scheduler_cancel(
     *, scheduler_id: int, token: int, from_status: str, now: datetime, detail: str = ""
 ) -> bool:
     """→ Cancelled (e.g. a subscription was cancelled); a claimed row loses its token."""
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=token,
-        from_status=from_status,
-        to=SchedulerStatus.CANCELLED,
-        now=now,
-        reason=SchedulerReason.CANCELLED,
-        detail=detail,
-        processing_lease_expires_on=None,
-    )
-    return moved is not None
+    return _moved(
+        scheduler_id=scheduler_id, token=token, from_status=from_status,
+        to=SchedulerStatus.CANCELLED, now=now, reason=SchedulerReason.CANCELLED, detail=detail,
+        **_LEASE_CLEARED,
+    )  # fmt: skip
 
 
 def scheduler_hold(
@@ -170,25 +154,12 @@ def scheduler_hold(
     trace_blob_name: str = "",
 ) -> bool:
     """→ Pending on support hold: nothing runs until a person releases it."""
-    fields: dict[str, Any] = {
-        "is_on_support_hold": True,
-        "failure_reason_code": reason,
-        "processing_lease_expires_on": None,
-        "next_retry_on": None,
-    }
-    if trace_blob_name:
-        fields["trace_blob_name"] = trace_blob_name
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=token,
-        from_status=from_status,
-        to=SchedulerStatus.PENDING,
-        now=now,
-        reason=reason,
-        detail=detail or "support hold",
-        **fields,
-    )
-    return moved is not None
+    return _moved(
+        scheduler_id=scheduler_id, token=token, from_status=from_status,
+        to=SchedulerStatus.PENDING, now=now, reason=reason, detail=detail or "support hold",
+        trace_blob_name=trace_blob_name, is_on_support_hold=True, failure_reason_code=reason,
+        next_retry_on=None, **_LEASE_CLEARED,
+    )  # fmt: skip
 
 
 def scheduler_unclaim(
@@ -200,17 +171,10 @@ def scheduler_unclaim(
 ) -> bool:
     """Processing → Pending without counting an attempt: the claim was never handed to a
     worker (the broker refused the task), so waiting for the lease would only add delay."""
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=token,
-        from_status=P,
-        to=SchedulerStatus.PENDING,
-        now=now,
-        reason=reason,
-        detail="claim handed back",
-        processing_lease_expires_on=None,
-    )
-    return moved is not None
+    return _moved(
+        scheduler_id=scheduler_id, token=token, from_status=P, to=SchedulerStatus.PENDING,
+        now=now, reason=reason, detail="claim handed back", **_LEASE_CLEARED,
+    )  # fmt: skip
 
 
 def scheduler_hold_release(*, scheduler_id: int, now: datetime, detail: str = "") -> bool:
@@ -223,18 +187,11 @@ def scheduler_hold_release(*, scheduler_id: int, now: datetime, detail: str = ""
     )
     if row is None or row[0] not in (SchedulerStatus.PENDING, SchedulerStatus.FAILED):
         return False
-    moved = scheduler_move(
-        scheduler_id=scheduler_id,
-        token=row[1],
-        from_status=row[0],
-        to=SchedulerStatus.PENDING,
-        now=now,
-        reason=SchedulerReason.SUPPORT_RELEASED,
-        detail=detail,
-        is_on_support_hold=False,
-        next_retry_on=None,
-    )
-    return moved is not None
+    return _moved(
+        scheduler_id=scheduler_id, token=row[1], from_status=row[0], to=SchedulerStatus.PENDING,
+        now=now, reason=SchedulerReason.SUPPORT_RELEASED, detail=detail,
+        is_on_support_hold=False, next_retry_on=None,
+    )  # fmt: skip
 
 
 def scheduler_deactivate_by_key(

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from common.localtime import local_today
 from common.validators import DATE_MAX, DATE_MIN, LOCAL_TIME_MESSAGE, time_zones_known
+from common.writes import row_create
 from notifications.states import Channel
 from reminders.models import (
     RecipientsPolicy,
@@ -78,11 +79,11 @@ def report_subscription_create(
         created_at=now,
         updated_at=now,
     )
-    _validate(subscription)
-    with transaction.atomic():
-        subscription.save()
-        report_subscription_ensure(subscription_id=subscription.pk, now=now)
-    return subscription
+    return row_create(
+        subscription,
+        validate=_validate,
+        then=lambda s: report_subscription_ensure(subscription_id=s.pk, now=now),
+    )
 
 
 def report_subscription_update(
