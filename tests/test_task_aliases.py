@@ -36,7 +36,7 @@ def test_a_previous_name_runs_the_renamed_task_on_its_queue_with_its_limits(
     before, now = celery_app.tasks[old], celery_app.tasks[new]
     assert before.__wrapped__ is now.__wrapped__
     assert route_to_stage(old, (), {}, {}) == route_to_stage(new, (), {}, {}) is not None
-    assert [getattr(before, k) for k in SAME] == [getattr(now, k) for k in SAME]
+    assert [getattr(before, k, None) for k in SAME] == [getattr(now, k, None) for k in SAME]
 
 
 @pytest.fixture
