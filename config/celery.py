@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
-from celery import Celery
+from celery import Celery, shared_task
 from celery.signals import setup_logging, task_postrun, task_prerun
 from django.db import OperationalError
 from kombu import Queue
@@ -68,8 +68,6 @@ def previous_name(task: Any, name: str) -> Any:
     """Register ``task``'s function under the name it had in the previous release as well,
     with the same stage, limits and retries: a message queued under the old name across an
     upgrade is still consumed. Kept for one release, then dropped."""
-    from celery import shared_task
-
     options = {key: getattr(task, key) for key in _ALIAS_OPTIONS if hasattr(task, key)}
     return shared_task(name=name, **options)(task.__wrapped__)
 

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from automation.models import AutomationRule, AutomationRuleSchedule
-from automation.services.conditions import readings_load, rule_holds, rules_loaded
+from automation.services.conditions import reading_ids, rule_holds, rules_loaded
 from automation.services.decisions import (
     Decision,
     Trigger,
@@ -35,7 +35,7 @@ from automation.services.decisions import (
     decisions_persist,
     rule_actions,
 )
-from automation.services.targets import target_states_load, targets_lock
+from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import ExecutionOutcome, ReasonCode
 from common.handoff import commands_dispatch_on_commit
 from common.localtime import LocalTimeRule, local_to_utc
@@ -250,7 +250,7 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
     with transaction.atomic():
         endpoints = [a.endpoint.pk for a in actions]
         targets_lock(endpoints)
-        targets = target_states_load(endpoints)
+        targets, readings = targets_and_readings_load(endpoints, reading_ids([rule]))
         if late_s > occurrence.schedule.max_lateness_s:
             late = [
                 Decision(trigger, rule, a, ExecutionOutcome.SKIPPED, ReasonCode.TOO_LATE)
@@ -258,7 +258,7 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
             ]
             decisions_persist(late, targets, job.now)
             return HandlerResult({**coordinates, "outcome": "skipped", "lateS": round(late_s)})
-        if not rule_holds(rule, readings_load([rule]), at=job.now):
+        if not rule_holds(rule, readings, at=job.now):
             return HandlerResult({**coordinates, "outcome": "conditions_not_met"})
         context = decision_context(targets, job.now)
         decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)

@@ -40,7 +40,7 @@ def _moved(
     from_status: str,
     to: SchedulerStatus,
     now: datetime,
-    reason: SchedulerReason | None = None,
+    reason: str = "",
     detail: str = "",
     trace_blob_name: str = "",
     **fields: Any,
@@ -49,11 +49,10 @@ def _moved(
     only when there is one. The ways a row ends below differ only in these arguments."""
     if trace_blob_name:
         fields["trace_blob_name"] = trace_blob_name
-    if reason is not None:
-        fields |= {"reason": reason, "detail": detail}
     moved = scheduler_move(
-        scheduler_id=scheduler_id, token=token, from_status=from_status, to=to, now=now, **fields
-    )
+        scheduler_id=scheduler_id, token=token, from_status=from_status, to=to, now=now,
+        reason=reason, detail=detail, **fields,
+    )  # fmt: skip
     return moved is not None
 
 
