@@ -4,10 +4,11 @@ which tells the caller exactly which rows were new (PostgreSQL and SQLite ≥ 3.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from django.db import connection, models
+from django.db.models import F
 
 # SQLite allows 32,766 bound parameters per statement; stay well under it.
 MAX_PARAMS = 30_000
@@ -165,3 +166,20 @@ def _unnest(
         f"AS u({', '.join(names)})) AS rows_in"
     )
     return relation, params
+
+
+def row_compare_and_set(row: Any, updates: Mapping[str, Any]) -> bool:
+    """Write ``updates`` to ``row`` only from the (status, version) it was read with, bumping
+    the version; False, with nothing written, if it moved meanwhile. The instance follows on
+    success. The row-by-row compare-and-set of the models that carry both columns."""
+    moved = (
+        type(row)
+        ._default_manager.filter(pk=row.pk, status=row.status, version=row.version)
+        .update(version=F("version") + 1, **updates)
+    )
+    if moved != 1:
+        return False
+    for name, value in updates.items():
+        setattr(row, name, value)
+    row.version += 1
+    return True

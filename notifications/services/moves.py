@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F
 
+from common.sql import row_compare_and_set
 from notifications.models import Notification, NotificationTransition
 from notifications.states import (
     NOTIFICATION_TERMINAL,
@@ -48,25 +48,20 @@ def notification_move(
     if to in NOTIFICATION_TERMINAL:
         updates.setdefault("lease_expires_at", None)
         updates.setdefault("next_attempt_at", None)
+    before = notification.status
     with transaction.atomic():
-        moved = Notification.objects.filter(
-            pk=notification.pk, status=notification.status, version=notification.version
-        ).update(version=F("version") + 1, **updates)
-        if moved != 1:
+        if not row_compare_and_set(notification, updates):
             return False
         NotificationTransition.objects.create(
             notification_id=notification.pk,
-            from_status=notification.status,
+            from_status=before,
             to_status=to,
             reason=reason,
             detail=detail[:DETAIL_MAX_CHARS],
             actor=actor[:150],
-            attempt=updates.get("attempt_count", notification.attempt_count),
+            attempt=notification.attempt_count,
             at=now,
         )
-        for name, value in updates.items():
-            setattr(notification, name, value)
-        notification.version += 1
     logger.info(
         "notification %s -> %s (%s)",
         notification.pk,
@@ -79,13 +74,4 @@ def notification_move(
 
 def notification_touch(notification: Notification, *, now: datetime, **fields: Any) -> bool:
     """Compare-and-set of non-status fields (the rendered text) on the version read."""
-    moved = Notification.objects.filter(
-        pk=notification.pk, status=notification.status, version=notification.version
-    ).update(version=F("version") + 1, updated_at=now, **fields)
-    if moved != 1:
-        return False
-    for name, value in fields.items():
-        setattr(notification, name, value)
-    notification.version += 1
-    notification.updated_at = now
-    return True
+    return row_compare_and_set(notification, {"updated_at": now, **fields})
