@@ -39,12 +39,12 @@ from automation.diagnostics import (
 )
 from automation.manual_api import EndpointCommandApi, EndpointHoldCancelApi
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRule,
     AutomationRuleAction,
     AutomationRuleCondition,
     AutomationRuleExecution,
     AutomationRuleSchedule,
+    DeviceCommand,
 )
 from automation.serializers import (
     CommandIntentSerializer,
@@ -76,7 +76,7 @@ from common.tenancy import OrgScope, scope_filter
 from devices.mqtt.messages import InboundTelemetry
 from devices.selectors import devices_by_serial
 from devices.serializers import IngestResultSerializer, TelemetryBatchSerializer
-from scheduler.models import AutomationScheduler, AutomationType, TriggerType
+from scheduler.models import AutomationType, DueWork, TriggerType
 from scheduler.states import SchedulerStatus
 
 
@@ -95,7 +95,7 @@ class CommandIntentFilter(django_filters.FilterSet):
     rule = IdFilter(field_name="rule_id")
 
     class Meta:
-        model = AutomationCommandIntent
+        model = DeviceCommand
         fields = ("status", "origin", "device", "rule")
 
 
@@ -114,7 +114,7 @@ class SchedulerFilter(django_filters.FilterSet):
     trigger_type = django_filters.ChoiceFilter(choices=TriggerType.choices)
 
     class Meta:
-        model = AutomationScheduler
+        model = DueWork
         fields = ("farm", "status", "automation_type", "trigger_type")
 
 
@@ -160,12 +160,12 @@ class RuleViewSet(
 
 class CommandIntentViewSet(ScopedViewSet):
     serializer_class = CommandIntentSerializer
-    queryset = AutomationCommandIntent.objects.none()
+    queryset = DeviceCommand.objects.none()
     filterset_class = CommandIntentFilter
     required_roles = {**_READ, "retry": Need.OPERATE, "mark_failed": Need.OPERATE}
     organization_path = "target_device.farm.organization_id"
 
-    def scoped(self, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
+    def scoped(self, scope: OrgScope) -> QuerySet[DeviceCommand]:
         return intents_visible(scope=scope).order_by("-pk")
 
     @extend_schema(responses=TimelineSerializer)
@@ -239,12 +239,12 @@ class SchedulerViewSet(ScopedViewSet):
     """Scoped through the row's farm: rows without a farm are visible to superusers only."""
 
     serializer_class = SchedulerSerializer
-    queryset = AutomationScheduler.objects.none()
+    queryset = DueWork.objects.none()
     filterset_class = SchedulerFilter
     required_roles = _READ
 
-    def scoped(self, scope: OrgScope) -> QuerySet[AutomationScheduler]:
-        rows = scope_filter(AutomationScheduler.objects.all(), scope, "farm__organization_id")
+    def scoped(self, scope: OrgScope) -> QuerySet[DueWork]:
+        rows = scope_filter(DueWork.objects.all(), scope, "farm__organization_id")
         return rows.order_by("scheduled_on", "pk")
 
 

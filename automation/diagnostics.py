@@ -15,9 +15,9 @@ from typing import Any
 from django.db.models import Count, Max, QuerySet
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRuleExecution,
     CommandCooldown,
+    DeviceCommand,
     DeviceCommandReceipt,
     ReceiptType,
 )
@@ -136,7 +136,7 @@ def _receipt_what(receipt: DeviceCommandReceipt) -> tuple[str, str]:
     return str(receipt.receipt_type), str(payload.get("reason", ""))
 
 
-def requester_name(intent: AutomationCommandIntent) -> str:
+def requester_name(intent: DeviceCommand) -> str:
     """Who asked for a manual command ("" for a rule's or a schedule's)."""
     if intent.origin != CommandOrigin.MANUAL:
         return ""
@@ -144,7 +144,7 @@ def requester_name(intent: AutomationCommandIntent) -> str:
     return user.get_username() if user is not None else "(deleted user)"
 
 
-def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
+def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
     asked = ""
     if intent.origin == CommandOrigin.MANUAL:
         asked = f" asked by {requester_name(intent)}: {intent.request_reason}"
@@ -188,7 +188,7 @@ def _intent_entries(intent: AutomationCommandIntent) -> list[TimelineEntry]:
     return entries
 
 
-def _intent_ids(intent: AutomationCommandIntent) -> dict[str, Any]:
+def _intent_ids(intent: DeviceCommand) -> dict[str, Any]:
     execution = intent.rule_execution
     return {
         "origin": intent.origin,
@@ -207,10 +207,8 @@ def _intent_ids(intent: AutomationCommandIntent) -> dict[str, Any]:
     }
 
 
-def intents_visible(*, scope: OrgScope) -> QuerySet[AutomationCommandIntent]:
-    rows = AutomationCommandIntent.objects.select_related(
-        "rule_execution", "target_device", "requested_by"
-    )
+def intents_visible(*, scope: OrgScope) -> QuerySet[DeviceCommand]:
+    rows = DeviceCommand.objects.select_related("rule_execution", "target_device", "requested_by")
     return scope_filter(rows, scope, "target_device__farm__organization_id")
 
 
@@ -219,7 +217,7 @@ def executions_visible(*, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
     return scope_filter(rows, scope, "rule__farm__organization_id")
 
 
-def command_timeline(*, intent: AutomationCommandIntent) -> Timeline:
+def command_timeline(*, intent: DeviceCommand) -> Timeline:
     """event → execution → intent → each transition (attempt) → each receipt; a manual
     command starts at its intent, which names who asked and why."""
     entries = _intent_entries(intent)
@@ -238,7 +236,7 @@ def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
         "rule", "event__source_telemetry", "occurrence"
     ).get(pk=execution.pk)
     entries = _execution_entries(execution)
-    intent = AutomationCommandIntent.objects.filter(rule_execution=execution).first()
+    intent = DeviceCommand.objects.filter(rule_execution=execution).first()
     ids: dict[str, Any] = {
         "eventId": execution.event_id,
         "occurrenceId": execution.occurrence_id,
@@ -281,7 +279,7 @@ def timeline_lookup(*, ref: str, scope: OrgScope = None) -> Timeline:
 # --- lists ------------------------------------------------------------------------------
 
 
-def commands_retrying(*, scope: OrgScope = None, limit: int = 100) -> list[AutomationCommandIntent]:
+def commands_retrying(*, scope: OrgScope = None, limit: int = 100) -> list[DeviceCommand]:
     """Commands waiting for their next attempt, the soonest first."""
     rows = intents_visible(scope=scope).filter(status=CommandStatus.RETRYING)
     return list(rows.order_by("next_attempt_at", "pk")[:limit])
@@ -289,7 +287,7 @@ def commands_retrying(*, scope: OrgScope = None, limit: int = 100) -> list[Autom
 
 def commands_uncertain(
     *, scope: OrgScope = None, since: datetime | None = None, limit: int = 100
-) -> list[AutomationCommandIntent]:
+) -> list[DeviceCommand]:
     """Commands the device acknowledged (or contradicted) without proof: newest first."""
     rows = intents_visible(scope=scope).filter(status=CommandStatus.UNCERTAIN)
     if since is not None:

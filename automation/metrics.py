@@ -9,7 +9,7 @@ from datetime import datetime
 from django.db.models import Count
 from prometheus_client.core import GaugeMetricFamily
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.cooldown import command_cooldowns_cooling
 from automation.states import COMMAND_LIVE, EventStatus
 from devices.selectors import telemetry_rollup_lag_s
@@ -23,7 +23,7 @@ def execution_core_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
     backlog.add_metric(["evaluate", "pending"], pending.count())
     counts = dict.fromkeys(sorted(COMMAND_LIVE), 0)
     for row in (
-        AutomationCommandIntent.objects.filter(status__in=COMMAND_LIVE)
+        DeviceCommand.objects.filter(status__in=COMMAND_LIVE)
         .values("status")
         .annotate(n=Count("id"))
     ):

@@ -9,13 +9,13 @@ from datetime import datetime
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.states import COMMAND_LIVE, COMMAND_TERMINAL, EventStatus
 from common.retention import Retention, retention_register
 
 
-def _live_commands() -> QuerySet[AutomationCommandIntent]:
-    return AutomationCommandIntent.objects.filter(status__in=sorted(COMMAND_LIVE))
+def _live_commands() -> QuerySet[DeviceCommand]:
+    return DeviceCommand.objects.filter(status__in=sorted(COMMAND_LIVE))
 
 
 def _event_prunable() -> Q:
@@ -55,7 +55,7 @@ def automation_retention_register() -> None:
     )
     retention_register(
         Retention(
-            "automation.AutomationCommandIntent",
+            "automation.DeviceCommand",
             "RETENTION_COMMANDS_DAYS",
             "created_at",
             prunable=Q(status__in=sorted(COMMAND_TERMINAL)),

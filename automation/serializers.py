@@ -10,19 +10,19 @@ from typing import Any
 from rest_framework import serializers
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRule,
     AutomationRuleAction,
     AutomationRuleCondition,
     AutomationRuleExecution,
     AutomationRuleSchedule,
+    DeviceCommand,
     EndpointManualHold,
     Operator,
 )
 from automation.services.rules import RULE_FIELDS, RuleInvalid, rule_create, rule_update
 from common.serializers import BoundedJSONField, StrictCharField, StrictModelSerializer
 from devices.selectors import farms_visible, instance_endpoints_visible
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 
 NESTED = ("conditions", "actions", "schedules")
 NESTED_MAX = 50  # items per nested list of a rule: far above any real rule, a bound on work
@@ -146,7 +146,7 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
             raise serializers.ValidationError(_errors_as_drf(exc.errors)) from None
 
 
-class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandIntent]):
+class CommandIntentSerializer(serializers.ModelSerializer[DeviceCommand]):
     """A command as the ledger holds it; a manual one names who asked (``requested_by``, a
     user name) and why, and has no rule or execution."""
 
@@ -155,7 +155,7 @@ class CommandIntentSerializer(serializers.ModelSerializer[AutomationCommandInten
     )
 
     class Meta:
-        model = AutomationCommandIntent
+        model = DeviceCommand
         fields = (
             "id",
             "origin",
@@ -282,11 +282,11 @@ class TimelineSerializer(serializers.Serializer[Any]):
     entries = TimelineEntrySerializer(many=True)
 
 
-class SchedulerSerializer(serializers.ModelSerializer[AutomationScheduler]):
+class SchedulerSerializer(serializers.ModelSerializer[DueWork]):
     class Meta:
-        model = AutomationScheduler
+        model = DueWork
         exclude = ("input_hash",)
-        read_only_fields = [f.name for f in AutomationScheduler._meta.fields]
+        read_only_fields = [f.name for f in DueWork._meta.fields]
 
 
 class DeviceTimeoutsSerializer(serializers.Serializer[Any]):

@@ -3,12 +3,30 @@ docs (``common.urls``), metrics and health. Django's own error pages answer in t
 error shape under ``/api/``."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, include, path, re_path
+from django.views.generic import RedirectView
 
 from config.health import health
 from config.metrics import metrics
 
+# The admin pages of models renamed in this release, under their previous addresses, for one
+# release: bookmarks and links in older notifications land on the same page.
+ADMIN_RENAMED = {
+    "automation/automationcommandintent": "automation/devicecommand",
+    "scheduler/automationscheduler": "scheduler/duework",
+    "scheduler/automationjob": "scheduler/tracerecord",
+}
+
+
+def _admin_renamed(old: str, new: str) -> URLPattern:
+    return re_path(
+        rf"^admin/{old}/(?P<rest>.*)$",
+        RedirectView.as_view(url=f"/admin/{new}/%(rest)s", query_string=True),
+    )
+
+
 urlpatterns = [
+    *(_admin_renamed(old, new) for old, new in ADMIN_RENAMED.items()),
     path("admin/", admin.site.urls),
     path("", include("common.urls")),  # the API root, the schema and its docs
     path("api/v1/", include("common.accounts.api")),  # the caller's own API token

@@ -21,7 +21,7 @@ from notifications.models import Membership, MembershipRole, Notification
 from notifications.states import Channel, NotificationStatus
 from reminders.models import UserMessage
 from reminders.services.user_messages.write import user_message_create
-from scheduler.models import AutomationJob
+from scheduler.models import TraceRecord
 
 STORM_PRIORITY = 10  # above the vent rules' 0
 MESSAGE_CHANNELS = (Channel.INBOX, Channel.EMAIL)
@@ -109,12 +109,10 @@ def lanes_summary(
     by_channel = Counter((n.channel, n.status) for n in notes)
     executed = [*occurrence_ids, *message.occurrences.values_list("scheduler_id", flat=True)]
     traces = Counter(
-        AutomationJob.objects.filter(scheduler_id__in=executed).values_list(
-            "scheduler_id", flat=True
-        )
+        TraceRecord.objects.filter(scheduler_id__in=executed).values_list("scheduler_id", flat=True)
     )
     jobs = (
-        AutomationJob.objects.filter(started_at__gte=since)
+        TraceRecord.objects.filter(started_at__gte=since)
         .values_list("automation_type", "outcome")
         .annotate(n=Count("pk"), blobs=Count("pk", filter=~Q(trace_blob_name="")))
         .order_by("automation_type", "outcome")
@@ -135,7 +133,7 @@ def lanes_summary(
             ),
         ),
         (
-            "Scheduler executions, from their trace (AutomationJob)",
+            "Scheduler executions, from their trace (TraceRecord)",
             format_table(["type", "outcome", "executions", "trace blobs"], list(jobs)),
         ),
     ]

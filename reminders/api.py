@@ -38,7 +38,7 @@ from reminders.services.reports.subscriptions import (
     report_manual_run_request,
 )
 from reminders.services.settings import reminder_setting_deactivate
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.services import EnsureOutcome
 
 
@@ -164,7 +164,7 @@ class ReportSubscriptionViewSet(_WritableScopedViewSet):
         data = {
             "run_id": run_id,
             "outcome": str(result.outcome),
-            "scheduler": AutomationScheduler.objects.get(pk=result.scheduler_id),
+            "scheduler": DueWork.objects.get(pk=result.scheduler_id),
         }
         code = (
             status.HTTP_201_CREATED

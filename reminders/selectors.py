@@ -17,7 +17,7 @@ from reminders.models import (
     UserMessageOccurrence,
 )
 from reminders.providers.base import ProviderSet, SourceState
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.states import SCHEDULER_OPEN, SchedulerStatus
 
 # "latest" skips at most this many non-numeric values looking for a number.
@@ -51,7 +51,7 @@ def occurrences_of_source(source_type: str, source_guid: uuid.UUID) -> list[Remi
 
 def occurrence_sources_open(setting: ReminderSetting) -> list[uuid.UUID]:
     """Sources that still have open rows (Pending, Processing, Failed) of the setting."""
-    keys = AutomationScheduler.objects.filter(
+    keys = DueWork.objects.filter(
         scheduler_key__startswith=f"reminder:{setting.guid}:", status__in=SCHEDULER_OPEN
     ).values_list("scheduler_key", flat=True)
     rows = ReminderOccurrence.objects.filter(setting=setting, scheduler_key__in=list(keys))
@@ -63,7 +63,7 @@ def scheduler_statuses(keys: Iterable[str]) -> dict[str, str]:
     wanted = list(keys)
     if not wanted:
         return {}
-    rows = AutomationScheduler.objects.filter(scheduler_key__in=wanted)
+    rows = DueWork.objects.filter(scheduler_key__in=wanted)
     return dict(rows.values_list("scheduler_key", "status"))
 
 
@@ -82,9 +82,7 @@ def occurrence_completed_exists(
     keys = ReminderOccurrence.objects.filter(
         setting=setting, source_guid=source_guid, threshold_key__contains=threshold_marker
     ).values_list("scheduler_key", flat=True)
-    done = AutomationScheduler.objects.filter(
-        scheduler_key__in=list(keys), status=SchedulerStatus.COMPLETED
-    )
+    done = DueWork.objects.filter(scheduler_key__in=list(keys), status=SchedulerStatus.COMPLETED)
     return done.values_list("scheduler_key", flat=True).first()
 
 
@@ -131,7 +129,7 @@ def user_messages_with_next_occurrence(rows: QuerySet[UserMessage]) -> QuerySet[
         "scheduler_id"
     )
     pending = (
-        AutomationScheduler.objects.filter(pk__in=Subquery(links), status=SchedulerStatus.PENDING)
+        DueWork.objects.filter(pk__in=Subquery(links), status=SchedulerStatus.PENDING)
         .order_by("scheduled_on")
         .values("scheduled_on")[:1]
     )
@@ -141,5 +139,5 @@ def user_messages_with_next_occurrence(rows: QuerySet[UserMessage]) -> QuerySet[
 def user_message_next_occurrence(*, message_id: int) -> datetime | None:
     """When the message's earliest pending row is due (None: nothing pending)."""
     links = UserMessageOccurrence.objects.filter(message_id=message_id).values("scheduler_id")
-    pending = AutomationScheduler.objects.filter(pk__in=links, status=SchedulerStatus.PENDING)
+    pending = DueWork.objects.filter(pk__in=links, status=SchedulerStatus.PENDING)
     return pending.order_by("scheduled_on").values_list("scheduled_on", flat=True).first()

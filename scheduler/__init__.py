@@ -9,6 +9,6 @@ Invariants:
 * a row is processed only by the worker whose claim changed it (lease + Version); every later
   state change is ``WHERE version = token``, so a worker whose lease expired cannot overwrite a
   newer claim, and the handler's database effects commit in the same transaction as Completed;
-* work is found in ``AutomationScheduler`` only: the execution trace (``AutomationJob`` and its
+* work is found in ``DueWork`` only: the execution trace (``TraceRecord`` and its
   blobs) is a copy appended after commit, never read to find work, pruned on its own clock.
 """

@@ -15,7 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from common.admin import OrgScopedTabularInline, ReadOnlyAdmin, reason_action
-from scheduler.models import AutomationJob, AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import DueWork, DueWorkTransition, TraceRecord
 from scheduler.services.support import (
     scheduler_support_cancel,
     scheduler_support_release,
@@ -25,7 +25,7 @@ from scheduler.trace_storage import trace_blob_content_type, trace_blob_open
 
 
 class SchedulerTransitionInline(OrgScopedTabularInline):
-    model = AutomationSchedulerTransition
+    model = DueWorkTransition
     extra = 0
     can_delete = False
     ordering = ("at", "pk")
@@ -83,8 +83,8 @@ class TraceBlobAdmin(ReadOnlyAdmin):
         return format_html('<a href="{}">{}</a>', url, name)
 
 
-@admin.register(AutomationScheduler)
-class AutomationSchedulerAdmin(TraceBlobAdmin):
+@admin.register(DueWork)
+class DueWorkAdmin(TraceBlobAdmin):
     # Scoped through the row's farm: rows without a farm are visible to superusers only.
     org_path = "farm__organization_id"
     list_select_related = ("farm",)  # a nullable FK: the admin would not join it
@@ -118,18 +118,18 @@ class AutomationSchedulerAdmin(TraceBlobAdmin):
     )
 
     @admin.display(description="trace")
-    def trace_links(self, obj: AutomationScheduler) -> str:
+    def trace_links(self, obj: DueWork) -> str:
         """Its execution records (another store: never read to find work) and its blob."""
-        records = reverse("admin:scheduler_automationjob_changelist")
+        records = reverse("admin:scheduler_tracerecord_changelist")
         links = [(f"{records}?scheduler_id={obj.pk}", "execution records")]
         if obj.trace_blob_name:
-            blob = reverse("admin:scheduler_automationscheduler_trace_blob", args=[obj.pk])
+            blob = reverse("admin:scheduler_duework_trace_blob", args=[obj.pk])
             links.append((blob, f"trace blob {obj.trace_blob_name}"))
         return format_html_join(" · ", '<a href="{}">{}</a>', links)
 
 
-@admin.register(AutomationJob)
-class AutomationJobAdmin(TraceBlobAdmin):
+@admin.register(TraceRecord)
+class TraceRecordAdmin(TraceBlobAdmin):
     """The execution trace, opened from a row's page (``?scheduler_id=<id>``); scoped by the
     organisation each record carries, so it needs no join to the coordination table."""
 
@@ -153,10 +153,10 @@ class AutomationJobAdmin(TraceBlobAdmin):
     readonly_fields = ("scheduler_link", "trace_blob")
 
     @admin.display(description="scheduler row")
-    def scheduler_link(self, obj: AutomationJob) -> str:
-        url = reverse("admin:scheduler_automationscheduler_change", args=[obj.scheduler_id])
+    def scheduler_link(self, obj: TraceRecord) -> str:
+        url = reverse("admin:scheduler_duework_change", args=[obj.scheduler_id])
         return format_html('<a href="{}">#{}</a>', url, obj.scheduler_id)
 
     @admin.display(description="trace blob")
-    def trace_blob(self, obj: AutomationJob) -> str:
+    def trace_blob(self, obj: TraceRecord) -> str:
         return self.trace_blob_link(obj)

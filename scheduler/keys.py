@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 from scheduler.models import AutomationType, TriggerType
 
-MAX_KEY_LENGTH = 400  # AutomationScheduler.scheduler_key max_length
+MAX_KEY_LENGTH = 400  # DueWork.scheduler_key max_length
 _TOKEN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 _TAIL = re.compile(r"^[A-Za-z0-9_.\-:]{1,200}$")  # last component: may contain ':'
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")

@@ -17,7 +17,7 @@ SCHEDULER_OVERDUE_AFTER_S = 300
 
 SCHEDULER_TRACE_WRITE_FAILURES = Counter(
     "farm_scheduler_trace_write_failures_total",
-    "Execution trace records (AutomationJob) not written: the executions stand, their trace "
+    "Execution trace records (TraceRecord) not written: the executions stand, their trace "
     "copy is missing (best-effort, after the row committed).",
 )
 

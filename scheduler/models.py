@@ -26,7 +26,7 @@ class TriggerType(models.TextChoices):
     MANUAL_RUN = "manual_run"
 
 
-class AutomationScheduler(models.Model):
+class DueWork(models.Model):
     """One row of due work: the source of truth for "what is due". Workers poll only this table,
     claim a row by lease + version, and hand delivery off; the row stays small (large inputs and
     diagnostics live in file storage under ``trace_blob_name``)."""
@@ -101,14 +101,12 @@ class AutomationScheduler(models.Model):
         return self.scheduler_key
 
 
-class AutomationSchedulerTransition(models.Model):
+class DueWorkTransition(models.Model):
     """Audit row written in the same transaction as every outcome of a scheduler row (ensure,
     complete, fail, deactivate, stale release, hold). Claims are not audited row by row: a claim
     always ends in one of these outcomes, or in a stale release that names the lost lease."""
 
-    scheduler = models.ForeignKey(
-        AutomationScheduler, on_delete=models.CASCADE, related_name="transitions"
-    )
+    scheduler = models.ForeignKey(DueWork, on_delete=models.CASCADE, related_name="transitions")
     from_status = models.CharField(max_length=16, blank=True, default="")
     to_status = models.CharField(max_length=16)
     reason_code = models.CharField(max_length=40, blank=True, default="")
@@ -126,7 +124,7 @@ class AutomationSchedulerTransition(models.Model):
         return f"scheduler #{self.scheduler_id} {moved} ({self.reason_code}) @ {at}"
 
 
-class AutomationJob(models.Model):
+class TraceRecord(models.Model):
     """One execution of a claimed row (type, key, outcome, timings, where the delivery went),
     appended after the row's own transaction committed. A thin trace copy: workers never read
     it to find work, it may live in another database (``SCHEDULER_TRACE_DATABASE``), and it is
@@ -153,6 +151,7 @@ class AutomationJob(models.Model):
     organization_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
+        db_table = "scheduler_automationjob"  # named before the model was renamed
         constraints = [
             # A rewritten record (a retried write, a redelivered chunk) is absorbed; a second
             # delivery of the same claim that lost the race is a record of its own (lost).

@@ -1,4 +1,4 @@
-"""The execution trace (``AutomationJob``) may live in a database of its own
+"""The execution trace (``TraceRecord``) may live in a database of its own
 (``SCHEDULER_TRACE_DATABASE``): this router sends its reads, writes and migrations there and
 keeps every other table off that database. With the default alias it changes nothing."""
 
@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Model
 
-TRACE_MODEL = ("scheduler", "automationjob")
+TRACE_MODEL = ("scheduler", "tracerecord")
 
 
 def _is_trace(model: type[Model] | None) -> bool:

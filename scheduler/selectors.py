@@ -10,11 +10,11 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.registry import SchedulerJob
 from scheduler.states import SchedulerStatus
 
-TABLE = AutomationScheduler._meta.db_table
+TABLE = DueWork._meta.db_table
 # Literals, not parameters, so the planner can match the partial index predicate.
 DUE_WHERE_SQL = (
     f"status = '{SchedulerStatus.PENDING.value}' AND NOT is_on_support_hold "
@@ -53,7 +53,7 @@ def scheduler_claimed_job(*, scheduler_id: int, token: int, now: datetime) -> Sc
             row = cursor.fetchone()
     else:
         row = (
-            AutomationScheduler.objects.filter(
+            DueWork.objects.filter(
                 pk=scheduler_id, status=SchedulerStatus.PROCESSING, version=token
             )
             .values_list(*_JOB_COLUMNS)
@@ -65,9 +65,9 @@ def scheduler_claimed_job(*, scheduler_id: int, token: int, now: datetime) -> Sc
     return SchedulerJob(scheduler_id=scheduler_id, token=token, now=now, **fields)
 
 
-def scheduler_due(*, now: datetime) -> QuerySet[AutomationScheduler]:
+def scheduler_due(*, now: datetime) -> QuerySet[DueWork]:
     """Pending, not held, scheduled and past any retry backoff."""
-    return AutomationScheduler.objects.filter(
+    return DueWork.objects.filter(
         Q(next_retry_on__isnull=True) | Q(next_retry_on__lte=now),
         status=SchedulerStatus.PENDING,
         is_on_support_hold=False,
@@ -88,7 +88,7 @@ def scheduler_due_candidates(*, now: datetime, limit: int) -> list[tuple[int, in
 def scheduler_stale(*, now: datetime, limit: int) -> list[tuple[int, int, int]]:
     """(id, version, retry_count) of Processing rows whose lease has expired, bounded."""
     rows = (
-        AutomationScheduler.objects.filter(
+        DueWork.objects.filter(
             status=SchedulerStatus.PROCESSING, processing_lease_expires_on__lte=now
         )
         .order_by("processing_lease_expires_on")
@@ -97,23 +97,21 @@ def scheduler_stale(*, now: datetime, limit: int) -> list[tuple[int, int, int]]:
     return list(rows)
 
 
-def scheduler_get_by_key(scheduler_key: str) -> AutomationScheduler | None:
-    return AutomationScheduler.objects.filter(scheduler_key=scheduler_key).first()
+def scheduler_get_by_key(scheduler_key: str) -> DueWork | None:
+    return DueWork.objects.filter(scheduler_key=scheduler_key).first()
 
 
-def scheduler_held(*, limit: int = 100) -> QuerySet[AutomationScheduler]:
+def scheduler_held(*, limit: int = 100) -> QuerySet[DueWork]:
     """Rows waiting for support, oldest change first."""
-    return AutomationScheduler.objects.filter(is_on_support_hold=True).order_by("updated_on")[
-        :limit
-    ]
+    return DueWork.objects.filter(is_on_support_hold=True).order_by("updated_on")[:limit]
 
 
 def scheduler_backlog() -> dict[str, int]:
     """Row counts per status, plus ``held``: the backlog metric of the scheduler stage."""
     counts: dict[str, int] = {s: 0 for s in SchedulerStatus.values}
-    for row in AutomationScheduler.objects.values("status").annotate(n=Count("id")):
+    for row in DueWork.objects.values("status").annotate(n=Count("id")):
         counts[row["status"]] = row["n"]
-    counts["held"] = AutomationScheduler.objects.filter(is_on_support_hold=True).count()
+    counts["held"] = DueWork.objects.filter(is_on_support_hold=True).count()
     return counts
 
 

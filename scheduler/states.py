@@ -37,7 +37,7 @@ class SchedulerReason(TextChoices):
 
 class FinishOutcome(StrEnum):
     """What became of a claimed row: what ``scheduler_execute`` returns and what its trace
-    record (``AutomationJob.outcome``) says."""
+    record (``TraceRecord.outcome``) says."""
 
     COMPLETED = "completed"
     DEACTIVATED = "deactivated"

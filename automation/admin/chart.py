@@ -19,7 +19,7 @@ from typing import Any
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.states import CommandStatus
 from devices.models import Device, DeviceInstanceEndpoint, EndpointDataType
 from devices.selectors import endpoint_rollups_hourly
@@ -136,7 +136,7 @@ def device_chart_data(
     readings = _readings(series, start, now, window)
     for pk, one in series.items():
         _bucketed(one, readings[pk], start, window)
-    intents = AutomationCommandIntent.objects.filter(
+    intents = DeviceCommand.objects.filter(
         target_device=device, created_at__gte=start, created_at__lte=now
     ).order_by("-created_at", "-pk")[:MAX_MARKS]
     marks = [

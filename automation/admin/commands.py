@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from automation.admin.diagnostics import diagnostics_view
 from automation.admin.ledger import timeline_html
 from automation.diagnostics import command_timeline
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.support import (
     CommandRetryRefused,
     command_intent_mark_failed,
@@ -54,7 +54,7 @@ class StuckFilter(admin.SimpleListFilter):
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
         return [(str(m), f"{m} minutes") for m in STUCK_AFTER_MIN]
 
-    def queryset(self, request: Any, queryset: QuerySet[AutomationCommandIntent]) -> Any:
+    def queryset(self, request: Any, queryset: QuerySet[DeviceCommand]) -> Any:
         value = self.value()
         if value is None or not value.isdigit() or int(value) not in STUCK_AFTER_MIN:
             return queryset
@@ -74,16 +74,16 @@ def _retry(row: Any, actor: str, reason: str) -> bool:
         return False
 
 
-def device_link(obj: AutomationCommandIntent) -> SafeString:
+def device_link(obj: DeviceCommand) -> SafeString:
     url = reverse("admin:devices_device_change", args=[obj.target_device_id])
     return format_html('<a href="{}">{}</a>', url, obj.target_serial_number)
 
 
-@admin.register(AutomationCommandIntent)
+@admin.register(DeviceCommand)
 class CommandIntentAdmin(ReadOnlyAdmin):
     org_path = "target_device__farm__organization_id"
-    change_form_template = "admin/automation/automationcommandintent/change_form.html"
-    change_list_template = "admin/automation/automationcommandintent/change_list.html"
+    change_form_template = "admin/automation/devicecommand/change_form.html"
+    change_list_template = "admin/automation/devicecommand/change_list.html"
     list_display = (
         "status",
         "status_reason",
@@ -116,20 +116,20 @@ class CommandIntentAdmin(ReadOnlyAdmin):
     )
 
     @admin.display(description="age", ordering="created_at")
-    def age(self, obj: AutomationCommandIntent) -> str:
+    def age(self, obj: DeviceCommand) -> str:
         return age_text((timezone.now() - obj.created_at).total_seconds())
 
     @admin.display(description="device", ordering="target_serial_number")
-    def device(self, obj: AutomationCommandIntent) -> SafeString:
+    def device(self, obj: DeviceCommand) -> SafeString:
         """Uncertain and stuck commands are judged on the device's page: one click away."""
         return device_link(obj)
 
     @admin.display(description="endpoint")
-    def endpoint(self, obj: AutomationCommandIntent) -> str:
+    def endpoint(self, obj: DeviceCommand) -> str:
         return obj.target_device_endpoint.profile_endpoint.key
 
     @admin.display(description="timeline (transitions and receipts)")
-    def timeline(self, obj: AutomationCommandIntent) -> SafeString:
+    def timeline(self, obj: DeviceCommand) -> SafeString:
         return timeline_html(command_timeline(intent=obj))
 
     def get_urls(self) -> list[Any]:

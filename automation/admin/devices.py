@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString
 
 from automation.admin.chart import chart_svg, device_chart_data
 from automation.admin.manual import hold_cancel_view, manual_command_view, manual_control_html
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.states import COMMAND_LIVE
 from devices.admin import DeviceAdmin
 from devices.models import Device
@@ -37,9 +37,7 @@ _chart_window: ContextVar[str] = ContextVar("chart_window", default=CHART_DEFAUL
 def open_commands_count() -> Subquery:
     """The device's live commands (not ended), for ``annotate``."""
     rows = (
-        AutomationCommandIntent.objects.filter(
-            target_device=OuterRef("pk"), status__in=sorted(COMMAND_LIVE)
-        )
+        DeviceCommand.objects.filter(target_device=OuterRef("pk"), status__in=sorted(COMMAND_LIVE))
         .order_by()
         .values("target_device")
         .annotate(n=Count("pk"))
@@ -67,7 +65,7 @@ class AutomationDeviceAdmin(DeviceAdmin):
         count: int = getattr(obj, "open_command_count", 0)
         if not count:
             return 0
-        url = reverse("admin:automation_automationcommandintent_changelist")
+        url = reverse("admin:automation_devicecommand_changelist")
         query = f"target_device__id__exact={obj.pk}&status__in={','.join(sorted(COMMAND_LIVE))}"
         return format_html('<a href="{}?{}">{}</a>', url, query, count)
 

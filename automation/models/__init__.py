@@ -4,9 +4,9 @@ stays the one place to import them from."""
 from automation.models.audit import CommandTransition, DeviceCommandReceipt, ReceiptType
 from automation.models.holds import CommandCooldown, EndpointManualHold
 from automation.models.ledger import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
+    DeviceCommand,
 )
 from automation.models.rules import (
     PRIORITY_MAX,
@@ -21,7 +21,6 @@ from automation.models.schedules import AutomationRuleSchedule
 __all__ = [
     "PRIORITY_MAX",
     "PRIORITY_MIN",
-    "AutomationCommandIntent",
     "AutomationEndpointEvent",
     "AutomationRule",
     "AutomationRuleAction",
@@ -30,6 +29,7 @@ __all__ = [
     "AutomationRuleSchedule",
     "CommandCooldown",
     "CommandTransition",
+    "DeviceCommand",
     "DeviceCommandReceipt",
     "EndpointManualHold",
     "Operator",

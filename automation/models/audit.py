@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from django.db import models
 
-from automation.models.ledger import AutomationCommandIntent
+from automation.models.ledger import DeviceCommand
 from devices.models import Device
 
 
 class CommandTransition(models.Model):
     """Audit row written in the same transaction as every status change of an intent."""
 
-    intent = models.ForeignKey(
-        AutomationCommandIntent, on_delete=models.CASCADE, related_name="transitions"
-    )
+    intent = models.ForeignKey(DeviceCommand, on_delete=models.CASCADE, related_name="transitions")
     from_status = models.CharField(max_length=20)
     to_status = models.CharField(max_length=20)
     reason_code = models.CharField(max_length=64)
@@ -40,7 +38,7 @@ class DeviceCommandReceipt(models.Model):
     """Raw evidence from (or about) a device for a command, kept for postmortems."""
 
     intent = models.ForeignKey(
-        AutomationCommandIntent,
+        DeviceCommand,
         on_delete=models.CASCADE,
         null=True,
         blank=True,

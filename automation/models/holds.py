@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from automation.models.ledger import AutomationCommandIntent
+from automation.models.ledger import DeviceCommand
 from devices.models import DeviceInstanceEndpoint
 
 
@@ -19,7 +19,7 @@ class EndpointManualHold(models.Model):
     endpoint = models.OneToOneField(
         DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="manual_hold"
     )
-    intent = models.ForeignKey(AutomationCommandIntent, on_delete=models.CASCADE, related_name="+")
+    intent = models.ForeignKey(DeviceCommand, on_delete=models.CASCADE, related_name="+")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -53,9 +53,7 @@ class CommandCooldown(models.Model):
     target_value = models.JSONField()
     failures = models.PositiveIntegerField(default=1)
     until = models.DateTimeField()
-    command = models.ForeignKey(
-        "AutomationCommandIntent", on_delete=models.CASCADE, related_name="+"
-    )
+    command = models.ForeignKey("DeviceCommand", on_delete=models.CASCADE, related_name="+")
     reason_code = models.CharField(max_length=64)
     # What the endpoint reported when the chain last failed: a different report lifts it.
     reported_value = models.JSONField(null=True, blank=True)

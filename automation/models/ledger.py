@@ -12,7 +12,7 @@ from automation.models.rules import AutomationRule
 from automation.states import CommandOrigin, CommandStatus, EventStatus, ExecutionOutcome
 from common.models import Organization
 from devices.models import Device, DeviceInstanceEndpoint, Farm, Telemetry
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 
 
 class AutomationEndpointEvent(models.Model):
@@ -96,7 +96,7 @@ class AutomationRuleExecution(models.Model):
     )
     # The scheduler row of a rule schedule's occurrence (``origin`` schedule), else none.
     occurrence = models.ForeignKey(
-        AutomationScheduler,
+        DueWork,
         on_delete=models.CASCADE,
         null=True,
         blank=True,
@@ -111,7 +111,7 @@ class AutomationRuleExecution(models.Model):
     # For ``suppressed``: the failed or uncertain command whose cool-down held this decision,
     # or the manual command whose hold did (``manual_override``).
     suppressed_by = models.ForeignKey(
-        "AutomationCommandIntent",
+        "DeviceCommand",
         on_delete=models.SET_NULL,
         null=True,
         blank=True,
@@ -147,12 +147,12 @@ class AutomationRuleExecution(models.Model):
         return f"execution #{self.pk} of rule {self.rule_id} → {self.outcome}"
 
     @property
-    def intent(self) -> AutomationCommandIntent | None:
+    def intent(self) -> DeviceCommand | None:
         """The command the rule decided on (the first intent); manual retries come after it."""
         return self.intents.filter(retry_of__isnull=True).order_by("pk").first()
 
 
-class AutomationCommandIntent(models.Model):
+class DeviceCommand(models.Model):
     """The durable command ledger: the correlation root of an MQTT RPC and its retries.
 
     A rule- or schedule-origin intent belongs to a rule execution, which has one original
@@ -231,6 +231,7 @@ class AutomationCommandIntent(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        db_table = "automation_automationcommandintent"  # named before the model was renamed
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="intent_status_due_idx"),
             models.Index(fields=["status", "deadline_at"], name="intent_status_deadline_idx"),

@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from automation.keys import new_device_command_id
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.targets import targets_lock
 from automation.states import CommandStatus
 from common.sql import update_returning
@@ -32,21 +32,21 @@ class DispatchOutcome(StrEnum):
 
 
 def intents_claim(
-    ready: list[AutomationCommandIntent],
+    ready: list[DeviceCommand],
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
-) -> list[AutomationCommandIntent]:
+) -> list[DeviceCommand]:
     """Lease the intents and take their endpoints' inflight slots in one UPDATE, each row on
     the (status, version) it was read with. One command per endpoint: a second of the batch,
     or one whose endpoint another command holds, is ``endpoint_busy``. Commands never sent
     are claimed under their endpoints' evaluation locks: evaluation may be replacing them
     (``automation.services.targets``), and a replaced command must not go out after all."""
     holders = dict(
-        AutomationCommandIntent.objects.filter(
+        DeviceCommand.objects.filter(
             inflight_endpoint_id__in={i.target_device_endpoint_id for i in ready}
         ).values_list("inflight_endpoint_id", "pk")
     )
-    chosen: dict[int, AutomationCommandIntent] = {}
+    chosen: dict[int, DeviceCommand] = {}
     for intent in ready:
         endpoint_id = intent.target_device_endpoint_id
         holder = holders.get(endpoint_id, intent.pk)
@@ -75,10 +75,10 @@ def intents_claim(
                 for i in chosen.values()
                 if i.status == CommandStatus.PENDING_DISPATCH and i.attempt_count == 0
             )
-            moved = set(update_returning(AutomationCommandIntent, rows, bump="version"))
+            moved = set(update_returning(DeviceCommand, rows, bump="version"))
     except IntegrityError:  # a concurrent claim took one of the endpoints: row by row
         return [i for i in chosen.values() if _claim_one(i, now, outcomes)]
-    claimed: list[AutomationCommandIntent] = []
+    claimed: list[DeviceCommand] = []
     for intent, (_, change) in zip(chosen.values(), rows, strict=True):
         if intent.pk not in moved:
             outcomes[intent.pk] = DispatchOutcome.LOST_RACE
@@ -88,7 +88,7 @@ def intents_claim(
     return claimed
 
 
-def _claimed_in_memory(intent: AutomationCommandIntent, change: dict[str, Any]) -> None:
+def _claimed_in_memory(intent: DeviceCommand, change: dict[str, Any]) -> None:
     intent.version += 1
     intent.attempt_count = change["attempt_count"]
     intent.lease_expires_at = change["lease_expires_at"]
@@ -96,9 +96,7 @@ def _claimed_in_memory(intent: AutomationCommandIntent, change: dict[str, Any]) 
     intent.device_command_id = change["device_command_id"]
 
 
-def _claim_one(
-    intent: AutomationCommandIntent, now: datetime, outcomes: dict[int, DispatchOutcome]
-) -> bool:
+def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
     """The claim of one intent, after a batch claim met a concurrent one."""
     lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
     change = {
@@ -111,7 +109,7 @@ def _claim_one(
         with transaction.atomic():
             if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
                 targets_lock([intent.target_device_endpoint_id])
-            moved = AutomationCommandIntent.objects.filter(
+            moved = DeviceCommand.objects.filter(
                 pk=intent.pk, status=intent.status, version=intent.version
             ).update(
                 version=F("version") + 1,

@@ -1,5 +1,5 @@
 """A command's row-by-row ways: a move, a touch, a retry or expiry. Each is a batch of one
-through the stages' one primitive (``automation.services.moves.intents_move``): a
+through the stages' one primitive (``automation.services.transitions.commands_transition``): a
 compare-and-set on (status, version) that writes its audit rows in the same transaction and,
 on a terminal state, frees the endpoint for the next pending command."""
 
@@ -8,37 +8,42 @@ from __future__ import annotations
 import logging
 import random
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from automation.keys import desired_state_fingerprint
-from automation.models import AutomationCommandIntent, DeviceCommandReceipt
-from automation.services.moves import Move, Step, intents_move
+from automation.models import DeviceCommand, DeviceCommandReceipt
+from automation.services.transitions import (
+    CommandFields,
+    GuardedTransition,
+    Transition,
+    commands_transition,
+)
 from automation.states import CommandStatus, ReasonCode, command_can_move
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
 
 
-def intent_transition(
-    intent: AutomationCommandIntent,
+def command_transition(
+    intent: DeviceCommand,
     to: CommandStatus,
     reason: ReasonCode,
     *,
     now: datetime | None = None,
     detail: str = "",
-    **fields: Any,
+    **fields: Unpack[CommandFields],
 ) -> bool:
     """Move ``intent`` from the status and version it was read with; False if someone else
     moved it first (then nothing is written). Updates ``intent`` in place on success. The
-    batch's primitive with a batch of one (``automation.services.moves``)."""
+    batch's primitive with a batch of one (``automation.services.transitions``)."""
     if not command_can_move(intent.status, to):
         return False
-    move = Move(intent, [Step(to, reason, detail)], dict(fields))
-    return bool(intents_move([move], now=now or timezone.now()))
+    move = GuardedTransition(intent, [Transition(to, reason, detail)], fields)
+    return bool(commands_transition([move], now=now or timezone.now()))
 
 
 def retry_delay_s(attempt: int) -> float:
@@ -49,13 +54,8 @@ def retry_delay_s(attempt: int) -> float:
     return base * random.uniform(1 - jitter, 1 + jitter)
 
 
-def intent_touch(intent: AutomationCommandIntent, *, now: datetime, **fields: Any) -> bool:
-    """Compare-and-set of non-status fields (lease, next attempt) on the version read."""
-    return bool(intents_move([Move(intent, [], dict(fields))], now=now))
-
-
 def intent_retry_or_expire(
-    intent: AutomationCommandIntent, reason: ReasonCode, *, now: datetime, detail: str = ""
+    intent: DeviceCommand, reason: ReasonCode, *, now: datetime, detail: str = ""
 ) -> bool:
     """A transient failure: schedule the next attempt, or expire past the budget.
 
@@ -63,20 +63,27 @@ def intent_retry_or_expire(
     """
     exhausted = intent.attempt_count >= intent.max_attempts
     next_at = now + timedelta(seconds=retry_delay_s(intent.attempt_count))
-    fields = {"next_attempt_at": next_at, "lease_expires_at": None, "last_error": detail[:2000]}
+    fields: CommandFields = {
+        "next_attempt_at": next_at,
+        "lease_expires_at": None,
+        "last_error": detail[:2000],
+    }
     with transaction.atomic():
         if intent.status == CommandStatus.RETRYING:
-            moved = exhausted or intent_touch(intent, now=now, **fields)
+            # No new status: the fields alone, on the version read.
+            moved = exhausted or bool(
+                commands_transition([GuardedTransition(intent, [], fields)], now=now)
+            )
         elif intent.status == CommandStatus.PENDING_DISPATCH and exhausted:
             moved = True
         else:
-            moved = intent_transition(
+            moved = command_transition(
                 intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
             )
         if not moved:
             return False
         if exhausted:
-            return intent_transition(
+            return command_transition(
                 intent,
                 CommandStatus.EXPIRED,
                 ReasonCode.RETRY_BUDGET_EXHAUSTED,
@@ -97,7 +104,7 @@ def intent_retry_or_expire(
 
 
 def intent_await_broker(
-    intent: AutomationCommandIntent, *, now: datetime, detail: str, claimed: bool
+    intent: DeviceCommand, *, now: datetime, detail: str, claimed: bool
 ) -> bool:
     """The broker was unreachable (no connection, or it was lost before the PUBACK): the
     attempt is not spent (a ``claimed`` intent gives its increment back, so the retry reuses
@@ -108,7 +115,7 @@ def intent_await_broker(
     attempts = intent.attempt_count - 1 if claimed else intent.attempt_count
     age_s = (now - intent.created_at).total_seconds()
     if age_s >= settings.COMMAND_MAX_AGE_S:
-        return intent_transition(
+        return command_transition(
             intent,
             CommandStatus.EXPIRED,
             ReasonCode.BROKER_UNREACHABLE,
@@ -118,7 +125,7 @@ def intent_await_broker(
             last_error=detail[:2000],
         )
     wait_s = min(retry_delay_s(attempts), settings.PUBLISH_RETRY_MAX_WAIT_S)
-    fields: dict[str, Any] = {
+    fields: CommandFields = {
         "attempt_count": attempts,
         "next_attempt_at": now + timedelta(seconds=wait_s),
         "lease_expires_at": None,
@@ -126,17 +133,19 @@ def intent_await_broker(
     }
     reason = ReasonCode.PUBLISH_ERROR
     if intent.status != CommandStatus.RETRYING:
-        return intent_transition(
+        return command_transition(
             intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
         )
     # Already retrying (e.g. after an ack timeout): the new reason is audited once.
-    steps = [Step(CommandStatus.RETRYING, reason, detail)] if intent.status_reason != reason else []
-    return bool(intents_move([Move(intent, steps, fields)], now=now))
+    path = (
+        [Transition(CommandStatus.RETRYING, reason, detail)]
+        if intent.status_reason != reason
+        else []
+    )
+    return bool(commands_transition([GuardedTransition(intent, path, fields)], now=now))
 
 
-def receipt_mark(
-    intent: AutomationCommandIntent, kind: str, payload: dict[str, Any], now: datetime
-) -> None:
+def receipt_mark(intent: DeviceCommand, kind: str, payload: dict[str, Any], now: datetime) -> None:
     """A receipt the backend writes about a command (timeout, retry), once per attempt."""
     from automation.keys import receipt_dedupe_key
 

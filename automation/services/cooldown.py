@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from automation.keys import target_value_key
-from automation.models import AutomationCommandIntent, AutomationRule, CommandCooldown
+from automation.models import AutomationRule, CommandCooldown, DeviceCommand
 from automation.operators import values_equal
 from automation.states import CommandStatus
 from devices.models import DeviceInstanceEndpoint
@@ -73,7 +73,7 @@ def command_cooldowns_for(endpoint_ids: Iterable[int]) -> dict[CooldownKey, Comm
     return {(r.target_device_endpoint_id, r.value_key): r for r in rows}
 
 
-def command_cooldown_record(intent: AutomationCommandIntent, *, now: datetime) -> CommandCooldown:
+def command_cooldown_record(intent: DeviceCommand, *, now: datetime) -> CommandCooldown:
     """Start or extend the pair's cool-down; call it in the transaction that ended ``intent``.
     One live command per endpoint means failures of one pair never race each other."""
     key = target_value_key(intent.target_value)

@@ -26,11 +26,11 @@ from automation.keys import (
     target_value_key,
 )
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRule,
     AutomationRuleExecution,
     CommandCooldown,
+    DeviceCommand,
 )
 from automation.operators import values_equal
 from automation.services.commands import command_fields
@@ -192,9 +192,9 @@ def decisions_persist(
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: d.trigger.order)
     intents = [_intent(d, ids[d.identity], now) for d in wanted if d.identity in ids]
-    insert_ignore_returning(AutomationCommandIntent, intents)
+    insert_ignore_returning(DeviceCommand, intents)
     created = list(
-        AutomationCommandIntent.objects.filter(
+        DeviceCommand.objects.filter(
             idempotency_key__in=[i["idempotency_key"] for i in intents],
             status=CommandStatus.PENDING_DISPATCH,
         )

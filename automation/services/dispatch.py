@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db.models import Q
@@ -21,15 +20,20 @@ from django.utils import timezone
 
 from automation import coordination
 from automation.gates import command_gate_failure
-from automation.models import AutomationCommandIntent, AutomationRule, DeviceCommandReceipt
+from automation.models import AutomationRule, DeviceCommand, DeviceCommandReceipt
 from automation.services.claim import DispatchOutcome, intents_claim
 from automation.services.commands import (
+    command_transition,
     intent_await_broker,
     intent_retry_or_expire,
-    intent_transition,
 )
-from automation.services.moves import Move, Step, intents_move
 from automation.services.reconcile import command_intents_reconcile
+from automation.services.transitions import (
+    CommandFields,
+    GuardedTransition,
+    Transition,
+    commands_transition,
+)
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.client import MqttError
@@ -46,7 +50,7 @@ ConnectedFn = Callable[[], bool]
 
 
 def _precheck(
-    intent: AutomationCommandIntent, now: datetime, holders: dict[int, int]
+    intent: DeviceCommand, now: datetime, holders: dict[int, int]
 ) -> DispatchOutcome | None:
     if intent.status not in COMMAND_DISPATCHABLE:
         return DispatchOutcome.NOT_DISPATCHABLE
@@ -109,14 +113,14 @@ def command_intents_dispatch(
     broker wait on without a claim, a gate check or a publish while it is still away.
     """
     now = now or timezone.now()
-    intents = list(AutomationCommandIntent.objects.filter(pk__in=list(intent_ids)).order_by("pk"))
+    intents = list(DeviceCommand.objects.filter(pk__in=list(intent_ids)).order_by("pk"))
     outcomes: dict[int, DispatchOutcome] = {}
     holders = (
         coordination.inflight_holders([i.target_device_endpoint_id for i in intents])
         if trust_cache
         else {}
     )
-    ready: list[AutomationCommandIntent] = []
+    ready: list[DeviceCommand] = []
     for intent in intents:
         refused = _precheck(intent, now, holders)
         if refused is None:
@@ -138,7 +142,7 @@ def command_intents_dispatch(
 
 
 def _before_claim(
-    intent: AutomationCommandIntent, now: datetime, connected: ConnectedFn | None
+    intent: DeviceCommand, now: datetime, connected: ConnectedFn | None
 ) -> DispatchOutcome | None:
     if (
         connected is not None
@@ -154,10 +158,10 @@ def _before_claim(
 
 
 def _gate_batch(
-    claimed: list[AutomationCommandIntent],
+    claimed: list[DeviceCommand],
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
-) -> list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]]:
+) -> list[tuple[DeviceCommand, DeviceInstanceEndpoint]]:
     """Every safety gate of docs/spec.md §3.5 on fresh rows (two reads for the batch; a manual
     command has no rule to re-check); a briefly offline device is transient (docs/spec.md
     §3.4), any other failure final."""
@@ -165,7 +169,7 @@ def _gate_batch(
     targets = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").in_bulk(
         {i.target_device_endpoint_id for i in claimed}
     )
-    sendable: list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]] = []
+    sendable: list[tuple[DeviceCommand, DeviceInstanceEndpoint]] = []
     for intent in claimed:
         target = targets[intent.target_device_endpoint_id]
         gate = command_gate_failure(
@@ -179,7 +183,7 @@ def _gate_batch(
             intent_retry_or_expire(intent, gate, now=now, detail="device not seen recently")
             outcomes[intent.pk] = DispatchOutcome.RETRY_SCHEDULED
         elif gate is not None:
-            intent_transition(intent, CommandStatus.FAILED, gate, now=now, detail="safety gate")
+            command_transition(intent, CommandStatus.FAILED, gate, now=now, detail="safety gate")
             outcomes[intent.pk] = DispatchOutcome.GATE_FAILED
         else:
             sendable.append((intent, target))
@@ -187,7 +191,7 @@ def _gate_batch(
 
 
 def _publish_batch(
-    sendable: list[tuple[AutomationCommandIntent, DeviceInstanceEndpoint]],
+    sendable: list[tuple[DeviceCommand, DeviceInstanceEndpoint]],
     publish_many: PublishManyFn,
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
@@ -212,7 +216,7 @@ def _publish_batch(
         {intent.device_command_id or "": intent.pk for intent, _ in sendable}
     )
     results = publish_many(requests)
-    moves: list[Move] = []
+    moves: list[GuardedTransition] = []
     for (intent, target), result in zip(sendable, results, strict=True):
         if isinstance(result, BrokerUnreachable):
             outcomes[intent.pk] = _await_broker(intent, now, str(result), claimed=True)
@@ -224,7 +228,7 @@ def _publish_batch(
             )
         else:
             moves.append(_dispatched(intent, target, result, now, deadline))
-    marked = intents_move(moves, now=now)
+    marked = commands_transition(moves, now=now)
     for move in moves:
         outcomes[move.intent.pk] = DispatchOutcome.DISPATCHED
     if marked:
@@ -237,13 +241,13 @@ def _publish_batch(
 
 
 def _dispatched(
-    intent: AutomationCommandIntent,
+    intent: DeviceCommand,
     target: DeviceInstanceEndpoint,
     message_id: int,
     now: datetime,
     deadline: datetime,
-) -> Move:
-    fields: dict[str, Any] = {
+) -> GuardedTransition:
+    fields: CommandFields = {
         "dispatched_at": now,
         "deadline_at": deadline,
         "lease_expires_at": None,
@@ -251,17 +255,17 @@ def _dispatched(
         "mqtt_request_id": str(message_id),
     }
     if intent.first_dispatched_at is None:  # what telemetry must differ from to prove it
-        fields.update(
-            first_dispatched_at=now,
-            prior_value=target.last_value,
-            prior_value_at=target.last_value_at,
-        )
-    step = Step(CommandStatus.DISPATCHED, ReasonCode.DISPATCHED, f"attempt {intent.attempt_count}")
-    return Move(intent, [step], fields)
+        fields["first_dispatched_at"] = now
+        fields["prior_value"] = target.last_value
+        fields["prior_value_at"] = target.last_value_at
+    step = Transition(
+        CommandStatus.DISPATCHED, ReasonCode.DISPATCHED, f"attempt {intent.attempt_count}"
+    )
+    return GuardedTransition(intent, [step], fields)
 
 
 def _await_broker(
-    intent: AutomationCommandIntent, now: datetime, detail: str, *, claimed: bool
+    intent: DeviceCommand, now: datetime, detail: str, *, claimed: bool
 ) -> DispatchOutcome:
     """No attempt spent on a broker that was away (no connection, or lost before the PUBACK:
     a copy it got anyway, or one paho resends after reconnecting, is harmless, devices being
@@ -288,7 +292,7 @@ def command_intents_due(*, now: datetime, pending_older_than: datetime, limit: i
     )
     retry = Q(status=CommandStatus.RETRYING, next_attempt_at__lte=now)
     return list(
-        AutomationCommandIntent.objects.filter(free & (pending | retry))
+        DeviceCommand.objects.filter(free & (pending | retry))
         .order_by("created_at")
         .values_list("pk", flat=True)[:limit]
     )

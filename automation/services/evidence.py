@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
+    DeviceCommand,
     DeviceCommandReceipt,
     ReceiptType,
 )
@@ -37,7 +37,7 @@ class Evidence:
     endpoint_key: str = ""  # the endpoint's own name, which a state report may use too
 
 
-def evidence_batch(intents: Sequence[AutomationCommandIntent]) -> dict[int, Evidence]:
+def evidence_batch(intents: Sequence[DeviceCommand]) -> dict[int, Evidence]:
     """The evidence of every intent of a batch, in two reads (receipts, readings)."""
     by_intent: dict[int, list[tuple[str, dict[str, Any], int, datetime]]] = defaultdict(list)
     receipts = (
@@ -52,7 +52,7 @@ def evidence_batch(intents: Sequence[AutomationCommandIntent]) -> dict[int, Evid
 
 
 def _evidence(
-    intent: AutomationCommandIntent,
+    intent: DeviceCommand,
     receipts: Sequence[tuple[str, dict[str, Any], int, datetime]],
     telemetry_reading: str,
 ) -> Evidence:
@@ -80,7 +80,7 @@ def _evidence(
     )
 
 
-def _published(intent: AutomationCommandIntent) -> datetime | None:
+def _published(intent: DeviceCommand) -> datetime | None:
     """When the request first went out, if telemetry may prove it: a reading of the value
     the endpoint already reported before the command proves nothing about this command."""
     if intent.prior_value_at is not None and values_equal(intent.prior_value, intent.target_value):
@@ -88,7 +88,7 @@ def _published(intent: AutomationCommandIntent) -> datetime | None:
     return intent.first_dispatched_at or intent.dispatched_at
 
 
-def _telemetry_proofs(intents: Sequence[AutomationCommandIntent]) -> dict[int, str]:
+def _telemetry_proofs(intents: Sequence[DeviceCommand]) -> dict[int, str]:
     """Per intent, the first reading of its target received after the request was first
     published that equals the target, described (one read for the batch)."""
     published = {i.pk: at for i in intents if (at := _published(i)) is not None}

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 
 # (hop name, from field, to field) in pipeline order.
 HOPS: tuple[tuple[str, str, str], ...] = (
@@ -49,7 +49,7 @@ class StageTimes:
 
 def command_stage_times(*, intent_ids: Sequence[int]) -> dict[int, StageTimes]:
     """Stage times of these commands, in one read."""
-    rows = AutomationCommandIntent.objects.filter(pk__in=list(intent_ids)).values_list(
+    rows = DeviceCommand.objects.filter(pk__in=list(intent_ids)).values_list(
         "pk",
         "rule_execution__event__source_telemetry__received_at",
         "rule_execution__event__created_at",

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from automation.gates import command_gate_failure
 from automation.keys import manual_intent_idempotency_key
-from automation.models import AutomationCommandIntent, CommandTransition, EndpointManualHold
+from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
 from automation.services.commands import command_fields
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
@@ -78,7 +78,7 @@ class ManualCommand:
     """The command the request made (``created``) or the one an earlier identical request
     made, and the endpoint's hold after it."""
 
-    intent: AutomationCommandIntent
+    intent: DeviceCommand
     created: bool
     hold_until: datetime | None
 
@@ -116,7 +116,7 @@ def endpoint_command_manual(
         user_id=user_id,
         request_key=request_key or uuid.uuid4().hex,
     )
-    existing = AutomationCommandIntent.objects.filter(idempotency_key=key).first()
+    existing = DeviceCommand.objects.filter(idempotency_key=key).first()
     if existing is not None:
         return ManualCommand(existing, False, manual_hold_until(endpoint_id=target.pk, now=now))
     with transaction.atomic():
@@ -124,11 +124,11 @@ def endpoint_command_manual(
         targets = target_states_load([target.pk])  # before the insert: what this replaces
         try:
             with transaction.atomic():
-                intent = AutomationCommandIntent.objects.create(
+                intent = DeviceCommand.objects.create(
                     **_intent_fields(target, value, key, user_id, reason.strip(), now)
                 )
         except IntegrityError:  # a concurrent twin of this request made it
-            twin = AutomationCommandIntent.objects.get(idempotency_key=key)
+            twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
         state = targets[target.pk]
         state.replaced, state.creates = list(state.unsent), True
@@ -168,7 +168,7 @@ def _intent_fields(
 
 def _hold_move(
     endpoint_id: int,
-    intent: AutomationCommandIntent,
+    intent: DeviceCommand,
     user_id: int | None,
     until: datetime,
     now: datetime,

@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_datetime
 
 from automation import coordination
 from automation.keys import receipt_dedupe_key
-from automation.models import AutomationCommandIntent, DeviceCommandReceipt, ReceiptType
+from automation.models import DeviceCommand, DeviceCommandReceipt, ReceiptType
 from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint, DeviceMessageKind, DeviceMessageRejection
 from devices.mqtt.contract import (
@@ -76,13 +76,13 @@ def _reject(message: DeviceMessage, reason: str, detail: str) -> DeviceMessageRe
     )
 
 
-def _intents_by_command(command_ids: set[str]) -> dict[str, AutomationCommandIntent]:
+def _intents_by_command(command_ids: set[str]) -> dict[str, DeviceCommand]:
     cached = coordination.correlation_lookup(sorted(command_ids))
-    rows = AutomationCommandIntent.objects.filter(pk__in=set(cached.values())) if cached else []
+    rows = DeviceCommand.objects.filter(pk__in=set(cached.values())) if cached else []
     found = {i.device_command_id or "": i for i in rows if i.device_command_id in command_ids}
     missing = command_ids - set(found)
     if missing:
-        for intent in AutomationCommandIntent.objects.filter(device_command_id__in=missing):
+        for intent in DeviceCommand.objects.filter(device_command_id__in=missing):
             found[intent.device_command_id or ""] = intent
     return found
 
@@ -129,7 +129,7 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
 
 
 def _reported_state_record(
-    rows: Sequence[dict[str, Any]], intents: dict[str, AutomationCommandIntent]
+    rows: Sequence[dict[str, Any]], intents: dict[str, DeviceCommand]
 ) -> None:
     """A state report says what the device holds now: its values become the endpoints'
     reported values (newest by ``appliedAt``), as telemetry's do, so the next decision knows
@@ -162,7 +162,7 @@ def _reported_state_record(
 
 
 def _receipt_row(
-    message: DeviceMessage, body: RpcResponse | StateReport, intent: AutomationCommandIntent
+    message: DeviceMessage, body: RpcResponse | StateReport, intent: DeviceCommand
 ) -> dict[str, Any]:
     if isinstance(body, RpcResponse):
         kind = ReceiptType.RPC_ACK if body.accepted else ReceiptType.RPC_RESULT

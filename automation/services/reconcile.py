@@ -15,18 +15,17 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
+    DeviceCommand,
     ReceiptType,
 )
 from automation.operators import values_equal
-from automation.services.commands import intent_retry_or_expire, intent_transition, receipt_mark
+from automation.services.commands import command_transition, intent_retry_or_expire, receipt_mark
 from automation.services.cooldown import (
     COOLDOWN_STATUSES,
     command_cooldown_record,
@@ -34,7 +33,12 @@ from automation.services.cooldown import (
 )
 from automation.services.evidence import Evidence, evidence_batch
 from automation.services.latency import command_stage_times
-from automation.services.moves import Move, Step, intents_move
+from automation.services.transitions import (
+    CommandFields,
+    GuardedTransition,
+    Transition,
+    commands_transition,
+)
 from automation.states import (
     COMMAND_AWAITING_DEVICE,
     CommandStatus,
@@ -63,7 +67,7 @@ _FAILING_CODES = {
 class Verdict:
     to: CommandStatus
     reason: ReasonCode
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: CommandFields = field(default_factory=CommandFields)
     retry: bool = False  # a transient failure: retry or expire by the budget
     detail: str = ""
 
@@ -171,28 +175,28 @@ def command_intents_reconcile(
     applied command lifts it.
 
     The common moves (acknowledged, applied, uncertain, failed) are decided in memory and
-    written together (``intents_move``); a retry (busy, ack timeout) goes row by row, as it
+    written together (``commands_transition``); a retry (busy, ack timeout) goes row by row, as it
     also writes a receipt and may expire the command."""
     now = now or timezone.now()
     if not intent_ids:
         return {}
     with transaction.atomic():
         intents = list(
-            AutomationCommandIntent.objects.select_for_update(of=("self",))
+            DeviceCommand.objects.select_for_update(of=("self",))
             .select_related("target_device_endpoint__profile_endpoint")
             .filter(pk__in=list(intent_ids))
             .order_by("pk")
         )
         started = {i.pk: i.status for i in intents}
         evidence = evidence_batch(intents)
-        moves: list[Move] = []
+        moves: list[GuardedTransition] = []
         for intent in intents:
             move = _batched_move(intent, evidence[intent.pk], now)
             if move is not None:
                 moves.append(move)
             else:
                 _one_by_one(intent, evidence[intent.pk], now)  # a retry, or nothing to do
-        intents_move(moves, now=now)
+        commands_transition(moves, now=now)
         changed = [i for i in intents if i.status != started[i.pk]]
         _cooldowns_follow(changed, now)
         applied = [i.pk for i in changed if i.status == CommandStatus.APPLIED]
@@ -202,12 +206,12 @@ def command_intents_reconcile(
 
 
 def _batched_move(
-    intent: AutomationCommandIntent, evidence: Evidence, now: datetime
-) -> Move | None:
+    intent: DeviceCommand, evidence: Evidence, now: datetime
+) -> GuardedTransition | None:
     """The chain of moves the evidence justifies, decided in memory; None when there is none
     or it starts with a retry (left to ``_one_by_one``)."""
-    status, fields = CommandStatus(intent.status), dict[str, Any]()
-    steps: list[Step] = []
+    status, fields = CommandStatus(intent.status), CommandFields()
+    path: list[Transition] = []
     for _ in range(4):
         verdict = decide(
             replace(
@@ -219,18 +223,18 @@ def _batched_move(
             settings.APPLIED_WINDOW_S,
         )
         if verdict is None or verdict.retry or not command_can_move(status, verdict.to):
-            if verdict is not None and verdict.retry and not steps:
+            if verdict is not None and verdict.retry and not path:
                 return None
             break
-        steps.append(Step(verdict.to, verdict.reason, verdict.detail))
+        path.append(Transition(verdict.to, verdict.reason, verdict.detail))
         fields.update(verdict.fields)
         if verdict.to == CommandStatus.APPLIED:
             fields["applied_at"] = now
         status = verdict.to
-    return Move(intent, steps, fields) if steps else None
+    return GuardedTransition(intent, path, fields) if path else None
 
 
-def _one_by_one(intent: AutomationCommandIntent, evidence: Evidence, now: datetime) -> None:
+def _one_by_one(intent: DeviceCommand, evidence: Evidence, now: datetime) -> None:
     for _ in range(4):
         evidence = replace(
             evidence,
@@ -244,7 +248,7 @@ def _one_by_one(intent: AutomationCommandIntent, evidence: Evidence, now: dateti
             break
 
 
-def _apply(intent: AutomationCommandIntent, verdict: Verdict, now: datetime) -> bool:
+def _apply(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
     if verdict.reason == ReasonCode.ACK_TIMEOUT:
         deadline = intent.deadline_at.isoformat() if intent.deadline_at else None
         receipt_mark(
@@ -255,10 +259,10 @@ def _apply(intent: AutomationCommandIntent, verdict: Verdict, now: datetime) -> 
         )
     if verdict.retry:
         return intent_retry_or_expire(intent, verdict.reason, now=now)
-    fields: dict[str, Any] = dict(verdict.fields)
+    fields = CommandFields(**verdict.fields)
     if verdict.to == CommandStatus.APPLIED:
         fields["applied_at"] = now
-    return intent_transition(
+    return command_transition(
         intent, verdict.to, verdict.reason, now=now, detail=verdict.detail, **fields
     )
 
@@ -268,7 +272,7 @@ def _latencies_observe(intent_ids: list[int]) -> None:
         metrics_stage_latencies_observed(hops=times.hops())
 
 
-def _cooldowns_follow(changed: Sequence[AutomationCommandIntent], now: datetime) -> None:
+def _cooldowns_follow(changed: Sequence[DeviceCommand], now: datetime) -> None:
     for intent in changed:
         if intent.status in COOLDOWN_STATUSES:
             command_cooldown_record(intent, now=now)
@@ -284,10 +288,10 @@ def _cooldowns_follow(changed: Sequence[AutomationCommandIntent], now: datetime)
 def command_intents_overdue(*, now: datetime, limit: int) -> list[int]:
     """Commands past their ack deadline or applied window: timeout handling is due."""
     window = timedelta(seconds=settings.APPLIED_WINDOW_S)
-    dispatched = AutomationCommandIntent.objects.filter(
+    dispatched = DeviceCommand.objects.filter(
         status=CommandStatus.DISPATCHED, deadline_at__lte=now
     ).values_list("pk", flat=True)[:limit]
-    acknowledged = AutomationCommandIntent.objects.filter(
+    acknowledged = DeviceCommand.objects.filter(
         status=CommandStatus.ACKNOWLEDGED, acknowledged_at__lte=now - window
     ).values_list("pk", flat=True)[:limit]
     return sorted(set(dispatched) | set(acknowledged))[:limit]
@@ -296,7 +300,7 @@ def command_intents_overdue(*, now: datetime, limit: int) -> list[int]:
 def command_intents_awaiting_endpoints(*, endpoint_ids: Sequence[int]) -> list[int]:
     """Commands that new telemetry of these endpoints may prove applied."""
     return list(
-        AutomationCommandIntent.objects.filter(
+        DeviceCommand.objects.filter(
             target_device_endpoint_id__in=list(endpoint_ids),
             status__in=COMMAND_AWAITING_DEVICE,
         ).values_list("pk", flat=True)

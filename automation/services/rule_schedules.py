@@ -47,7 +47,7 @@ from scheduler.keys import (
     scheduler_input_hash,
     scheduler_key,
 )
-from scheduler.models import AutomationScheduler, AutomationType, TriggerType
+from scheduler.models import AutomationType, DueWork, TriggerType
 from scheduler.registry import (
     Deactivate,
     HandlerResult,
@@ -124,9 +124,9 @@ def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
                 wanted[key] = (rule, occurrence)
     # A row deactivated, cancelled or failed is ensured again (reactivated, history kept).
     present = set(
-        AutomationScheduler.objects.filter(
-            scheduler_key__in=list(wanted), status__in=_SETTLED
-        ).values_list("scheduler_key", flat=True)
+        DueWork.objects.filter(scheduler_key__in=list(wanted), status__in=_SETTLED).values_list(
+            "scheduler_key", flat=True
+        )
     )
     written = 0
     for key, (rule, occurrence) in wanted.items():
@@ -164,7 +164,7 @@ def rule_schedule_rows_sync(*, rule_id: int, now: datetime) -> tuple[int, int]:
             scheduler_key(rule_schedule_key(rule_id=rule.pk, scheduled_on=o.utc))
             for o in rule_occurrences(rule, now, now + HORIZON)
         }
-    pending = AutomationScheduler.objects.filter(
+    pending = DueWork.objects.filter(
         farm_id=rule.farm_id,  # the farm's index bounds the prefix match
         automation_type=AutomationType.RULE_SCHEDULE,
         status=SchedulerStatus.PENDING,

@@ -20,8 +20,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from automation.keys import intent_retry_idempotency_key
-from automation.models import AutomationCommandIntent, CommandTransition
-from automation.services.commands import intent_transition
+from automation.models import CommandTransition, DeviceCommand
+from automation.services.commands import command_transition
 from automation.services.cooldown import command_cooldown_clear
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from common.handoff import commands_dispatch_on_commit
@@ -34,10 +34,10 @@ def command_intent_mark_failed(
     """A live command → failed with reason ``manual``; frees its endpoint for the next one.
     False if it already ended or moved meanwhile (then nothing is written)."""
     detail = support_note(actor, reason)
-    intent = AutomationCommandIntent.objects.filter(pk=intent_id).first()
+    intent = DeviceCommand.objects.filter(pk=intent_id).first()
     if intent is None or intent.status in COMMAND_TERMINAL:
         return False
-    return intent_transition(
+    return command_transition(
         intent,
         CommandStatus.FAILED,
         ReasonCode.MANUAL,
@@ -56,7 +56,7 @@ class CommandRetryRefused(ValueError):
 class CommandRetry:
     """The attempt support asked for: new (``created``), or the one a repeated click made."""
 
-    intent: AutomationCommandIntent
+    intent: DeviceCommand
     created: bool
 
 
@@ -68,13 +68,13 @@ def command_intent_retry(
     The key is the original's key + the retry number, so a repeated click (same number read)
     lands on the same row; while a retry is still live, asking again returns it. The who and
     why are an audit row (reason ``manual``) on the original, whose status never changes.
-    Raises ``AutomationCommandIntent.DoesNotExist`` or ``CommandRetryRefused``."""
+    Raises ``DeviceCommand.DoesNotExist`` or ``CommandRetryRefused``."""
     detail = support_note(actor, reason)
-    intent = AutomationCommandIntent.objects.get(pk=intent_id)
+    intent = DeviceCommand.objects.get(pk=intent_id)
     if intent.status not in COMMAND_TERMINAL:
         raise CommandRetryRefused(f"command is {intent.status}, not ended: nothing to retry")
     original = intent.retry_of or intent
-    chain = AutomationCommandIntent.objects.filter(Q(pk=original.pk) | Q(retry_of=original))
+    chain = DeviceCommand.objects.filter(Q(pk=original.pk) | Q(retry_of=original))
     live = chain.exclude(status__in=COMMAND_TERMINAL).order_by("pk").first()
     if live is not None:
         return CommandRetry(live, created=False)
@@ -85,8 +85,8 @@ def command_intent_retry(
 
 
 def _retry_insert(
-    original: AutomationCommandIntent,
-    retried: AutomationCommandIntent,
+    original: DeviceCommand,
+    retried: DeviceCommand,
     key: str,
     detail: str,
     now: datetime,
@@ -95,7 +95,7 @@ def _retry_insert(
     with transaction.atomic():
         try:
             with transaction.atomic():
-                new = AutomationCommandIntent.objects.create(
+                new = DeviceCommand.objects.create(
                     origin=original.origin,  # a manual command's retry stays manual
                     rule_execution_id=original.rule_execution_id,
                     retry_of=original,
@@ -116,7 +116,7 @@ def _retry_insert(
                     updated_at=now,
                 )
         except IntegrityError:
-            return CommandRetry(AutomationCommandIntent.objects.get(idempotency_key=key), False)
+            return CommandRetry(DeviceCommand.objects.get(idempotency_key=key), False)
         CommandTransition.objects.create(
             intent=original,
             from_status=original.status,

@@ -17,10 +17,10 @@ from typing import Any
 
 from django.db import connection
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.operators import values_equal
 from automation.services.conditions import Reading
-from automation.services.moves import Move, Step, intents_move
+from automation.services.transitions import GuardedTransition, Transition, commands_transition
 from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 
@@ -66,7 +66,7 @@ def targets_and_readings_load(
     paired with that command already gone, and the decision would skip a needed command."""
     targets: dict[int, TargetState] = {pk: TargetState() for pk in endpoint_ids}
     rows = (
-        AutomationCommandIntent.objects.filter(
+        DeviceCommand.objects.filter(
             target_device_endpoint_id__in=set(targets), status__in=COMMAND_LIVE
         )
         .order_by("pk")
@@ -160,13 +160,14 @@ def commands_supersede_unsent(
                 replaced_by[pk] = reason
         if kept is not None:
             keep.append(kept)
-    stale = AutomationCommandIntent.objects.filter(
+    stale = DeviceCommand.objects.filter(
         pk__in=list(replaced_by), status=CommandStatus.PENDING_DISPATCH, attempt_count=0
     )
-    intents_move(
+    commands_transition(
         [
-            Move(
-                intent, [Step(CommandStatus.EXPIRED, ReasonCode.SUPERSEDED, replaced_by[intent.pk])]
+            GuardedTransition(
+                intent,
+                [Transition(CommandStatus.EXPIRED, ReasonCode.SUPERSEDED, replaced_by[intent.pk])],
             )
             for intent in stale
         ],

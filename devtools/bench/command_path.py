@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.states import COMMAND_LIVE, CommandStatus, EventStatus
 from config.env import MqttConfig
 from config.tables import format_table
@@ -119,9 +119,7 @@ def _settle(fleet: BenchFleet, count: int) -> None:
         device_instance_endpoint__device__farm__organization_id=org,
         processing_status=EventStatus.PENDING,
     )
-    live = AutomationCommandIntent.objects.filter(
-        rule__farm__organization_id=org, status__in=COMMAND_LIVE
-    )
+    live = DeviceCommand.objects.filter(rule__farm__organization_id=org, status__in=COMMAND_LIVE)
     progress = Progress("command path")
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -136,7 +134,7 @@ def _settle(fleet: BenchFleet, count: int) -> None:
 def _latencies(
     fleet: BenchFleet, rpc_seen: dict[str, datetime]
 ) -> tuple[dict[str, list[float]], Counter[str]]:
-    rows = AutomationCommandIntent.objects.filter(
+    rows = DeviceCommand.objects.filter(
         rule__farm__organization_id=fleet.organization_id
     ).values_list(
         "device_command_id", "status", "applied_at", "rule_execution__event__event_timestamp"

@@ -34,9 +34,9 @@ from devtools.bench import BenchError
 from devtools.bench.report import Figure, ratio
 from scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
 from scheduler.models import (
-    AutomationScheduler,
-    AutomationSchedulerTransition,
     AutomationType,
+    DueWork,
+    DueWorkTransition,
     TriggerType,
 )
 from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
@@ -50,7 +50,7 @@ from scheduler.services import (
 
 BENCH_NOW = datetime(2000, 1, 1, tzinfo=UTC)
 BARE = "bench_bare_scheduler"
-AUDIT = AutomationSchedulerTransition._meta.db_table
+AUDIT = DueWorkTransition._meta.db_table
 # The bare claim: the same due predicate and index, no version check, nothing else.
 BARE_CLAIM = (
     f"UPDATE {BARE} SET status = 'processing', processing_lease_expires_on = %(lease)s, "
@@ -79,7 +79,7 @@ def scheduler_unavailable() -> str | None:
             f"scheduler skipped: it measures FOR UPDATE SKIP LOCKED, which {connection.vendor}"
             " does not have; set DATABASE_URL=postgres://"
         )
-    if AutomationScheduler.objects.filter(scheduled_on__lte=BENCH_NOW).exists():
+    if DueWork.objects.filter(scheduled_on__lte=BENCH_NOW).exists():
         return "scheduler skipped: rows due before 2000-01-01 exist; the bench would claim them"
     return None
 
@@ -195,7 +195,7 @@ class SchedulerBench:
     def statuses(self) -> dict[str, int]:
         """This bench's rows in the product's table, by status."""
         prefix = f"report-subscription:{self.tag}:"
-        rows = AutomationScheduler.objects.filter(scheduler_key__startswith=prefix)
+        rows = DueWork.objects.filter(scheduler_key__startswith=prefix)
         return dict(rows.values("status").annotate(n=Count("pk")).values_list("status", "n"))
 
     def rows_delete(self) -> None:
@@ -273,7 +273,7 @@ class SchedulerBench:
     def _seed(self, rows: int, bare: bool) -> None:
         digest = scheduler_input_hash("bench")
         objs = [
-            AutomationScheduler(
+            DueWork(
                 automation_type=AutomationType.REPORT_SUBSCRIPTION,
                 trigger_type=TriggerType.MANUAL_RUN,
                 scheduler_key=scheduler_key(
@@ -286,7 +286,7 @@ class SchedulerBench:
             )
             for i in range(rows)
         ]
-        AutomationScheduler.objects.bulk_create(objs, batch_size=2000)
+        DueWork.objects.bulk_create(objs, batch_size=2000)
         if bare:  # the same rows, moved to the identical bare table
             with connection.cursor() as cursor:
                 cursor.execute(f"INSERT INTO {BARE} SELECT * FROM {TABLE} WHERE {self._mine()}")
@@ -299,7 +299,7 @@ class SchedulerBench:
 
     def _cleanup(self) -> None:
         prefix = f"report-subscription:{self.tag}:"
-        mine = AutomationScheduler.objects.filter(scheduler_key__startswith=prefix)
+        mine = DueWork.objects.filter(scheduler_key__startswith=prefix)
         with connection.cursor() as cursor:
             cursor.execute(
                 f"DELETE FROM {AUDIT} WHERE scheduler_id IN "

@@ -1,7 +1,7 @@
 """Reminder sources, settings and report subscriptions (docs/spec.md §5).
 
 Tables hold configuration and the identities keys are built from; the due work itself lives in
-``automation.AutomationScheduler``. ``ReminderOccurrence`` links each scheduler row back to the
+``automation.DueWork``. ``ReminderOccurrence`` links each scheduler row back to the
 (setting, source) that wanted it, so "deactivate old rows first" finds them by source or
 setting without scanning the scheduler table.
 

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.selectors import DUE_SKIP_LOCKED_SQL, TABLE, scheduler_due_candidates
 from scheduler.states import SchedulerStatus
 
@@ -85,7 +85,7 @@ def _claim_rowwise(now: datetime, limit: int, lease: datetime) -> list[ClaimedRo
         for pk, version, kind, key in scheduler_due_candidates(now=now, limit=limit):
             # Version alone proves nothing changed since the read (a hold bumps it too);
             # no hold predicate, so the lookup stays on the primary key.
-            moved = AutomationScheduler.objects.filter(
+            moved = DueWork.objects.filter(
                 pk=pk, status=SchedulerStatus.PENDING, version=version
             ).update(
                 status=SchedulerStatus.PROCESSING,

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from common.sql import insert_ignore_returning
 from scheduler.keys import SchedulerKeySpec, scheduler_key
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.services.moves import scheduler_audit, scheduler_move
 from scheduler.states import SCHEDULER_ENSURE_COMPATIBLE, SchedulerReason, SchedulerStatus
 
@@ -103,7 +103,7 @@ def scheduler_ensure(
         key, scheduled_on, input_hash, time_zone_id, scheduled_local_date, trigger_type, farm_id
     )
     for _ in range(MAX_RACES):
-        row = AutomationScheduler.objects.filter(scheduler_key=wanted.key).first()
+        row = DueWork.objects.filter(scheduler_key=wanted.key).first()
         result = _insert(wanted, now) if row is None else _apply(row, wanted, now)
         if result is not None:
             return result
@@ -155,7 +155,7 @@ def _insert(wanted: _Wanted, now: datetime) -> EnsureResult | None:
         "updated_on": now,
     }
     with transaction.atomic():
-        inserted = insert_ignore_returning(AutomationScheduler, [values])
+        inserted = insert_ignore_returning(DueWork, [values])
         if not inserted:
             return None  # someone else inserted it: re-read and decide
         pk = int(inserted[0][0])
@@ -163,7 +163,7 @@ def _insert(wanted: _Wanted, now: datetime) -> EnsureResult | None:
     return EnsureResult(EnsureOutcome.INSERTED, pk, wanted.key, S.PENDING, 0, False, None)
 
 
-def _apply(row: AutomationScheduler, wanted: _Wanted, now: datetime) -> EnsureResult | None:
+def _apply(row: DueWork, wanted: _Wanted, now: datetime) -> EnsureResult | None:
     compatible = (
         row.input_hash == wanted.input_hash
         and row.automation_type == wanted.automation_type
@@ -188,14 +188,14 @@ def _apply(row: AutomationScheduler, wanted: _Wanted, now: datetime) -> EnsureRe
     return _move(row, S.PENDING, EnsureOutcome.REACTIVATED, now, "reactivated", fields)
 
 
-def _farm_fill(row: AutomationScheduler, wanted: _Wanted) -> dict[str, Any]:
+def _farm_fill(row: DueWork, wanted: _Wanted) -> dict[str, Any]:
     """Rows ensured before they carried a farm get it with their next write."""
     if row.farm_id is None and wanted.farm_id is not None:
         return {"farm_id": wanted.farm_id}
     return {}
 
 
-def _conflict(row: AutomationScheduler, wanted: _Wanted, now: datetime) -> EnsureResult | None:
+def _conflict(row: DueWork, wanted: _Wanted, now: datetime) -> EnsureResult | None:
     """Same key, different input: hold for support (a claimed row loses its claim), keeping
     the stored input. Already held for this reason: nothing to write."""
     if (
@@ -226,7 +226,7 @@ def _conflict(row: AutomationScheduler, wanted: _Wanted, now: datetime) -> Ensur
 
 
 def _move(
-    row: AutomationScheduler,
+    row: DueWork,
     to: SchedulerStatus,
     outcome: EnsureOutcome,
     now: datetime,
@@ -252,7 +252,7 @@ def _move(
     return _result(outcome, row)
 
 
-def _result(outcome: EnsureOutcome, row: AutomationScheduler) -> EnsureResult:
+def _result(outcome: EnsureOutcome, row: DueWork) -> EnsureResult:
     return EnsureResult(
         outcome=outcome,
         scheduler_id=row.pk,

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.selectors import scheduler_stale
 from scheduler.services.moves import (
     FinishOutcome,
@@ -86,7 +86,7 @@ def scheduler_fail(
     """A failed attempt. Retryable: the backoff ladder, then support hold. Otherwise Failed
     with the reason (ensure may reactivate it once the cause is fixed)."""
     retry_count = (
-        AutomationScheduler.objects.filter(pk=scheduler_id, status=P, version=token)
+        DueWork.objects.filter(pk=scheduler_id, status=P, version=token)
         .values_list("retry_count", flat=True)
         .first()
     )
@@ -180,7 +180,7 @@ def scheduler_hold_release(*, scheduler_id: int, now: datetime, detail: str = ""
     """Support's retry: a held row becomes due now. Attempts are kept, so one more failure
     holds it again (only approved long-running handlers would retry daily)."""
     row = (
-        AutomationScheduler.objects.filter(pk=scheduler_id, is_on_support_hold=True)
+        DueWork.objects.filter(pk=scheduler_id, is_on_support_hold=True)
         .values_list("status", "version")
         .first()
     )
@@ -202,7 +202,7 @@ def scheduler_deactivate_by_key(
     now = now or timezone.now()
     for _ in range(3):
         row = (
-            AutomationScheduler.objects.filter(scheduler_key=scheduler_key)
+            DueWork.objects.filter(scheduler_key=scheduler_key)
             .values_list("pk", "status", "version")
             .first()
         )

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
 
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import DueWork, DueWorkTransition
 from scheduler.states import (
     FinishOutcome,
     SchedulerReason,
@@ -19,9 +19,9 @@ from scheduler.states import (
     scheduler_can_move,
 )
 
-TABLE = AutomationScheduler._meta.db_table
+TABLE = DueWork._meta.db_table
 _AUDIT_INSERT = (
-    f"INSERT INTO {AutomationSchedulerTransition._meta.db_table} "
+    f"INSERT INTO {DueWorkTransition._meta.db_table} "
     "(scheduler_id, from_status, to_status, reason_code, version, retry_count, detail, at) "
     "SELECT id, %s, status, %s, version, retry_count, %s, %s "
 )
@@ -49,9 +49,9 @@ def scheduler_move(
         )
         return token + 1 if moved else None
     with transaction.atomic():
-        count = AutomationScheduler.objects.filter(
-            pk=scheduler_id, status=from_status, version=token
-        ).update(status=to, version=F("version") + 1, updated_on=now, **fields)
+        count = DueWork.objects.filter(pk=scheduler_id, status=from_status, version=token).update(
+            status=to, version=F("version") + 1, updated_on=now, **fields
+        )
         if count != 1:
             return None
         scheduler_audit(
@@ -77,7 +77,7 @@ def _move_one_statement(
     sets = ["status = %s", "version = version + 1", "updated_on = %s"]
     params: list[Any] = [to, now]
     for name, value in fields.items():
-        field: Any = AutomationScheduler._meta.get_field(name)
+        field: Any = DueWork._meta.get_field(name)
         sets.append(f"{qn(field.column)} = %s")
         params.append(field.get_db_prep_save(value, connection))
     sql = (

@@ -1,6 +1,6 @@
 """Support staff's manual moves on due-work rows (admin actions): each is a guarded
 compare-and-set through the scheduler's own moves, with who did it and why in the row's audit
-table (``AutomationSchedulerTransition``), never a field edit."""
+table (``DueWorkTransition``), never a field edit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.services.finish import scheduler_cancel, scheduler_hold_release
 from scheduler.services.moves import scheduler_move
 from scheduler.states import SchedulerReason, SchedulerStatus
@@ -43,7 +43,7 @@ def scheduler_support_retry_now(
     released. Processing rows belong to a worker and Completed rows are never sent again."""
     detail = support_note(actor, reason)
     now = now or timezone.now()
-    row = AutomationScheduler.objects.filter(pk=scheduler_id).first()
+    row = DueWork.objects.filter(pk=scheduler_id).first()
     if row is None or row.status not in (SchedulerStatus.PENDING, SchedulerStatus.FAILED):
         return False
     if row.is_on_support_hold:
@@ -66,7 +66,7 @@ def scheduler_support_cancel(
 ) -> bool:
     """→ Cancelled (a claimed row loses its token). Completed rows stay history."""
     detail = support_note(actor, reason)
-    row = AutomationScheduler.objects.filter(pk=scheduler_id).first()
+    row = DueWork.objects.filter(pk=scheduler_id).first()
     if row is None or row.status in (SchedulerStatus.COMPLETED, SchedulerStatus.CANCELLED):
         return False
     return scheduler_cancel(

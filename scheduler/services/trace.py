@@ -1,4 +1,4 @@
-"""The execution trace: one ``AutomationJob`` record per execution of a claimed row, appended
+"""The execution trace: one ``TraceRecord`` record per execution of a claimed row, appended
 in bulk (one INSERT per executed chunk), and its retention.
 
 Written after the coordination commit (``transaction.on_commit`` on the coordination table's
@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import router, transaction
 
 from scheduler.metrics import SCHEDULER_TRACE_WRITE_FAILURES
-from scheduler.models import AutomationJob, AutomationScheduler
+from scheduler.models import DueWork, TraceRecord
 from scheduler.registry import SchedulerJob
 from scheduler.states import FinishOutcome
 from scheduler.trace_storage import trace_blob_delete
@@ -51,7 +51,7 @@ def _bounded(coordinates: Mapping[str, Any] | None) -> dict[str, Any] | None:
 class TraceBatch:
     """The records of one executed chunk, written together once the chunk committed."""
 
-    records: list[AutomationJob] = field(default_factory=list)
+    records: list[TraceRecord] = field(default_factory=list)
 
     def add(
         self,
@@ -67,7 +67,7 @@ class TraceBatch:
     ) -> None:
         duration_ms = max(0, round(duration_s * 1000))
         self.records.append(
-            AutomationJob(
+            TraceRecord(
                 scheduler_id=job.scheduler_id,
                 automation_type=job.automation_type,
                 scheduler_key=job.scheduler_key,
@@ -90,11 +90,11 @@ class TraceBatch:
         if not self.records:
             return
         records, self.records = self.records, []
-        coordination = router.db_for_write(AutomationScheduler)
+        coordination = router.db_for_write(DueWork)
         transaction.on_commit(lambda: trace_records_write(records), using=coordination)
 
 
-def trace_records_write(records: list[AutomationJob]) -> int:
+def trace_records_write(records: list[TraceRecord]) -> int:
     """Append ``records`` in one INSERT (a record already there is absorbed by the unique
     key), with each row's farm and organisation read in one query; the number handed over,
     0 if the write failed (logged and counted, never raised)."""
@@ -102,7 +102,7 @@ def trace_records_write(records: list[AutomationJob]) -> int:
         ids = {r.scheduler_id for r in records}
         owners = {
             pk: (farm, org)
-            for pk, farm, org in AutomationScheduler.objects.filter(pk__in=ids).values_list(
+            for pk, farm, org in DueWork.objects.filter(pk__in=ids).values_list(
                 "pk", "farm_id", "farm__organization_id"
             )
         }
@@ -110,9 +110,9 @@ def trace_records_write(records: list[AutomationJob]) -> int:
         for record in records:
             record.farm_id, record.organization_id = owners.get(record.scheduler_id, (None, None))
             record.worker = worker
-        alias = router.db_for_write(AutomationJob)
+        alias = router.db_for_write(TraceRecord)
         with transaction.atomic(using=alias):  # a failure inside a caller's transaction stays ours
-            AutomationJob.objects.using(alias).bulk_create(records, ignore_conflicts=True)
+            TraceRecord.objects.using(alias).bulk_create(records, ignore_conflicts=True)
     except Exception as exc:
         SCHEDULER_TRACE_WRITE_FAILURES.inc(len(records))
         logger.warning("scheduler trace: %d execution records not written: %s", len(records), exc)
@@ -134,7 +134,7 @@ def scheduler_trace_prune(*, now: datetime, batch: int | None = None) -> TracePr
     retries it rather than leave the blob behind with nothing pointing at it."""
     batch = batch or settings.SCHEDULER_TRACE_PRUNE_BATCH
     cutoff = now - timedelta(days=settings.SCHEDULER_TRACE_RETENTION_DAYS)
-    old = AutomationJob.objects.filter(finished_at__lt=cutoff).order_by("finished_at", "pk")
+    old = TraceRecord.objects.filter(finished_at__lt=cutoff).order_by("finished_at", "pk")
     records = blobs = 0
     for _ in range(TRACE_PRUNE_MAX_BATCHES):
         rows = list(old.values_list("pk", "scheduler_id", "trace_blob_name")[:batch])
@@ -142,11 +142,11 @@ def scheduler_trace_prune(*, now: datetime, batch: int | None = None) -> TracePr
         gone = [(pk, sid, name) for pk, sid, name in rows if name not in kept]
         named = [(sid, name) for _, sid, name in gone if name]
         if named:
-            AutomationScheduler.objects.filter(
+            DueWork.objects.filter(
                 pk__in={sid for sid, _ in named}, trace_blob_name__in={n for _, n in named}
             ).update(trace_blob_name="")
         if gone:
-            AutomationJob.objects.filter(pk__in=[pk for pk, _, _ in gone]).delete()
+            TraceRecord.objects.filter(pk__in=[pk for pk, _, _ in gone]).delete()
         records += len(gone)
         blobs += len({name for _, name in named})
         if kept or len(rows) < batch:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
@@ -43,19 +43,19 @@ def make_intent(kit: FarmKit, temp: float = 31, ts: str = "2026-11-29T11:59:00Z"
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
     result = endpoint_events_evaluate(event_ids=ids)
-    return AutomationCommandIntent.objects.get(pk=result.pending_intent_ids[0])
+    return DeviceCommand.objects.get(pk=result.pending_intent_ids[0])
 
 
 def dispatch(intent: Any, now: datetime | None = None) -> Any:
     command_intent_dispatch(intent_id=intent.pk, publish=fake_publish, now=now)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def reply(intent: Any, kind: str, body: dict[str, Any]) -> Any:
     message = DeviceMessage(intent.target_serial_number, kind, json.dumps(body), timezone.now())
     for pk in device_messages_record(messages=[message]):
         command_intent_reconcile(intent_id=pk)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def ack(intent: Any, code: str = "ok", status: str = "accepted") -> Any:
@@ -76,4 +76,4 @@ def time_out(intent: Any) -> Any:
     """Reconcile past the ack deadline: a timeout mark, then retrying (or expired)."""
     later = max(timezone.now(), (intent.deadline_at or timezone.now()) + timedelta(seconds=1))
     command_intent_reconcile(intent_id=intent.pk, now=later)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    return DeviceCommand.objects.get(pk=intent.pk)

@@ -18,7 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from automation.admin.chart import MAX_BUCKETS
-from automation.models import AutomationCommandIntent, CommandTransition
+from automation.models import CommandTransition, DeviceCommand
 from automation.services.ingest import telemetry_ingest
 from automation.states import CommandStatus, ReasonCode
 from devices.models import Device
@@ -28,7 +28,7 @@ from tests.conftest import Tenant
 from tests.devices.factories import DeviceFactory, FarmKit, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
-INTENT_URL = "/admin/automation/automationcommandintent/"
+INTENT_URL = "/admin/automation/devicecommand/"
 DEVICE_URL = "/admin/devices/device/"
 DIAGNOSTICS_URL = f"{INTENT_URL}diagnostics/"
 
@@ -54,24 +54,22 @@ def test_command_list_shows_what_is_wrong_first_in_constant_queries(support: Cli
         r'<th scope="col" class="(?:sortable )?column-(\w+)', page.content.decode()
     )
     assert headers[:3] == ["status", "status_reason", "age"]
-    intent = AutomationCommandIntent.objects.first()
+    intent = DeviceCommand.objects.first()
     assert intent is not None
     device_url = f"{DEVICE_URL}{intent.target_device_id}/change/"
     assert f'href="{device_url}"'.encode() in page.content
     few = _queries(support, INTENT_URL)
     for kit in _kits(4, start=2):
         make_intent(kit)
-    assert AutomationCommandIntent.objects.count() == 6
+    assert DeviceCommand.objects.count() == 6
     assert _queries(support, INTENT_URL) == few
 
 
 def test_stuck_filter_lists_live_commands_older_than_the_choice(support: Client) -> None:
     old_live, new_live, old_ended = (make_intent(kit) for kit in _kits(3))
     long_ago = timezone.now() - timedelta(minutes=20)
-    AutomationCommandIntent.objects.filter(pk__in=[old_live.pk, old_ended.pk]).update(
-        created_at=long_ago
-    )
-    AutomationCommandIntent.objects.filter(pk=old_ended.pk).update(status=CommandStatus.APPLIED)
+    DeviceCommand.objects.filter(pk__in=[old_live.pk, old_ended.pk]).update(created_at=long_ago)
+    DeviceCommand.objects.filter(pk=old_ended.pk).update(status=CommandStatus.APPLIED)
     listed = {}
     for choice in ("15", "60"):
         page = support.get(INTENT_URL, {"stuck_min": choice}).content.decode()
@@ -117,7 +115,7 @@ def test_buttons_on_a_commands_page_ask_a_reason_and_go_through_the_services(
     data = _button(page, "retry", intent.pk)
     done = support.post(INTENT_URL, data | {"apply": "1", "reason": "rewired"}, follow=True)
     assert b"1 done, 0 skipped" in done.content
-    retry = AutomationCommandIntent.objects.get(retry_of=intent)
+    retry = DeviceCommand.objects.get(retry_of=intent)
     assert retry.status == CommandStatus.PENDING_DISPATCH
     audit = CommandTransition.objects.filter(intent=intent).order_by("-pk").first()
     assert audit is not None and audit.detail.endswith("by support: rewired")
@@ -195,7 +193,7 @@ def test_device_chart_marks_the_commands_sent(support: Client) -> None:
     assert svg.count('class="mark"') == 1
 
 
-def _retrying(tenant: Tenant) -> AutomationCommandIntent:
+def _retrying(tenant: Tenant) -> DeviceCommand:
     tenant.kit.rule()
     intent = time_out(dispatch(make_intent(tenant.kit)))
     assert intent.status == CommandStatus.RETRYING
@@ -222,7 +220,7 @@ def test_diagnostics_page_is_scoped_and_needs_the_command_permission(
     mine, _theirs = _retrying(alpha), _retrying(beta)
     client.login(username="alpha", password="pw")
     assert client.get(DIAGNOSTICS_URL).status_code == 403
-    alpha.user.user_permissions.add(Permission.objects.get(codename="view_automationcommandintent"))
+    alpha.user.user_permissions.add(Permission.objects.get(codename="view_devicecommand"))
     text = client.get(DIAGNOSTICS_URL).content.decode()
     assert "Commands retrying (1)" in text and "alpha-relay" in text
     assert "beta-relay" not in text

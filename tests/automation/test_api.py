@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from automation.models import AutomationRule
 from devices.models import Telemetry
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.automation.conftest import make_intent
 from tests.common.auth import token_client
 from tests.conftest import Tenant
@@ -166,7 +166,7 @@ def test_scheduler_rows_are_for_superusers_and_schema_is_served(
     root = User.objects.create_superuser("root", "r@example.com", "pw")
     client = _client(root)
     assert client.get(f"/api/v1/scheduler/{row.pk}/").json()["scheduler_key"] == row.scheduler_key
-    assert AutomationScheduler.objects.count() == 1
+    assert DueWork.objects.count() == 1
     schema = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]

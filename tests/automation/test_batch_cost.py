@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.dispatch import command_intents_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
@@ -69,7 +69,7 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
         )
     )
     assert set(outcomes.values()) == {"dispatched"}
-    rows = AutomationCommandIntent.objects.filter(pk__in=intents)
+    rows = DeviceCommand.objects.filter(pk__in=intents)
     replies = [
         DeviceMessage(
             i.target_serial_number,

@@ -12,9 +12,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from automation.models import AutomationCommandIntent, CommandTransition
+from automation.models import CommandTransition, DeviceCommand
 from automation.services import support
-from automation.services.commands import intent_transition
+from automation.services.commands import command_transition
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.support import CommandRetryRefused, command_intent_retry
 from automation.states import CommandStatus, ReasonCode
@@ -25,20 +25,20 @@ from tests.common.auth import token_client
 from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
-INTENT_URL = "/admin/automation/automationcommandintent/"
+INTENT_URL = "/admin/automation/devicecommand/"
 
 
-def _expired(kit: Any) -> AutomationCommandIntent:
+def _expired(kit: Any) -> DeviceCommand:
     """A command that was sent, timed out, and ran out of budget."""
     kit.rule()
     intent = time_out(dispatch(make_intent(kit)))
     assert intent.status == CommandStatus.RETRYING
-    assert intent_transition(intent, CommandStatus.EXPIRED, ReasonCode.RETRY_BUDGET_EXHAUSTED)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    assert command_transition(intent, CommandStatus.EXPIRED, ReasonCode.RETRY_BUDGET_EXHAUSTED)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
-def _retries(intent: AutomationCommandIntent) -> list[AutomationCommandIntent]:
-    return list(AutomationCommandIntent.objects.filter(retry_of=intent).order_by("pk"))
+def _retries(intent: DeviceCommand) -> list[DeviceCommand]:
+    return list(DeviceCommand.objects.filter(retry_of=intent).order_by("pk"))
 
 
 def test_retry_of_an_expired_intent_is_one_new_pending_command(
@@ -64,7 +64,7 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
     assert new.device_command_id is None
     assert nudged == [(COMMANDS_DISPATCH, [new.pk])]
     # The original stays expired, with an audit row naming who and why.
-    kept = AutomationCommandIntent.objects.get(pk=original.pk)
+    kept = DeviceCommand.objects.get(pk=original.pk)
     assert (kept.status, kept.version) == (CommandStatus.EXPIRED, original.version)
     audit = CommandTransition.objects.filter(intent=original).order_by("-pk").first()
     assert audit is not None and audit.reason_code == ReasonCode.MANUAL
@@ -104,7 +104,7 @@ def test_same_retry_number_read_twice_lands_on_one_row(tenants: tuple[Tenant, Te
 def test_a_later_retry_of_an_ended_retry_gets_the_next_key(tenants: tuple[Tenant, Tenant]) -> None:
     original = _expired(tenants[0].kit)
     first = command_intent_retry(intent_id=original.pk, actor="sam", reason="one").intent
-    assert intent_transition(first, CommandStatus.FAILED, ReasonCode.MANUAL)
+    assert command_transition(first, CommandStatus.FAILED, ReasonCode.MANUAL)
     second = command_intent_retry(intent_id=first.pk, actor="sam", reason="two")
     assert second.created and second.intent.retry_of_id == original.pk
     keys = {original.idempotency_key, first.idempotency_key, second.intent.idempotency_key}
@@ -120,7 +120,7 @@ def test_retry_of_a_live_intent_is_refused(tenants: tuple[Tenant, Tenant]) -> No
     with pytest.raises(SupportReasonMissing):
         command_intent_retry(intent_id=live.pk, actor="sam", reason="  ")
     assert _retries(live) == []
-    assert AutomationCommandIntent.objects.get(pk=live.pk).version == live.version
+    assert DeviceCommand.objects.get(pk=live.pk).version == live.version
 
 
 def _api(user: User) -> APIClient:
@@ -154,7 +154,7 @@ def test_api_retry_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> N
 def test_admin_retry_action_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     original = _expired(alpha.kit)
-    codenames = ["view_automationcommandintent", "change_automationcommandintent", "operate"]
+    codenames = ["view_devicecommand", "change_devicecommand", "operate"]
     alpha.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     client = Client()
     client.login(username="alpha", password="pw")

@@ -18,7 +18,7 @@ from automation.diagnostics import (
     devices_top_timeouts,
     timeline_lookup,
 )
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.states import CommandStatus
 from tests.automation.conftest import ack, dispatch, make_intent, state, time_out
 from tests.devices.factories import make_farm
@@ -26,7 +26,7 @@ from tests.devices.factories import make_farm
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 
-def _retried_then_applied() -> AutomationCommandIntent:
+def _retried_then_applied() -> DeviceCommand:
     """Dispatched, timed out, dispatched again, acknowledged, applied."""
     kit = make_farm(prefix="diag")
     kit.rule()

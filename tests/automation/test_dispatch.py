@@ -15,8 +15,8 @@ from django.db import connection
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
+    DeviceCommand,
     DeviceCommandReceipt,
 )
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
@@ -51,7 +51,7 @@ def _intent(kit: FarmKit, temp: float = 31, ts: str = "2026-11-29T11:59:00Z") ->
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
     result = endpoint_events_evaluate(event_ids=ids)
-    return AutomationCommandIntent.objects.get(pk=result.pending_intent_ids[0])
+    return DeviceCommand.objects.get(pk=result.pending_intent_ids[0])
 
 
 def _next(q: queue.Queue[Any], timeout: float = 5.0) -> Any:
@@ -216,13 +216,13 @@ def test_second_command_on_an_endpoint_waits_for_the_first(
     kit.rule(operator="gt", threshold_value=30, target_value=True)
     kit.rule(operator="lt", threshold_value=20, target_value=False, name="cool down")
 
-    def reading(ts: str, temp: int) -> AutomationCommandIntent:
+    def reading(ts: str, temp: int) -> DeviceCommand:
         payload = json.dumps({"ts": ts, "values": {"temp": temp}})
         ids = telemetry_ingest(
             messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
         ).pending_event_ids
         [pk] = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
-        return AutomationCommandIntent.objects.get(pk=pk)
+        return DeviceCommand.objects.get(pk=pk)
 
     first = reading("2026-11-29T11:59:00Z", 35)
     assert command_intent_dispatch(intent_id=first.pk, publish=publisher.publish) == "dispatched"

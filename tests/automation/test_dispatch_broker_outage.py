@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.dispatch import command_intent_dispatch, command_intents_due
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
@@ -55,22 +55,22 @@ def _timers(settings: Any) -> None:
     settings.COMMAND_MAX_AGE_S = 600.0
 
 
-def _intent(kit: FarmKit) -> AutomationCommandIntent:
+def _intent(kit: FarmKit) -> DeviceCommand:
     payload = json.dumps({"ts": "2026-11-29T11:59:00Z", "values": {"temp": 31}})
     ids = telemetry_ingest(
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
     [pk] = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
-    return AutomationCommandIntent.objects.get(pk=pk)
+    return DeviceCommand.objects.get(pk=pk)
 
 
-def _chain(intent: AutomationCommandIntent) -> list[tuple[str, str, str]]:
+def _chain(intent: DeviceCommand) -> list[tuple[str, str, str]]:
     rows = intent.transitions.order_by("at", "pk")
     return list(rows.values_list("from_status", "to_status", "reason_code"))
 
 
 def _wait_out_the_outage(
-    intent: AutomationCommandIntent, dead: Publisher, now: datetime, **kwargs: Any
+    intent: DeviceCommand, dead: Publisher, now: datetime, **kwargs: Any
 ) -> datetime:
     """Dispatch at every due time while the broker is away; returns the clock after."""
     for _ in range(OUTAGE_TRIES):

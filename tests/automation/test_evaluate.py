@@ -11,9 +11,9 @@ import time_machine
 from django.db import connection
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
+    DeviceCommand,
 )
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
@@ -44,7 +44,7 @@ def test_matching_rule_creates_execution_and_intent_with_binding() -> None:
     evaluate(ingest(kit.sensor.serial_number, temp=31))
     execution = AutomationRuleExecution.objects.get()
     assert (execution.rule_id, execution.outcome) == (rule.pk, "intent_created")
-    intent = AutomationCommandIntent.objects.get()
+    intent = DeviceCommand.objects.get()
     assert intent.rule_execution_id == execution.pk
     assert intent.status == CommandStatus.PENDING_DISPATCH
     assert (intent.command_method, intent.command_params) == ("setIO", {"io1": True})
@@ -72,7 +72,7 @@ def test_evaluating_twice_yields_one_execution_and_one_intent() -> None:
     evaluate(ids)
     evaluate(ids)
     assert AutomationRuleExecution.objects.count() == 1
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 def test_inactive_rule_and_rule_of_other_farm_do_not_fire() -> None:
@@ -81,13 +81,13 @@ def test_inactive_rule_and_rule_of_other_farm_do_not_fire() -> None:
     other = FarmFactory(organization=kit.farm.organization)
     kit.rule(farm=other)  # trigger endpoint belongs to another farm's device
     evaluate(ingest(kit.sensor.serial_number, temp=31))
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def _blocked_reason() -> str:
     execution = AutomationRuleExecution.objects.get()
     assert execution.outcome == "blocked"
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
     return execution.failure_reason
 
 
@@ -161,7 +161,7 @@ def test_target_already_in_state_creates_no_intent() -> None:
     evaluate(ingest(kit.sensor.serial_number, temp=31))
     execution = AutomationRuleExecution.objects.get()
     assert execution.outcome == "already_in_state"
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_repeated_telemetry_while_a_command_is_live_makes_no_storm() -> None:
@@ -172,7 +172,7 @@ def test_repeated_telemetry_while_a_command_is_live_makes_no_storm() -> None:
     outcomes = list(AutomationRuleExecution.objects.values_list("outcome", flat=True))
     assert outcomes.count("intent_created") == 1
     assert outcomes.count("already_pending") == 4
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 def test_different_value_while_a_command_is_live_is_queued_behind_it() -> None:
@@ -181,14 +181,12 @@ def test_different_value_while_a_command_is_live_is_queued_behind_it() -> None:
     kit.rule(operator="lt", threshold_value=10, target_value=False)
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31))
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=5))
-    values = list(
-        AutomationCommandIntent.objects.order_by("pk").values_list("target_value", flat=True)
-    )
+    values = list(DeviceCommand.objects.order_by("pk").values_list("target_value", flat=True))
     assert values == [True, False]
 
 
 def _statuses() -> list[tuple[object, str, str]]:
-    rows = AutomationCommandIntent.objects.order_by("pk")
+    rows = DeviceCommand.objects.order_by("pk")
     return list(rows.values_list("target_value", "status", "status_reason"))
 
 
@@ -202,7 +200,7 @@ def test_a_new_decision_supersedes_a_command_never_sent() -> None:
         (True, "expired", "superseded"),
         (False, "pending_dispatch", ""),
     ]
-    old = AutomationCommandIntent.objects.order_by("pk").first()
+    old = DeviceCommand.objects.order_by("pk").first()
     assert old is not None and old.device_command_id is None  # it never reached the device
     assert old.transitions.get().to_status == "expired"
 
@@ -212,7 +210,7 @@ def test_a_sent_command_is_not_superseded_and_the_device_ends_with_the_newest() 
     kit.rule(operator="gt", threshold_value=30, target_value=True)
     kit.rule(operator="lt", threshold_value=10, target_value=False)
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", temp=31))
-    AutomationCommandIntent.objects.update(attempt_count=1, status="dispatched")  # on its way
+    DeviceCommand.objects.update(attempt_count=1, status="dispatched")  # on its way
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:01Z", temp=5))
     # Hot again: True is live (sent) but False is queued behind it, so True must be asked
     # for once more, and the queued False is replaced.
@@ -256,7 +254,7 @@ def test_intent_ids_are_handed_to_dispatch_only_after_commit(django_capture_on_c
     handed: list[list[int]] = []
     with django_capture_on_commit_callbacks(execute=True):
         endpoint_events_evaluate(event_ids=ids, on_intents=handed.append)
-    assert handed == [[AutomationCommandIntent.objects.get().pk]]
+    assert handed == [[DeviceCommand.objects.get().pk]]
 
 
 def test_pending_event_whose_message_was_lost_is_evaluated_by_the_sweep(settings) -> None:
@@ -274,7 +272,7 @@ def test_pending_event_whose_message_was_lost_is_evaluated_by_the_sweep(settings
     finally:
         celery_app.conf.task_always_eager = False
     assert AutomationEndpointEvent.objects.get().processing_status == "processed"
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 @pytest.mark.postgres
@@ -308,5 +306,5 @@ def test_one_event_evaluated_by_4_concurrent_workers_yields_one_intent() -> None
         assert errors == []
         farm_filter = {"rule__farm": kit.farm}
         assert AutomationRuleExecution.objects.filter(**farm_filter).count() == 1
-        assert AutomationCommandIntent.objects.filter(**farm_filter).count() == 1
+        assert DeviceCommand.objects.filter(**farm_filter).count() == 1
     assert Farm.objects.count() == 10

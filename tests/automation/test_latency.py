@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from prometheus_client import REGISTRY
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.latency import HOPS, command_stage_times
 from tests.automation.test_batch_cost import _farms, _stages
 
@@ -27,7 +27,7 @@ def test_an_applied_command_has_every_hop_in_order_in_timeline_and_metrics(
     before = {hop: _observed(hop) for hop, _, _ in HOPS}
     with django_capture_on_commit_callbacks(execute=True):
         _stages(_farms(1, "lat"))
-    intent = AutomationCommandIntent.objects.get(status="applied")
+    intent = DeviceCommand.objects.get(status="applied")
     times = command_stage_times(intent_ids=[intent.pk])[intent.pk]
     hops = times.hops()
     assert [hop for hop, _ in hops] == [hop for hop, _, _ in HOPS]

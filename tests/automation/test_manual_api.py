@@ -15,7 +15,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from automation.models import AutomationCommandIntent, CommandTransition, EndpointManualHold
+from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
 from common.models import MemberRole, OrganizationMember
 from devices.models import DeviceStatus
 from tests.common.auth import token_client
@@ -105,7 +105,7 @@ def test_bad_input_is_400_with_field_errors(tenants: tuple[Tenant, Tenant]) -> N
         "value"
     }
     assert set(_fields(_command(client, kit.io1.pk, {"reason": "x"}))) == {"value"}
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_a_retired_device_is_a_conflict(tenants: tuple[Tenant, Tenant]) -> None:
@@ -117,7 +117,7 @@ def test_a_retired_device_is_a_conflict(tenants: tuple[Tenant, Tenant]) -> None:
     assert response.status_code == 409
     assert response.json()["code"] == "conflict"
     assert "target_retired" in response.json()["detail"]
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_a_viewer_may_not_and_another_organisation_cannot_see(
@@ -135,7 +135,7 @@ def test_a_viewer_may_not_and_another_organisation_cannot_see(
         401,
         403,
     )
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_an_idempotency_key_replays_and_creates_one_command(
@@ -149,10 +149,10 @@ def test_an_idempotency_key_replays_and_creates_one_command(
     assert first.status_code == again.status_code == 201
     assert again["Idempotent-Replayed"] == "true"
     assert again.json() == first.json()
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
     other = _command(client, alpha.kit.fan.pk, {**body, "value": 41}, "k-1")
     assert other.status_code == 422
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 def test_cancel_ends_the_hold_once(tenants: tuple[Tenant, Tenant]) -> None:
@@ -208,7 +208,7 @@ def test_the_device_page_sets_a_value_once_per_form_and_cancels_the_hold(support
     post = {"endpoint": kit.io1.pk, "value": "true", "reason": "by hand", "request_key": key}
     assert support.post(form_url, post).status_code == 302
     assert support.post(form_url, post).status_code == 302  # a double submit
-    (intent,) = AutomationCommandIntent.objects.all()
+    (intent,) = DeviceCommand.objects.all()
     assert (intent.origin, intent.target_value, intent.requested_by.username) == (
         "manual",
         True,
@@ -218,7 +218,7 @@ def test_the_device_page_sets_a_value_once_per_form_and_cancels_the_hold(support
     assert "held until" in page and "by support" in page
     refused = support.post(form_url, {**post, "endpoint": kit.fan.pk, "value": "500"})
     assert refused.status_code == 200 and b"value_out_of_range" in refused.content
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
     cancel_url = f"{DEVICE_URL}{kit.actuator.pk}/hold-cancel/"
     assert support.get(cancel_url).status_code == 200
     cancelled = support.post(cancel_url, {"endpoint": kit.io1.pk, "reason": "enough"})
@@ -236,7 +236,7 @@ def test_the_device_page_is_scoped(tenants: tuple[Tenant, Tenant], client: Clien
         403,
         404,
     )
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_the_farm_admin_sets_the_override_period_and_refuses_it_cleared(support: Client) -> None:

@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from automation.diagnostics import command_timeline, decisions_suppressed
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRuleExecution,
     CommandTransition,
+    DeviceCommand,
     EndpointManualHold,
 )
 from automation.services.dispatch import command_intent_dispatch
@@ -72,10 +72,10 @@ def _manual(
     )
 
 
-def _send(intent: AutomationCommandIntent) -> AutomationCommandIntent:
+def _send(intent: DeviceCommand) -> DeviceCommand:
     """Dispatch on the database's word alone (a test commits no on_commit release)."""
     command_intent_dispatch(intent_id=intent.pk, publish=fake_publish, trust_cache=False)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def _crossing(kit: FarmKit, second: int = 0, temp: float = 31) -> list[int]:
@@ -88,7 +88,7 @@ def _crossing(kit: FarmKit, second: int = 0, temp: float = 31) -> list[int]:
 
 
 def _statuses(kit: FarmKit) -> list[tuple[str, Any, str, str]]:
-    rows = AutomationCommandIntent.objects.filter(target_device=kit.actuator).order_by("pk")
+    rows = DeviceCommand.objects.filter(target_device=kit.actuator).order_by("pk")
     return list(rows.values_list("origin", "target_value", "status", "status_reason"))
 
 
@@ -152,7 +152,7 @@ def test_a_value_the_gates_refuse_writes_nothing(
         reason,
         False,
     )
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
     assert not EndpointManualHold.objects.exists()
 
 
@@ -166,7 +166,7 @@ def test_a_retired_or_maintained_device_is_refused_as_a_conflict(
     with pytest.raises(ManualCommandRefused) as refused:
         _manual(kit, operator)
     assert refused.value.conflict and refused.value.reason == f"target_{status}"
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_a_gate_failing_at_dispatch_fails_the_manual_command(operator: User) -> None:
@@ -203,7 +203,7 @@ def test_a_manual_command_waits_behind_a_sent_rule_command_one_live_at_a_time(
     ]
     outcome = command_intent_dispatch(intent_id=manual.pk, publish=fake_publish, trust_cache=False)
     assert outcome == "endpoint_busy"
-    assert AutomationCommandIntent.objects.filter(inflight_endpoint=kit.io1).count() == 1
+    assert DeviceCommand.objects.filter(inflight_endpoint=kit.io1).count() == 1
     state(ack(rule_command), True)  # the sent command ends: the endpoint is free
     sent = _send(manual)
     assert sent.status == CommandStatus.DISPATCHED
@@ -254,7 +254,7 @@ def test_after_the_hold_expires_rules_act_again(operator: User) -> None:
         ("manual", False, "expired", "superseded"),
         ("rule", True, "pending_dispatch", ""),
     ]
-    assert AutomationCommandIntent.objects.get(pk=created).origin == CommandOrigin.RULE
+    assert DeviceCommand.objects.get(pk=created).origin == CommandOrigin.RULE
 
 
 def test_a_cancelled_hold_lets_rules_act_again_and_is_audited(operator: User) -> None:
@@ -284,12 +284,12 @@ def test_a_repeated_request_creates_no_second_intent(operator: User) -> None:
     again = _manual(kit, operator, True, key="req-1")
     assert first.created and not again.created
     assert again.intent.pk == first.intent.pk
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
     assert CommandTransition.objects.count() == 1
     assert again.hold_until == first.hold_until
     # Without a key (or with another one) each request is a new command.
     assert _manual(kit, operator, True).created
-    assert AutomationCommandIntent.objects.count() == 2
+    assert DeviceCommand.objects.count() == 2
 
 
 def test_a_support_retry_of_a_manual_command_stays_manual(operator: User) -> None:
@@ -334,12 +334,12 @@ def test_the_database_refuses_a_rule_intent_without_its_rule(operator: User) -> 
     kit.rule()
     intent = make_intent(kit)
     with pytest.raises(IntegrityError), transaction.atomic():
-        AutomationCommandIntent.objects.filter(pk=intent.pk).update(rule_execution=None)
+        DeviceCommand.objects.filter(pk=intent.pk).update(rule_execution=None)
     with pytest.raises(IntegrityError), transaction.atomic():
-        AutomationCommandIntent.objects.filter(pk=intent.pk).update(rule=None)
+        DeviceCommand.objects.filter(pk=intent.pk).update(rule=None)
     manual = _manual(kit, operator).intent
     with pytest.raises(IntegrityError), transaction.atomic():
-        AutomationCommandIntent.objects.filter(pk=manual.pk).update(origin=CommandOrigin.RULE)
+        DeviceCommand.objects.filter(pk=manual.pk).update(origin=CommandOrigin.RULE)
 
 
 def _counted(fn: Callable[[], Any]) -> tuple[int, Any]:
@@ -423,7 +423,7 @@ def test_a_manual_command_racing_a_rule_decision_wins_whatever_the_order() -> No
         for t in threads:
             t.join()
         assert errors == []
-        live = AutomationCommandIntent.objects.filter(
+        live = DeviceCommand.objects.filter(
             target_device=kit.actuator, status__in=["pending_dispatch"]
         )
         assert list(live.values_list("origin", "target_value")) == [("manual", False)]

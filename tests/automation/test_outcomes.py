@@ -12,9 +12,9 @@ import pytest
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRuleExecution,
     CommandCooldown,
+    DeviceCommand,
 )
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
@@ -53,11 +53,11 @@ def _reading(kit: FarmKit, temp: float) -> list[int]:
 def _relay(kit: FarmKit, **values: Any) -> None:
     """The relay's ordinary telemetry; commands it may prove are reconciled."""
     _telemetry(kit.actuator.serial_number, **values)
-    for intent in AutomationCommandIntent.objects.filter(status__in=["dispatched", "acknowledged"]):
+    for intent in DeviceCommand.objects.filter(status__in=["dispatched", "acknowledged"]):
         command_intent_reconcile(intent_id=intent.pk)
 
 
-def _dispatch(intent_id: int) -> AutomationCommandIntent:
+def _dispatch(intent_id: int) -> DeviceCommand:
     sent: list[str] = []
     outcome = command_intent_dispatch(
         intent_id=intent_id,
@@ -65,24 +65,24 @@ def _dispatch(intent_id: int) -> AutomationCommandIntent:
         trust_cache=False,  # on_commit hooks (which clear the cache marker) wait for commit
     )
     assert sent, f"the request was not published: {outcome}"
-    return AutomationCommandIntent.objects.get(pk=intent_id)
+    return DeviceCommand.objects.get(pk=intent_id)
 
 
-def _device_says(intent: AutomationCommandIntent, kind: str, body: dict[str, Any]) -> str:
+def _device_says(intent: DeviceCommand, kind: str, body: dict[str, Any]) -> str:
     moved = reply(intent, kind, {"commandId": intent.device_command_id, **body})
     intent.refresh_from_db()
     return f"{moved.status}/{moved.status_reason}"
 
 
-def _refuse(intent: AutomationCommandIntent, code: str = "invalid_param") -> str:
+def _refuse(intent: DeviceCommand, code: str = "invalid_param") -> str:
     return _device_says(intent, "rpc_response", {"status": "rejected", "resultCode": code})
 
 
-def _ack(intent: AutomationCommandIntent) -> str:
+def _ack(intent: DeviceCommand) -> str:
     return _device_says(intent, "rpc_response", {"status": "accepted", "resultCode": "ok"})
 
 
-def _state(intent: AutomationCommandIntent, value: Any) -> str:
+def _state(intent: DeviceCommand, value: Any) -> str:
     applied_at = timezone.now().isoformat().replace("+00:00", "Z")
     return _device_says(intent, "state", {"reportedState": {"io1": value}, "appliedAt": applied_at})
 
@@ -113,7 +113,7 @@ def test_the_field_case_a_refused_command_stays_failed_when_telemetry_agrees() -
     [on] = _reading(kit, 31)  # unsent: its dispatch worker is down
     assert _reading(kit, 12) == []  # off is what the relay reports: nothing to send
     assert _outcomes()[-1] == "already_in_state"
-    first = AutomationCommandIntent.objects.get(pk=on)
+    first = DeviceCommand.objects.get(pk=on)
     assert (first.status, first.status_reason) == ("expired", "superseded")
     # The refusal itself: a command for "on" refused, then telemetry that happens to agree.
     [again] = _reading(kit, 33)
@@ -159,9 +159,7 @@ def test_a_command_whose_target_the_device_already_reported_needs_a_state_report
     [pk] = _reading(kit, 31)
     intent = _dispatch(pk)
     # As if the relay had reported "on" just before the request went out.
-    AutomationCommandIntent.objects.filter(pk=pk).update(
-        prior_value=True, prior_value_at=timezone.now()
-    )
+    DeviceCommand.objects.filter(pk=pk).update(prior_value=True, prior_value_at=timezone.now())
     _relay(kit, io1=True)
     assert command_intent_reconcile(intent_id=intent.pk) == "dispatched"
     assert _state(intent, True) == "applied/state_reported"
@@ -180,7 +178,7 @@ def test_a_state_report_updates_the_endpoint_so_the_next_reading_sends_nothing()
     assert kit.io1.last_value is True and kit.io1.last_value_at is not None
     assert _reading(kit, 32) == []  # right after, before the relay's next telemetry
     assert _outcomes()[-1] == "already_in_state"
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 def test_an_older_state_report_does_not_overwrite_newer_telemetry() -> None:
@@ -201,7 +199,7 @@ def test_an_older_state_report_does_not_overwrite_newer_telemetry() -> None:
 # --- 3. no command storm on a target that cannot obey -----------------------------------
 
 
-def _failed_once(kit: FarmKit) -> AutomationCommandIntent:
+def _failed_once(kit: FarmKit) -> DeviceCommand:
     [pk] = _reading(kit, 31)
     intent = _dispatch(pk)
     assert _refuse(intent) == "failed/invalid_param"
@@ -218,7 +216,7 @@ def test_a_refused_pair_is_suppressed_with_the_failing_command() -> None:
     assert execution is not None
     assert (execution.outcome, execution.failure_reason) == ("suppressed", "cooldown")
     assert execution.suppressed_by_id == failed.pk
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
     cooldown = CommandCooldown.objects.get()
     assert (cooldown.failures, cooldown.command_id) == (1, failed.pk)
 
@@ -422,7 +420,7 @@ def test_a_command_replaced_while_the_dispatcher_claims_it_never_goes_out(monkey
     assert _reading(kit, 12) == []  # off: the relay holds it, the unsent "on" is replaced
     thread.join(10)
     assert sent == []
-    intent = AutomationCommandIntent.objects.get(pk=on)
+    intent = DeviceCommand.objects.get(pk=on)
     assert (intent.status, intent.status_reason) == ("expired", "superseded")
 
 
@@ -439,5 +437,5 @@ def test_telemetry_the_device_sends_before_the_brokers_puback_proves_the_command
 
     command_intent_dispatch(intent_id=pk, publish=publish, trust_cache=False)
     command_intent_reconcile(intent_id=pk)
-    intent = AutomationCommandIntent.objects.get(pk=pk)
+    intent = DeviceCommand.objects.get(pk=pk)
     assert (intent.status, intent.status_reason) == ("applied", "telemetry_matched")

@@ -14,11 +14,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleAction,
     AutomationRuleCondition,
     AutomationRuleExecution,
+    DeviceCommand,
 )
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
@@ -55,7 +55,7 @@ def test_the_higher_priority_rule_wins_the_endpoint_and_the_other_names_it() -> 
     winner = AutomationRuleExecution.objects.get(rule=cooling)
     assert winner.outcome == ExecutionOutcome.INTENT_CREATED
     assert outcome_of(humid.pk) == ("discarded", ReasonCode.LOWER_PRIORITY, winner.pk)
-    intent = AutomationCommandIntent.objects.get()
+    intent = DeviceCommand.objects.get()
     assert (intent.rule_id, intent.target_value) == (cooling.pk, True)
 
 
@@ -71,7 +71,7 @@ def test_equal_priorities_resolve_to_the_newest_reading() -> None:
     newest = AutomationRuleExecution.objects.get(rule=by_humidity)
     assert newest.outcome == ExecutionOutcome.INTENT_CREATED
     assert outcome_of(by_temp.pk) == ("discarded", ReasonCode.LOWER_PRIORITY, newest.pk)
-    assert AutomationCommandIntent.objects.get().target_value is False
+    assert DeviceCommand.objects.get().target_value is False
 
 
 def test_a_lower_priority_rule_does_not_replace_a_higher_ones_live_command() -> None:
@@ -81,12 +81,12 @@ def test_a_lower_priority_rule_does_not_replace_a_higher_ones_live_command() -> 
         trigger_endpoint=kit.humidity, operator="gt", threshold_value=80, target_value=False
     )
     evaluate(ingest(kit.sensor.serial_number, temp=31))
-    live = AutomationCommandIntent.objects.get(rule=high)
+    live = DeviceCommand.objects.get(rule=high)
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:30Z", humidity=90))
     assert outcome_of(low.pk) == ("discarded", ReasonCode.LOWER_PRIORITY, live.rule_execution_id)
     live.refresh_from_db()
     assert live.status == CommandStatus.PENDING_DISPATCH  # not superseded
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 def test_a_higher_priority_rule_replaces_a_lower_ones_unsent_command() -> None:
@@ -101,9 +101,9 @@ def test_a_higher_priority_rule_replaces_a_lower_ones_unsent_command() -> None:
     )
     evaluate(ingest(kit.sensor.serial_number, temp=31))
     evaluate(ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:30Z", humidity=90))
-    old = AutomationCommandIntent.objects.get(rule=low)
+    old = DeviceCommand.objects.get(rule=low)
     assert (old.status, old.status_reason) == (CommandStatus.EXPIRED, ReasonCode.SUPERSEDED)
-    assert AutomationCommandIntent.objects.get(rule=high).status == CommandStatus.PENDING_DISPATCH
+    assert DeviceCommand.objects.get(rule=high).status == CommandStatus.PENDING_DISPATCH
 
 
 def rule_with_humidity_condition(kit: FarmKit, window_s: int = 600) -> Any:
@@ -142,7 +142,7 @@ def test_a_message_with_the_trigger_and_a_condition_decides_the_rule_once() -> N
         ReasonCode.NEWER_READING,
         winner.pk,
     )
-    assert AutomationCommandIntent.objects.get().rule_execution_id == winner.pk
+    assert DeviceCommand.objects.get().rule_execution_id == winner.pk
 
 
 def test_a_failing_condition_keeps_the_rule_quiet() -> None:
@@ -150,7 +150,7 @@ def test_a_failing_condition_keeps_the_rule_quiet() -> None:
     rule = rule_with_humidity_condition(kit)
     evaluate(ingest(kit.sensor.serial_number, temp=31, humidity=70))
     assert not AutomationRuleExecution.objects.filter(rule=rule).exists()
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_each_action_is_its_own_command_with_its_own_gates() -> None:
@@ -171,11 +171,9 @@ def test_each_action_is_its_own_command_with_its_own_gates() -> None:
         kit.fan.pk: "intent_created",
         kit.mode.pk: "blocked",
     }
-    sent = dict(
-        AutomationCommandIntent.objects.values_list("target_device_endpoint_id", "target_value")
-    )
+    sent = dict(DeviceCommand.objects.values_list("target_device_endpoint_id", "target_value"))
     assert sent == {kit.io1.pk: True, kit.fan.pk: 80}
-    assert len({i.idempotency_key for i in AutomationCommandIntent.objects.all()}) == 2
+    assert len({i.idempotency_key for i in DeviceCommand.objects.all()}) == 2
 
 
 def test_a_redelivered_batch_adds_nothing() -> None:
@@ -189,7 +187,7 @@ def test_a_redelivered_batch_adds_nothing() -> None:
     AutomationEndpointEvent.objects.filter(pk__in=ids).update(processing_status="pending")
     evaluate(ids)
     assert AutomationRuleExecution.objects.count() == 3
-    assert AutomationCommandIntent.objects.count() == 2
+    assert DeviceCommand.objects.count() == 2
 
 
 def test_queries_per_batch_do_not_grow_with_rules_conditions_and_actions() -> None:
@@ -243,7 +241,7 @@ def test_concurrent_workers_on_one_endpoint_leave_one_winner() -> None:
         for t in threads:
             t.join(30)
         assert errors == []
-        live = AutomationCommandIntent.objects.filter(
+        live = DeviceCommand.objects.filter(
             target_device_endpoint=kit.io1, status=CommandStatus.PENDING_DISPATCH
         )
         assert [(i.rule_id, i.target_value) for i in live] == [(high.pk, True)]

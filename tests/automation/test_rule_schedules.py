@@ -16,11 +16,11 @@ from django.test.utils import CaptureQueriesContext
 
 from automation.diagnostics import command_timeline
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRule,
     AutomationRuleAction,
     AutomationRuleExecution,
     AutomationRuleSchedule,
+    DeviceCommand,
 )
 from automation.services.manual import endpoint_command_manual
 from automation.services.rule_schedules import (
@@ -31,7 +31,7 @@ from automation.services.rule_schedules import (
 )
 from automation.states import CommandOrigin, ExecutionOutcome, ReasonCode
 from common.localtime import LocalTimeRule
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.services.execute import scheduler_process_due
 from scheduler.states import SchedulerReason, SchedulerStatus
 from tests.devices.factories import FarmKit, make_farm
@@ -63,13 +63,9 @@ def run_due(at: datetime) -> dict[str, int]:
         return dict(scheduler_process_due())
 
 
-def rows_of(rule: AutomationRule) -> list[AutomationScheduler]:
+def rows_of(rule: AutomationRule) -> list[DueWork]:
     prefix = f"rule-schedule:{rule.pk}:"
-    return list(
-        AutomationScheduler.objects.filter(scheduler_key__startswith=prefix).order_by(
-            "scheduled_on"
-        )
-    )
+    return list(DueWork.objects.filter(scheduler_key__startswith=prefix).order_by("scheduled_on"))
 
 
 def test_occurrences_are_rows_keyed_by_rule_and_instant_up_to_the_horizon() -> None:
@@ -97,7 +93,7 @@ def test_an_occurrence_missed_with_beat_down_too_still_ends_visibly() -> None:
     assert yesterday.scheduler_key.endswith("2026-11-28T05:00:00Z")
     execution = AutomationRuleExecution.objects.get(occurrence=yesterday)
     assert (execution.outcome, execution.failure_reason) == ("skipped", "too_late")
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_beat_ensure_costs_the_same_queries_for_one_rule_and_for_many() -> None:
@@ -118,7 +114,7 @@ def test_a_due_occurrence_sends_the_command_with_origin_schedule_once() -> None:
     rule_schedules_ensure_due(now=NOW)
     at = datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC)
     assert run_due(at).get("completed") == 1
-    intent = AutomationCommandIntent.objects.get()
+    intent = DeviceCommand.objects.get()
     assert (intent.origin, intent.rule_id, intent.target_value) == (
         CommandOrigin.SCHEDULE,
         rule.pk,
@@ -129,7 +125,7 @@ def test_a_due_occurrence_sends_the_command_with_origin_schedule_once() -> None:
     assert execution.occurrence_id == rows_of(rule)[0].pk
     assert run_due(at + timedelta(seconds=5)) == {}  # nothing more is due
     # The row, run again (a redelivered task, a second claim), finds it completed.
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
     timeline = command_timeline(intent=intent)
     assert timeline.ids["origin"] == "schedule"
     assert timeline.ids["occurrenceId"] == execution.occurrence_id
@@ -142,7 +138,7 @@ def test_an_occurrence_found_later_than_its_lateness_ends_skipped_too_late() -> 
     rule_schedules_ensure_due(now=NOW)
     # Workers were down: they come back 20 minutes after 06:00 (lateness 15 minutes).
     run_due(datetime(2026, 11, 29, 5, 20, tzinfo=UTC))
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
     execution = AutomationRuleExecution.objects.get(rule=rule)
     assert (execution.outcome, execution.failure_reason) == (
         ExecutionOutcome.SKIPPED,
@@ -159,7 +155,7 @@ def test_within_the_lateness_a_missed_occurrence_runs_once_when_workers_return()
     rule_schedules_ensure_due(now=NOW)
     run_due(datetime(2026, 11, 29, 5, 10, tzinfo=UTC))
     run_due(datetime(2026, 11, 29, 5, 11, tzinfo=UTC))
-    assert AutomationCommandIntent.objects.filter(rule=rule).count() == 1
+    assert DeviceCommand.objects.filter(rule=rule).count() == 1
 
 
 def test_an_edited_time_deactivates_the_old_occurrence_at_due_time() -> None:
@@ -173,7 +169,7 @@ def test_an_edited_time_deactivates_the_old_occurrence_at_due_time() -> None:
         SchedulerStatus.DEACTIVATED,
         SchedulerReason.SETTING_CHANGED,
     )
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_an_inactive_rule_sends_nothing() -> None:
@@ -183,7 +179,7 @@ def test_an_inactive_rule_sends_nothing() -> None:
     AutomationRule.objects.filter(pk=rule.pk).update(is_active=False)
     run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
     assert rows_of(rule)[0].status == SchedulerStatus.DEACTIVATED
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
 
 
 def test_conditions_of_a_scheduled_rule_must_hold_on_fresh_readings() -> None:
@@ -196,12 +192,12 @@ def test_conditions_of_a_scheduled_rule_must_hold_on_fresh_readings() -> None:
     kit.temp.last_value, kit.temp.last_value_at = 30, at - timedelta(hours=1)  # too old
     kit.temp.save(update_fields=["last_value", "last_value_at"])
     run_due(at)
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
     assert rows_of(rule)[0].dispatch_result_json["outcome"] == "conditions_not_met"
     kit.temp.last_value_at = datetime(2026, 11, 30, 4, 58, tzinfo=UTC)  # fresh tomorrow
     kit.temp.save(update_fields=["last_value_at"])
     run_due(datetime(2026, 11, 30, 5, 0, 5, tzinfo=UTC))
-    assert AutomationCommandIntent.objects.filter(rule=rule).count() == 1
+    assert DeviceCommand.objects.filter(rule=rule).count() == 1
 
 
 def test_each_action_of_a_scheduled_rule_is_its_own_command() -> None:
@@ -210,9 +206,7 @@ def test_each_action_of_a_scheduled_rule_is_its_own_command() -> None:
     AutomationRuleAction.objects.create(rule=rule, target_endpoint=kit.fan, target_value=60)
     rule_schedules_ensure_due(now=NOW)
     run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
-    sent = dict(
-        AutomationCommandIntent.objects.values_list("target_device_endpoint_id", "target_value")
-    )
+    sent = dict(DeviceCommand.objects.values_list("target_device_endpoint_id", "target_value"))
     assert sent == {kit.io1.pk: True, kit.fan.pk: 60}
 
 
@@ -232,7 +226,7 @@ def test_a_manual_hold_suppresses_the_scheduled_decision() -> None:
         ReasonCode.MANUAL_OVERRIDE,
         manual.intent.pk,
     )
-    assert AutomationCommandIntent.objects.filter(origin=CommandOrigin.SCHEDULE).count() == 0
+    assert DeviceCommand.objects.filter(origin=CommandOrigin.SCHEDULE).count() == 0
 
 
 def test_occurrences_follow_the_dst_rule_of_reminders() -> None:
@@ -282,7 +276,7 @@ def test_an_edit_moves_the_pending_rows_and_a_reverted_edit_reactivates_them() -
     pending = [r.scheduler_key[-20:] for r in rows_of(rule) if r.status == "pending"]
     assert pending == ["2026-11-29T05:00:00Z", "2026-11-30T05:00:00Z"]
     run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
-    assert AutomationCommandIntent.objects.filter(rule=rule).count() == 1
+    assert DeviceCommand.objects.filter(rule=rule).count() == 1
 
 
 def test_the_timeline_command_shows_a_scheduled_command_with_its_occurrence() -> None:
@@ -292,7 +286,7 @@ def test_the_timeline_command_shows_a_scheduled_command_with_its_occurrence() ->
     rule = scheduled_rule(kit)
     rule_schedules_ensure_due(now=NOW)
     run_due(datetime(2026, 11, 29, 5, 0, 5, tzinfo=UTC))
-    intent = AutomationCommandIntent.objects.get()
+    intent = DeviceCommand.objects.get()
     row = rows_of(rule)[0]
     for ref in (f"intent:{intent.pk}", f"execution:{intent.rule_execution_id}"):
         out = StringIO()

@@ -19,16 +19,16 @@ from django.db import connection
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
+    DeviceCommand,
 )
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from devices.models import Telemetry
 from events.models import EventDeadLetter
 from notifications.models import Notification
 from notifications.states import NotificationStatus
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.states import SchedulerStatus
 from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
 from tests.chaos.harness import FAST_TIMERS, SimulatorCounters, counters_read
@@ -211,8 +211,8 @@ def _unsettled(chaos: Chaos) -> dict[str, int]:
     """What is still moving: live commands, pending events, due or claimed reminder rows,
     notifications not yet delivered, readings the bridge has not persisted."""
     scope, now = _scope(chaos), timezone.now()
-    rows = AutomationScheduler.objects.filter(farm_id__in=scope["farms"], is_on_support_hold=False)
-    commands = AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"])
+    rows = DueWork.objects.filter(farm_id__in=scope["farms"], is_on_support_hold=False)
+    commands = DeviceCommand.objects.filter(target_device_id__in=scope["relays"])
     return {
         "live commands": commands.exclude(status__in=COMMAND_TERMINAL).count(),
         "pending events": AutomationEndpointEvent.objects.filter(
@@ -246,7 +246,7 @@ def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcom
     left = {k: v for k, v in _unsettled(chaos).items() if v}
     problems = [f"left unsettled: {what} = {n}" for what, n in left.items()]
     intents = list(
-        AutomationCommandIntent.objects.filter(target_device_id__in=scope["relays"]).select_related(
+        DeviceCommand.objects.filter(target_device_id__in=scope["relays"]).select_related(
             "rule_execution__event"
         )
     )
@@ -281,7 +281,7 @@ def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcom
     unseen = sent - set(chaos.hook.posts)
     problems += [f"notification {nid} marked sent but never received" for nid in sorted(unseen)]
     problems += _reminder_problems(chaos)
-    held = AutomationScheduler.objects.filter(
+    held = DueWork.objects.filter(
         farm_id__in=scope["farms"], is_on_support_hold=True, failure_reason_code=""
     ).count()
     if held:
@@ -314,7 +314,7 @@ def _outcome(chaos: Chaos, scenario: str, wave_starts: list[datetime]) -> Outcom
 def _wave_loads_record(
     chaos: Chaos,
     scenario: str,
-    intents: list[AutomationCommandIntent],
+    intents: list[DeviceCommand],
     counters: SimulatorCounters,
     wave_starts: list[datetime],
 ) -> None:
@@ -346,9 +346,9 @@ def _outage_problems(chaos: Chaos) -> list[str]:
     lifetime_s = settings.COMMAND_MAX_AGE_S
     window = timedelta(seconds=float(FAST_TIMERS["APPLIED_WINDOW_S"]))
     faults = dict(zip(chaos.fleet.relays, FAULTS * len(chaos.fleet.kits), strict=False))
-    intents = AutomationCommandIntent.objects.filter(
-        target_device_id__in=_scope(chaos)["relays"]
-    ).exclude(status_reason=ReasonCode.SUPERSEDED)
+    intents = DeviceCommand.objects.filter(target_device_id__in=_scope(chaos)["relays"]).exclude(
+        status_reason=ReasonCode.SUPERSEDED
+    )
     problems = []
     for intent in intents:
         age_s = ((intent.finished_at or timezone.now()) - intent.created_at).total_seconds()
@@ -414,21 +414,19 @@ def _endpoint_story(kit: Any, key: str) -> str:
         ),
         *(
             f"\n    command {i.pk} →{i.target_value!r}: {i.status}/{i.status_reason} {_chain(i)}"
-            for i in AutomationCommandIntent.objects.filter(
-                target_device_endpoint=endpoint
-            ).order_by("pk")
+            for i in DeviceCommand.objects.filter(target_device_endpoint=endpoint).order_by("pk")
         ),
     ]
     return "".join(lines)
 
 
-def _acknowledged_within(intent: AutomationCommandIntent, start: datetime, end: datetime) -> bool:
+def _acknowledged_within(intent: DeviceCommand, start: datetime, end: datetime) -> bool:
     return intent.transitions.filter(
         to_status=CommandStatus.ACKNOWLEDGED, at__gte=start, at__lte=end
     ).exists()
 
 
-def _chain(intent: AutomationCommandIntent) -> str:
+def _chain(intent: DeviceCommand) -> str:
     steps = intent.transitions.order_by("at").values_list("to_status", "reason_code")
     return " → ".join(f"{to}({why})" for to, why in steps)
 
@@ -437,7 +435,7 @@ def _reminder_problems(chaos: Chaos) -> list[str]:
     """The last wave is hot and stays hot: each farm's newest reminder row must have been
     delivered, and every row that ended otherwise says why."""
     problems = []
-    rows = AutomationScheduler.objects.filter(farm_id__in=_scope(chaos)["farms"])
+    rows = DueWork.objects.filter(farm_id__in=_scope(chaos)["farms"])
     for kit in chaos.fleet.kits:
         newest = rows.filter(farm_id=kit.farm.pk).order_by("-scheduled_on", "-pk").first()
         if newest is None or newest.status != SchedulerStatus.COMPLETED:

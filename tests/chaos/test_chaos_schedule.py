@@ -17,15 +17,15 @@ from django.db.models import Count
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRule,
     AutomationRuleAction,
     AutomationRuleExecution,
     AutomationRuleSchedule,
+    DeviceCommand,
 )
 from automation.services.rule_schedules import rule_schedules_ensure
 from automation.states import COMMAND_TERMINAL, CommandOrigin, CommandStatus, ReasonCode
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import DueWork, DueWorkTransition
 from scheduler.states import SchedulerStatus
 from tests.chaos.conftest import FAULTS, SUMMARY, Chaos
 from tests.chaos.harness import Proc, counters_read
@@ -68,10 +68,10 @@ def _scheduled_rule(kit: FarmKit, at: datetime, *, on: bool) -> AutomationRule:
     return rule
 
 
-def _rows(rules: list[AutomationRule]) -> list[AutomationScheduler]:
+def _rows(rules: list[AutomationRule]) -> list[DueWork]:
     """The rows of today's occurrences (ensure also writes tomorrow's, due in a day)."""
     keys = tuple(f"rule-schedule:{r.pk}:" for r in rules)
-    found = AutomationScheduler.objects.filter(
+    found = DueWork.objects.filter(
         farm_id__in={r.farm_id for r in rules},
         scheduled_on__lt=timezone.now() + timedelta(hours=1),
     ).order_by("pk")
@@ -117,7 +117,7 @@ def _settle(chaos: Chaos, rules: list[AutomationRule], kits: list[FarmKit]) -> N
     def settled() -> bool:
         rows = _rows(rules)
         live = (
-            AutomationCommandIntent.objects.filter(target_device__in=[k.actuator for k in kits])
+            DeviceCommand.objects.filter(target_device__in=[k.actuator for k in kits])
             .exclude(status__in=COMMAND_TERMINAL)
             .exists()
         )
@@ -148,7 +148,7 @@ def test_a_scheduler_worker_killed_across_occurrences_runs_each_once(chaos: Chao
     problems = _problems(chaos, rules, occurrences)
     _summary_add(rules, landed, problems, time.monotonic() - started)
     assert landed, "no kill landed while an occurrence was claimed"
-    released = AutomationSchedulerTransition.objects.filter(
+    released = DueWorkTransition.objects.filter(
         scheduler_id__in=set().union(*landed),
         from_status=SchedulerStatus.PROCESSING,
         to_status=SchedulerStatus.PENDING,
@@ -161,7 +161,7 @@ def _summary_add(
     rules: list[AutomationRule], landed: list[set[int]], problems: list[str], seconds: float
 ) -> None:
     """The scenario's line in the chaos table (no readings, no reminders)."""
-    intents = AutomationCommandIntent.objects.filter(rule__in=rules)
+    intents = DeviceCommand.objects.filter(rule__in=rules)
     unfinished = sum(r.status != SchedulerStatus.COMPLETED for r in _rows(rules))
     SUMMARY.append(
         (
@@ -195,7 +195,7 @@ def _problems(chaos: Chaos, rules: list[AutomationRule], occurrences: set[int]) 
         for pk in occurrences
         if decided[pk] != 2
     ]
-    intents = list(AutomationCommandIntent.objects.filter(rule__in=rules))
+    intents = list(DeviceCommand.objects.filter(rule__in=rules))
     commanded = Counter(i.rule_execution_id for i in intents)
     problems += [f"execution {pk} made {n} commands twice" for pk, n in commanded.items() if n > 1]
     by_occurrence = Counter(

@@ -19,7 +19,7 @@ pytestmark = [
     pytest.mark.usefixtures("clock_at_fixture_dates"),
 ]
 
-INTENT_URL = "/admin/automation/automationcommandintent/"
+INTENT_URL = "/admin/automation/devicecommand/"
 HEADER_BG = "rgb(65, 118, 144)"  # #header in the admin's base.css (--header-bg)
 
 

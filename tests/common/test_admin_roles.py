@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from automation.models import AutomationCommandIntent, EndpointManualHold
-from automation.services.commands import intent_transition
+from automation.models import DeviceCommand, EndpointManualHold
+from automation.services.commands import command_transition
 from automation.states import CommandStatus, ReasonCode
 from common.models import MemberRole, OrganizationMember
 from common.roles import OPERATE_PERMISSION
@@ -22,7 +22,7 @@ from tests.conftest import Tenant
 from tests.notifications.test_support import _notification
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
-INTENT_URL = "/admin/automation/automationcommandintent/"
+INTENT_URL = "/admin/automation/devicecommand/"
 NOTIFICATION_URL = "/admin/notifications/notification/"
 
 
@@ -51,7 +51,7 @@ def test_the_migration_made_a_group_per_role() -> None:
         return {f"{p.content_type.app_label}.{p.codename}" for p in groups[name].permissions.all()}
 
     viewer, operator, admin = perms("viewer"), perms("operator"), perms("admin")
-    assert "automation.view_automationcommandintent" in viewer
+    assert "automation.view_devicecommand" in viewer
     assert not any(p.split(".")[1].startswith(("add_", "change_", "delete_")) for p in viewer)
     assert OPERATE_PERMISSION not in viewer and OPERATE_PERMISSION in operator
     assert operator - viewer == {OPERATE_PERMISSION}
@@ -59,11 +59,11 @@ def test_the_migration_made_a_group_per_role() -> None:
     assert "auth.change_user" not in admin  # users and groups stay the superusers'
 
 
-def _ended(t: Tenant) -> AutomationCommandIntent:
+def _ended(t: Tenant) -> DeviceCommand:
     t.kit.rule()
     intent = dispatch(make_intent(t.kit))
-    assert intent_transition(intent, CommandStatus.FAILED, ReasonCode.MANUAL)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    assert command_transition(intent, CommandStatus.FAILED, ReasonCode.MANUAL)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def test_a_viewer_cannot_retry_or_mark_failed_an_operator_can(
@@ -77,16 +77,16 @@ def test_a_viewer_cannot_retry_or_mark_failed_an_operator_can(
     listing = viewer.get(INTENT_URL)
     assert listing.status_code == 200 and b'value="retry"' not in listing.content
     _act(viewer, INTENT_URL, "retry", [ended.pk], "relay fixed")
-    assert not AutomationCommandIntent.objects.filter(retry_of=ended).exists()
+    assert not DeviceCommand.objects.filter(retry_of=ended).exists()
     operator = _staff(alpha, MemberRole.OPERATOR)
     assert b'value="retry"' in operator.get(INTENT_URL).content
     done = _act(operator, INTENT_URL, "retry", [ended.pk], "relay fixed")
     assert b"1 done, 0 skipped" in done.content
-    (retry,) = AutomationCommandIntent.objects.filter(retry_of=ended)
+    (retry,) = DeviceCommand.objects.filter(retry_of=ended)
     _act(viewer, INTENT_URL, "mark_failed", [retry.pk], "stuck")
-    assert AutomationCommandIntent.objects.get(pk=retry.pk).status != CommandStatus.FAILED
+    assert DeviceCommand.objects.get(pk=retry.pk).status != CommandStatus.FAILED
     _act(operator, INTENT_URL, "mark_failed", [retry.pk], "stuck")
-    assert AutomationCommandIntent.objects.get(pk=retry.pk).status == CommandStatus.FAILED
+    assert DeviceCommand.objects.get(pk=retry.pk).status == CommandStatus.FAILED
 
 
 def test_an_operators_group_does_not_operate_where_the_role_is_viewer(
@@ -96,7 +96,7 @@ def test_an_operators_group_does_not_operate_where_the_role_is_viewer(
     ended = _ended(alpha)
     client = _staff(alpha, MemberRole.VIEWER, group="operator")
     _act(client, INTENT_URL, "retry", [ended.pk], "relay fixed")
-    assert not AutomationCommandIntent.objects.filter(retry_of=ended).exists()
+    assert not DeviceCommand.objects.filter(retry_of=ended).exists()
     device_url = f"/admin/devices/device/{alpha.kit.actuator.pk}/manual-command/"
     assert client.get(device_url).status_code == 403
 

@@ -20,8 +20,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_d
 
 
 def _staff_permissions(user: User) -> None:
-    codenames = ["view_automationcommandintent", "change_automationcommandintent"]
-    codenames += ["view_automationscheduler", "change_automationscheduler"]
+    codenames = ["view_devicecommand", "change_devicecommand"]
+    codenames += ["view_duework", "change_duework"]
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
 
 
@@ -76,7 +76,7 @@ def test_list_filters_offer_only_the_users_organisations_rows(
         tenant.kit.rule()
         make_intent(tenant.kit)
     models = ("organization", "organizationmember", "farm", "device", "deviceprofile")
-    _grant(alpha.user, models=(*models, "automationrule", "automationcommandintent"))
+    _grant(alpha.user, models=(*models, "automationrule", "devicecommand"))
     client.login(username="alpha", password="pw")
     for url in (ORG_URL, MEMBER_URL, FARM_URL, DEVICE_URL, PROFILE_URL, RULE_URL, INTENT_URL):
         page = client.get(url)

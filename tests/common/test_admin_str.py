@@ -79,12 +79,12 @@ def test_every_model_names_its_rows_readably(model: type[models.Model]) -> None:
 
 @pytest.mark.django_db
 def test_an_endpoint_and_a_command_read_as_support_says_them() -> None:
-    from automation.models import AutomationCommandIntent
+    from automation.models import DeviceCommand
     from automation.states import CommandStatus
 
     kit = make_farm(prefix="str")
     assert str(kit.io1) == "str-relay · io1"
-    intent = _build(AutomationCommandIntent)
+    intent = _build(DeviceCommand)
     intent.target_device_endpoint = kit.io1
     intent.target_serial_number = kit.actuator.serial_number
     intent.target_value, intent.status = True, CommandStatus.APPLIED

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from common.partitions import ahead_until, is_partitioned, partitions, partitions_ensure
@@ -100,7 +100,7 @@ def test_an_expired_range_goes_whole_only_once_nothing_in_it_is_needed() -> None
 def test_a_live_commands_event_keeps_its_range(kit_with_rule: FarmKit) -> None:
     ids = _ingest(kit_with_rule, timezone.now() - timedelta(minutes=1), temp=35.0)
     endpoint_events_evaluate(event_ids=ids)
-    live = AutomationCommandIntent.objects.get()
+    live = DeviceCommand.objects.get()
     assert live.status not in ("applied", "failed", "expired", "uncertain")
     retention_prune(now=timezone.now() + 31 * DAY)
     assert AutomationEndpointEvent.objects.filter(pk__in=ids).exists()

@@ -13,12 +13,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
     CommandTransition,
+    DeviceCommand,
 )
-from automation.services.commands import intent_transition
+from automation.services.commands import command_transition
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.states import COMMAND_LIVE, CommandStatus, ReasonCode
@@ -47,10 +47,10 @@ def _rolled_up() -> None:
         telemetry_rollups_advance(settle_s=0)
 
 
-def _ended_command(t: Tenant) -> AutomationCommandIntent:
+def _ended_command(t: Tenant) -> DeviceCommand:
     intent = dispatch(make_intent(t.kit))
-    assert intent_transition(intent, CommandStatus.FAILED, ReasonCode.MANUAL)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    assert command_transition(intent, CommandStatus.FAILED, ReasonCode.MANUAL)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def _rejection() -> DeviceMessageRejection:
@@ -71,7 +71,7 @@ def test_every_append_only_table_has_a_retention() -> None:
         "devices.TelemetryRollup",
         "automation.AutomationEndpointEvent",
         "automation.AutomationRuleExecution",
-        "automation.AutomationCommandIntent",
+        "automation.DeviceCommand",
         "notifications.Notification",
         "events.EventInbox",
     }
@@ -85,7 +85,7 @@ def test_nothing_live_is_pruned(tenants: tuple[Tenant, Tenant]) -> None:
     queued = _notification(alpha.kit.farm, "queued", key="q")
     retention_prune(now=_later(400))
     # The live command keeps its execution, event and reading, however old.
-    assert AutomationCommandIntent.objects.filter(pk=live.pk).exists()
+    assert DeviceCommand.objects.filter(pk=live.pk).exists()
     assert AutomationRuleExecution.objects.filter(pk=live.rule_execution_id).exists()
     event = AutomationEndpointEvent.objects.get(pk=live.rule_execution.event_id)
     assert Telemetry.objects.filter(pk=event.source_telemetry_id).exists()
@@ -116,19 +116,19 @@ def test_an_ended_command_goes_with_its_transitions_and_frees_its_chain(
     # Past the raw retention only: the command and its execution stay, its event goes (an
     # execution outlives its reading: 180 days against 30), the reading waits for the rollups.
     retention_prune(now=_later(31))
-    assert AutomationCommandIntent.objects.filter(pk=ended.pk).exists()
+    assert DeviceCommand.objects.filter(pk=ended.pk).exists()
     assert AutomationRuleExecution.objects.filter(pk=ended.rule_execution_id).exists()
     assert not AutomationEndpointEvent.objects.exists()
     assert Telemetry.objects.count() == 1
     # Past every retention: one run frees the whole chain, oldest first.
     _rolled_up()
     result = retention_prune(now=_later(181))
-    assert not AutomationCommandIntent.objects.exists()
+    assert not DeviceCommand.objects.exists()
     assert not CommandTransition.objects.exists()
     assert not AutomationRuleExecution.objects.exists()
     assert not AutomationEndpointEvent.objects.exists()
     assert not Telemetry.objects.exists()
-    assert result.deleted["automation.AutomationCommandIntent"] == 1
+    assert result.deleted["automation.DeviceCommand"] == 1
     assert result.deleted["devices.Telemetry"] == 1
 
 
@@ -230,7 +230,7 @@ def test_statements_per_command_batch_do_not_grow(tenants: tuple[Tenant, Tenant]
         _rolled_up()
         with CaptureQueriesContext(connection) as queries:
             result = retention_prune(now=_later(181), batch=n)
-        assert result.deleted["automation.AutomationCommandIntent"] == n
+        assert result.deleted["automation.DeviceCommand"] == n
         counts.append(len(queries.captured_queries))
     assert counts[0] == counts[1], counts
 

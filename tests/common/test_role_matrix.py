@@ -32,7 +32,7 @@ from tests.common.auth import token_client
 from tests.conftest import make_tenant
 from tests.notifications.test_support import _notification
 from tests.reminders.test_api import _setting, _subscription
-from tests.scheduler.factories import AutomationSchedulerFactory
+from tests.scheduler.factories import DueWorkFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
@@ -88,7 +88,7 @@ def _world() -> World:
         body="b",
         created_at=timezone.now(),
     )
-    scheduled = AutomationSchedulerFactory(farm=alpha.kit.farm)
+    scheduled = DueWorkFactory(farm=alpha.kit.farm)
     found: list[Model] = [
         org,
         OrganizationMember.objects.get(user=users["viewer"]),

@@ -11,8 +11,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from automation.models import AutomationCommandIntent, AutomationRule
-from automation.services.commands import intent_transition
+from automation.models import AutomationRule, DeviceCommand
+from automation.services.commands import command_transition
 from automation.states import CommandStatus, ReasonCode
 from common.models import MemberRole, OrganizationMember
 from devices.models import Telemetry
@@ -93,11 +93,11 @@ def test_a_gateway_reads_nothing(tenants: tuple[Tenant, Tenant]) -> None:
     assert gateway.get(f"/api/v1/farms/{alpha.kit.farm.pk}/").status_code == 403
 
 
-def _ended(t: Tenant) -> AutomationCommandIntent:
+def _ended(t: Tenant) -> DeviceCommand:
     t.kit.rule()
     intent = dispatch(make_intent(t.kit))
-    assert intent_transition(intent, CommandStatus.FAILED, ReasonCode.MANUAL)
-    return AutomationCommandIntent.objects.get(pk=intent.pk)
+    assert command_transition(intent, CommandStatus.FAILED, ReasonCode.MANUAL)
+    return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def test_a_viewer_cannot_retry_a_command_an_operator_can(tenants: tuple[Tenant, Tenant]) -> None:
@@ -106,10 +106,10 @@ def test_a_viewer_cannot_retry_a_command_an_operator_can(tenants: tuple[Tenant, 
     url = f"/api/v1/commands/{ended.pk}/retry/"
     refused = _as(alpha, MemberRole.VIEWER).post(url, {"reason": "relay fixed"}, format="json")
     assert refused.status_code == 403, refused.content
-    assert not AutomationCommandIntent.objects.filter(retry_of=ended).exists()
+    assert not DeviceCommand.objects.filter(retry_of=ended).exists()
     done = _as(alpha, MemberRole.OPERATOR).post(url, {"reason": "relay fixed"}, format="json")
     assert done.status_code == 201, done.content
-    assert AutomationCommandIntent.objects.filter(retry_of=ended).count() == 1
+    assert DeviceCommand.objects.filter(retry_of=ended).count() == 1
 
 
 def test_mark_failed_is_an_operators_move(tenants: tuple[Tenant, Tenant]) -> None:

@@ -14,13 +14,13 @@ def main(count: int) -> None:
     from celery.signals import task_postrun
     from django.utils import timezone
 
-    from automation.models import AutomationCommandIntent, CommandTransition
+    from automation.models import CommandTransition, DeviceCommand
     from config.celery import app
 
     app.loader.import_default_modules()
     task = app.tasks["automation.telemetry_ingest"]
     dispatched = timezone.now()
-    intent = AutomationCommandIntent(dispatched_at=dispatched)
+    intent = DeviceCommand(dispatched_at=dispatched)
     for _ in range(count):
         task_postrun.send(sender=task, task=task, state="SUCCESS", retval=5)
         transition = CommandTransition(

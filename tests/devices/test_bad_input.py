@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from automation.keys import receipt_dedupe_key, telemetry_fingerprint
-from automation.models import AutomationCommandIntent, DeviceCommandReceipt
+from automation.models import DeviceCommand, DeviceCommandReceipt
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
@@ -159,7 +159,7 @@ def test_a_whole_batch_of_bad_input_is_one_call(kit: FarmKit) -> None:
 
 
 @pytest.fixture
-def intent(kit: FarmKit) -> AutomationCommandIntent:
+def intent(kit: FarmKit) -> DeviceCommand:
     """A dispatched command whose commandId replies can name."""
     kit.rule()
     payload = json.dumps({"ts": "2026-11-29T11:59:00Z", "values": {"temp": 31}})
@@ -167,10 +167,10 @@ def intent(kit: FarmKit) -> AutomationCommandIntent:
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
     pk = endpoint_events_evaluate(event_ids=ids).pending_intent_ids[0]
-    AutomationCommandIntent.objects.filter(pk=pk).update(
+    DeviceCommand.objects.filter(pk=pk).update(
         device_command_id=KNOWN_COMMAND, status="dispatched", attempt_count=1
     )
-    return AutomationCommandIntent.objects.get(pk=pk)
+    return DeviceCommand.objects.get(pk=pk)
 
 
 _command_ids = st.one_of(st.sampled_from([KNOWN_COMMAND, "cmd-unknown"]), _odd_text, _json)
@@ -191,7 +191,7 @@ _reply_docs = st.one_of(
 _kinds = st.sampled_from(["rpc_response", "state", "telemetry", "garbage"])
 
 
-def _record_persists_or_rejects(message: DeviceMessage, intent: AutomationCommandIntent) -> None:
+def _record_persists_or_rejects(message: DeviceMessage, intent: DeviceCommand) -> None:
     before = DeviceMessageRejection.objects.count()
     with transaction.atomic():
         device_messages_record(messages=[message])
@@ -214,7 +214,7 @@ def _record_persists_or_rejects(message: DeviceMessage, intent: AutomationComman
 @PROPERTY
 @given(data=st.data())
 def test_arbitrary_replies_never_crash_recording(
-    kit: FarmKit, intent: AutomationCommandIntent, data: st.DataObject
+    kit: FarmKit, intent: DeviceCommand, data: st.DataObject
 ) -> None:
     serial = data.draw(_serials(kit) | st.just(intent.target_serial_number))
     kind = data.draw(_kinds)

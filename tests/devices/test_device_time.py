@@ -12,7 +12,7 @@ import pytest
 import time_machine
 from prometheus_client import REGISTRY
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import IngestResult, telemetry_ingest
 from automation.tasks import telemetry_ingest_task
@@ -71,7 +71,7 @@ def test_a_reading_from_year_9999_is_rejected_and_later_readings_still_act() -> 
     endpoint_events_evaluate(event_ids=real.pending_event_ids)
     event = AutomationEndpointEvent.objects.get()
     assert (event.processing_status, event.status_reason) == ("processed", "rule_matched")
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
     kit.temp.refresh_from_db()
     assert kit.temp.last_value == 35
     assert kit.temp.last_value_at == datetime(2026, 11, 29, 11, 59, 58, tzinfo=UTC)

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_ingest
 from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
@@ -221,7 +221,7 @@ def test_same_message_20_times_from_4_threads_yields_one_event_set_and_one_inten
     assert errors == []
     assert Telemetry.objects.count() == 1
     assert AutomationEndpointEvent.objects.count() == 2
-    assert AutomationCommandIntent.objects.count() == 1
+    assert DeviceCommand.objects.count() == 1
 
 
 def test_an_unstamped_message_is_one_reading_within_the_redelivery_window() -> None:

@@ -10,12 +10,12 @@ import io
 import pytest
 from django.core.management import call_command
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from common.models import Organization
 from config.env import MqttConfig
 from devices.models import Device, Telemetry
 from devtools.bench import command_path, ingest, scheduler
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -70,5 +70,5 @@ def test_quick_bench_prints_every_table_at_both_sizes_and_cleans_up(
     assert not Device.objects.filter(serial_number__startswith="BENCH-").exists()
     assert not Telemetry.objects.exists()
     assert not AutomationEndpointEvent.objects.exists()
-    assert not AutomationCommandIntent.objects.exists()
-    assert not AutomationScheduler.objects.exists()
+    assert not DeviceCommand.objects.exists()
+    assert not DueWork.objects.exists()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.db.models import QuerySet
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.states import COMMAND_TERMINAL
 from config.celery import app as celery_app
 from config.env import MqttConfig
@@ -51,11 +51,11 @@ class Pipeline:
 
 
 def wait_final(
-    intents: QuerySet[AutomationCommandIntent], count: int = 1, timeout_s: float = FINAL_TIMEOUT_S
-) -> list[AutomationCommandIntent]:
+    intents: QuerySet[DeviceCommand], count: int = 1, timeout_s: float = FINAL_TIMEOUT_S
+) -> list[DeviceCommand]:
     """Wait until ``count`` intents exist and all are in a final state."""
 
-    def done() -> list[AutomationCommandIntent] | None:
+    def done() -> list[DeviceCommand] | None:
         rows = list(intents.order_by("pk"))
         if len(rows) >= count and all(r.status in COMMAND_TERMINAL for r in rows):
             return rows

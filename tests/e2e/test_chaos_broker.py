@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from automation.models import AutomationCommandIntent, AutomationEndpointEvent
+from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.states import COMMAND_TERMINAL
 from config.celery import app as celery_app
 from config.env import MqttConfig
@@ -68,7 +68,7 @@ def test_worker_restarted_mid_run_loses_and_duplicates_nothing(
     )
     for kit, (mode, options) in zip(kits, FAULTS, strict=True):
         sim.set_fault(kit.actuator.serial_number, mode, **options)
-    intents = AutomationCommandIntent.objects.filter(target_device__in=[k.actuator for k in kits])
+    intents = DeviceCommand.objects.filter(target_device__in=[k.actuator for k in kits])
     expected = len(kits) * len(TARGETS)
     celery_app.control.purge()  # stale messages of earlier runs name rows that are gone
     with ExitStack() as stack:

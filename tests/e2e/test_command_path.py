@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from devtools.simulator import FaultMode
 from tests.e2e.conftest import Pipeline, wait_final
 from tests.waiting import wait_for
@@ -16,10 +16,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def _intents(p: Pipeline):
-    return AutomationCommandIntent.objects.filter(target_device=p.kit.actuator)
+    return DeviceCommand.objects.filter(target_device=p.kit.actuator)
 
 
-def _chain(intent: AutomationCommandIntent) -> list[str]:
+def _chain(intent: DeviceCommand) -> list[str]:
     return list(intent.transitions.order_by("at", "pk").values_list("to_status", flat=True))
 
 

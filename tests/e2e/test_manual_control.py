@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
-from automation.models import AutomationCommandIntent, AutomationRuleExecution
+from automation.models import AutomationRuleExecution, DeviceCommand
 from common.models import MemberRole
 from tests.common.auth import token_client
 from tests.common.factories import OrganizationMemberFactory
@@ -18,8 +18,8 @@ from tests.waiting import wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def _intents(p: Pipeline) -> QuerySet[AutomationCommandIntent]:
-    return AutomationCommandIntent.objects.filter(target_device=p.kit.actuator)
+def _intents(p: Pipeline) -> QuerySet[DeviceCommand]:
+    return DeviceCommand.objects.filter(target_device=p.kit.actuator)
 
 
 def test_a_manual_command_applies_and_holds_the_relay_against_a_rule(pipeline: Pipeline) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
+    DeviceCommand,
 )
 from automation.states import COMMAND_TERMINAL
 from devtools.simulator import FaultMode
@@ -27,7 +27,7 @@ def _settled(p: Pipeline, readings: int) -> bool:
     events = AutomationEndpointEvent.objects.filter(device_instance_endpoint=p.kit.temp)
     if events.count() < readings or events.filter(processing_status="pending").exists():
         return False
-    commands = AutomationCommandIntent.objects.filter(target_device=p.kit.actuator)
+    commands = DeviceCommand.objects.filter(target_device=p.kit.actuator)
     return not commands.exclude(status__in=COMMAND_TERMINAL).exists()
 
 
@@ -54,7 +54,7 @@ def test_hot_waves_on_a_relay_that_cannot_obey_make_at_most_two_commands(
             what="the wave evaluated and its commands final",
         )
     commands = list(
-        AutomationCommandIntent.objects.filter(target_device=pipeline.kit.actuator).order_by("pk")
+        DeviceCommand.objects.filter(target_device=pipeline.kit.actuator).order_by("pk")
     )
     assert 1 <= len(commands) <= 2, [f"{c.status}/{c.status_reason}" for c in commands]
     assert f"{commands[0].status}/{commands[0].status_reason}" == ends

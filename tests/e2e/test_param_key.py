@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from automation.models import AutomationCommandIntent, AutomationRuleExecution
+from automation.models import AutomationRuleExecution, DeviceCommand
 from config.env import MqttConfig
 from devices.mqtt.bridge import MqttBridge
 from devtools.simulator import DeviceSimulator, FaultMode, SimulatedDevice
@@ -43,10 +43,10 @@ def renamed(bridge: MqttBridge, mqtt_config: MqttConfig) -> Iterator[Pipeline]:
     sim.stop()
 
 
-def _applied(p: Pipeline) -> AutomationCommandIntent:
+def _applied(p: Pipeline) -> DeviceCommand:
     p.kit.rule(operator="gt", threshold_value=30, target_value=True)
     p.telemetry(temp=31)
-    (intent,) = wait_final(AutomationCommandIntent.objects.filter(target_device=p.kit.actuator))
+    (intent,) = wait_final(DeviceCommand.objects.filter(target_device=p.kit.actuator))
     assert intent.status == "applied", intent.status_reason
     assert intent.command_params == {"relay1": True}
     assert p.sim.values_of(p.kit.actuator.serial_number) == {"io1": True}
@@ -83,4 +83,4 @@ def test_a_renamed_parameter_is_sent_proved_and_reported(
         lambda: AutomationRuleExecution.objects.filter(outcome="already_in_state").exists(),
         what="already_in_state",
     )
-    assert AutomationCommandIntent.objects.filter(target_device=renamed.kit.actuator).count() == 1
+    assert DeviceCommand.objects.filter(target_device=renamed.kit.actuator).count() == 1

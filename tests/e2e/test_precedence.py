@@ -19,10 +19,10 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationRule,
     AutomationRuleExecution,
     AutomationRuleSchedule,
+    DeviceCommand,
 )
 from automation.services.rule_schedules import rule_schedules_ensure
 from automation.states import COMMAND_TERMINAL, CommandStatus
@@ -49,8 +49,8 @@ def fast_timers(fast_timers: None, settings: Any) -> None:
     settings.ACK_TIMEOUT_S = ACK_DELAY_S + 3
 
 
-def _intents(p: Pipeline) -> QuerySet[AutomationCommandIntent]:
-    return AutomationCommandIntent.objects.filter(target_device=p.kit.actuator)
+def _intents(p: Pipeline) -> QuerySet[DeviceCommand]:
+    return DeviceCommand.objects.filter(target_device=p.kit.actuator)
 
 
 def _scheduled_rule(p: Pipeline, *, priority: int) -> AutomationRule:
@@ -94,7 +94,7 @@ def _execution(rule: AutomationRule, *, after: int = 0) -> AutomationRuleExecuti
     return found
 
 
-def _sent(intent: AutomationCommandIntent) -> Callable[[], bool]:
+def _sent(intent: DeviceCommand) -> Callable[[], bool]:
     """The command left the backend (claimed and published): a live command, not replaceable."""
 
     def check() -> bool:
@@ -104,9 +104,9 @@ def _sent(intent: AutomationCommandIntent) -> Callable[[], bool]:
     return check
 
 
-def _first_command(p: Pipeline, rule: AutomationRule) -> AutomationCommandIntent:
+def _first_command(p: Pipeline, rule: AutomationRule) -> DeviceCommand:
     """The rule's command, once it is on its way to the (late-acking) relay."""
-    intent: AutomationCommandIntent = wait_for(
+    intent: DeviceCommand = wait_for(
         lambda: _intents(p).filter(rule=rule).first(), what=f"the command of {rule.name!r}"
     )
     wait_for(_sent(intent), what=f"the command of {rule.name!r} sent")

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from config.env import MqttConfig
@@ -77,10 +77,10 @@ def test_dispatcher_killed_after_publish_recovers_without_a_second_apply(
         timeout=60,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
-    intent = AutomationCommandIntent.objects.get(pk=intent_id)
+    intent = DeviceCommand.objects.get(pk=intent_id)
     assert intent.status == "pending_dispatch" and intent.device_command_id
     settings.DISPATCH_SWEEP_AFTER_S = sweep_after  # the sweep is what recovers it
-    (final,) = wait_final(AutomationCommandIntent.objects.filter(pk=intent_id))
+    (final,) = wait_final(DeviceCommand.objects.filter(pk=intent_id))
     assert final.status == "applied"
     assert final.device_command_id == intent.device_command_id
     serial = kit.actuator.serial_number
@@ -95,7 +95,7 @@ def test_bridge_stopped_while_the_device_answers(
     pipeline.kit.rule()
     pipeline.telemetry(temp=35)
     intent = wait_for(
-        lambda: AutomationCommandIntent.objects.filter(
+        lambda: DeviceCommand.objects.filter(
             target_device=pipeline.kit.actuator, status="dispatched"
         ).first(),
         what="a dispatched command",
@@ -107,7 +107,7 @@ def test_bridge_stopped_while_the_device_answers(
     replacement.start()
     try:
         assert replacement.wait_connected(10)
-        (final,) = wait_final(AutomationCommandIntent.objects.filter(pk=intent.pk))
+        (final,) = wait_final(DeviceCommand.objects.filter(pk=intent.pk))
     finally:
         replacement.stop()
     assert final.status == "applied"

@@ -15,7 +15,7 @@ from django.core import mail
 from notifications.models import Notification
 from notifications.services import Attachment, notification_schedule
 from scheduler.keys import report_manual_key, scheduler_input_hash
-from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.models import AutomationType, DueWork
 from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
 from scheduler.services import scheduler_claim_due, scheduler_ensure, scheduler_execute
 from tests.notifications.conftest import NOW
@@ -80,7 +80,7 @@ def test_completed_row_stores_the_notification_coordinates(
             scheduler_execute(scheduler_id=claimed.scheduler_id, token=claimed.token, now=NOW)
             == "completed"
         )
-    row = AutomationScheduler.objects.get(pk=claimed.scheduler_id)
+    row = DueWork.objects.get(pk=claimed.scheduler_id)
     coordinates = row.dispatch_result_json["notifications"]
     assert {(c["channel"], c["status"]) for c in coordinates} == {
         ("email", "queued"),

@@ -21,7 +21,7 @@ from notifications.models import Notification
 from reminders.models import Document, ReminderOccurrence, ReminderSetting, SourceType
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import document_create
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.services import scheduler_process_due
 from tests.devices.factories import FarmFactory, FarmKit, make_farm
 from tests.notifications.factories import ExternalContactFactory
@@ -115,7 +115,7 @@ class Row:
 def rows_of(source_guid: Any) -> list[Row]:
     """Every scheduler row the source ever wanted, in key order."""
     keys = ReminderOccurrence.objects.filter(source_guid=source_guid).values("scheduler_key")
-    found = AutomationScheduler.objects.filter(scheduler_key__in=keys).order_by("scheduler_key")
+    found = DueWork.objects.filter(scheduler_key__in=keys).order_by("scheduler_key")
     return [
         Row(
             r.scheduler_key.split(f":{source_guid}:", 1)[1],

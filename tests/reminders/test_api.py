@@ -28,7 +28,7 @@ from reminders.models import (
 )
 from reminders.services.reports.subscriptions import report_subscription_create
 from reminders.services.settings import reminder_setting_create
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.conftest import Tenant
 from tests.notifications.test_support import _client, _notification
 
@@ -183,7 +183,7 @@ def test_manual_run_twice_with_one_run_id_is_one_scheduler_row(
     assert (first.status_code, again.status_code) == (201, 200)
     assert first.json()["run_id"] == again.json()["run_id"] == run_id
     assert first.json()["scheduler"]["id"] == again.json()["scheduler"]["id"]
-    assert AutomationScheduler.objects.filter(scheduler_key__contains=run_id).count() == 1
+    assert DueWork.objects.filter(scheduler_key__contains=run_id).count() == 1
     assert ReportManualRun.objects.filter(guid=run_id).count() == 1
     # Without a run id the server makes one; an Idempotency-Key retry replays the first answer.
     headers = {"HTTP_IDEMPOTENCY_KEY": "run-1"}

@@ -12,7 +12,7 @@ import pytest
 from reminders.models import ReminderOccurrence
 from reminders.services.reports.subscriptions import report_subscription_ensure
 from reminders.services.sync import reminder_source_sync
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.concurrency import race as race_threads
 from tests.reminders.conftest import NOW, date_setting, document
 from tests.reminders.test_reports import subscribe
@@ -34,17 +34,17 @@ def test_concurrent_syncs_of_one_source_leave_one_row_and_link_per_key(farm) -> 
         reminder_source_sync(source_type="document", source_guid=doc.guid, now=NOW)
 
     assert race(sync) == []
-    keys = list(AutomationScheduler.objects.values_list("scheduler_key", "status"))
+    keys = list(DueWork.objects.values_list("scheduler_key", "status"))
     assert len(keys) == 4 and {s for _, s in keys} == {"pending"}
     assert ReminderOccurrence.objects.count() == 4
 
 
 def test_two_beats_ensuring_one_period_create_one_row(farm) -> None:
     sub = subscribe(farm)
-    AutomationScheduler.objects.all().delete()
+    DueWork.objects.all().delete()
 
     def ensure() -> None:
         report_subscription_ensure(subscription_id=sub.pk, now=NOW + timedelta(hours=2))
 
     assert race(ensure) == []
-    assert AutomationScheduler.objects.count() == 1
+    assert DueWork.objects.count() == 1

@@ -21,7 +21,7 @@ from reminders.services.sources import (
     document_deactivate,
     document_update,
 )
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.devices.factories import DeviceFactory, FarmFactory
 from tests.reminders.conftest import (
     NOW,
@@ -62,7 +62,7 @@ def test_a_documents_life_leaves_exactly_the_seed_rows(farm, bus) -> None:
         Row("expiry:2026-07-31:30", P, _utc(2026, 7, 1, 7), ""),
         Row("expiry:2026-07-31:7", P, _utc(2026, 7, 24, 7), ""),
     ]
-    thirty = AutomationScheduler.objects.get(scheduler_key__endswith="2026-07-31:30")
+    thirty = DueWork.objects.get(scheduler_key__endswith="2026-07-31:30")
 
     with bus.commit():
         reminder_setting_update(setting_id=setting.pk, offsets_days=[30, 14], now=NOW)
@@ -75,7 +75,7 @@ def test_a_documents_life_leaves_exactly_the_seed_rows(farm, bus) -> None:
         "expiry:2026-07-31:7": D,
     }
     assert rows_of(doc.guid)[-1].reason == "setting_changed"
-    assert AutomationScheduler.objects.get(pk=thirty.pk).version == thirty.version
+    assert DueWork.objects.get(pk=thirty.pk).version == thirty.version
 
     with bus.commit():
         reminder_setting_update(setting_id=setting.pk, send_time=time(10, 0), now=NOW)
@@ -85,14 +85,14 @@ def test_a_documents_life_leaves_exactly_the_seed_rows(farm, bus) -> None:
         "expiry:2026-07-31:14": _utc(2026, 7, 17, 8),
         "expiry:2026-07-31:30": _utc(2026, 7, 1, 8),
     }
-    versions = dict(AutomationScheduler.objects.values_list("scheduler_key", "version"))
+    versions = dict(DueWork.objects.values_list("scheduler_key", "version"))
 
     with bus.commit():
         reminder_setting_update(
             setting_id=setting.pk, template_name="document_expiry", channels=["email", "inbox"]
         )
     # Template / delivery: pending rows untouched (execution reloads them).
-    assert dict(AutomationScheduler.objects.values_list("scheduler_key", "version")) == versions
+    assert dict(DueWork.objects.values_list("scheduler_key", "version")) == versions
 
     assert run_due(_utc(2026, 7, 1, 8)) == {"completed": 1}
     key_30 = thirty.scheduler_key
@@ -178,7 +178,7 @@ def test_a_farm_setting_replaces_its_organisations_for_that_farm(farm, bus) -> N
     assert row.scheduled_on == _utc(2026, 6, 20, 12)
     assert (
         str(org_setting.guid)
-        in AutomationScheduler.objects.get(scheduler_key__contains=str(there.guid)).scheduler_key
+        in DueWork.objects.get(scheduler_key__contains=str(there.guid)).scheduler_key
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from common.localtime import LocalTimeRule, date_minus_days, local_to_utc
 from reminders.models import ReminderOccurrence
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 
 EXACT = LocalTimeRule.EXACT
@@ -67,7 +67,7 @@ def test_a_reminder_due_in_a_dst_gap_fires_once_at_the_documented_instant(farm, 
         doc = document(farm, date(2026, 3, 29))
     link = ReminderOccurrence.objects.get(source_guid=doc.guid)
     assert (link.local_time_rule, link.scheduled_on) == (GAP, _utc(2026, 3, 29, 1, 30))
-    row = AutomationScheduler.objects.get()
+    row = DueWork.objects.get()
     assert row.scheduled_local_date == date(2026, 3, 29)
     assert row.time_zone_id == "Europe/Berlin"
     assert run_due(_utc(2026, 3, 29, 1, 29, 59)) == {}
@@ -85,4 +85,4 @@ def test_a_reminder_due_in_a_dst_fold_fires_once_at_the_first_occurrence(farm, b
     assert (link.local_time_rule, link.scheduled_on) == (FOLD, _utc(2026, 10, 25, 0, 30))
     assert run_due(_utc(2026, 10, 25, 0, 30)) == {"completed": 1}
     assert run_due(_utc(2026, 10, 25, 1, 30)) == {}  # the second 02:30 sends nothing
-    assert len(notifications_for(AutomationScheduler.objects.get().scheduler_key)) == 1
+    assert len(notifications_for(DueWork.objects.get().scheduler_key)) == 1

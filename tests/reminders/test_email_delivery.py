@@ -10,7 +10,7 @@ from django.core import mail
 
 from notifications.models import Notification
 from notifications.services import notification_deliver
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import date_setting, document, run_due
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def test_a_date_based_reminder_arrives_as_an_email_in_the_farms_zone(farm, bus, 
     with bus.commit():
         date_setting(farm, offsets_days=[7])
         document(farm, date(2026, 6, 30))
-    row = AutomationScheduler.objects.get()
+    row = DueWork.objects.get()
     assert row.scheduled_on == DUE
     assert run_due(DUE) == {"completed": 1}
     for notification in Notification.objects.filter(channel="email"):

@@ -15,7 +15,7 @@ from notifications.services import notification_render
 from notifications.services.context import context_decode
 from reminders.models import Document, ReminderSetting
 from reminders.scheduler_handlers import ReminderSchedulerHandler
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.selectors import scheduler_claimed_job
 from scheduler.services import scheduler_claim_due
 from tests.notifications.factories import ExternalContactFactory
@@ -27,14 +27,14 @@ DUE = datetime(2026, 6, 23, 7, 0, tzinfo=UTC)  # the 7-day reminder of a 2026-06
 
 
 @pytest.fixture
-def due_row(farm, bus) -> AutomationScheduler:
+def due_row(farm, bus) -> DueWork:
     with bus.commit():
         date_setting(farm, offsets_days=[7])
         document(farm, date(2026, 6, 30))
-    return AutomationScheduler.objects.get()
+    return DueWork.objects.get()
 
 
-def _outcome(row: AutomationScheduler) -> tuple[str, str, bool]:
+def _outcome(row: DueWork) -> tuple[str, str, bool]:
     row.refresh_from_db()
     return row.status, row.failure_reason_code, row.is_on_support_hold
 
@@ -65,7 +65,7 @@ def test_a_removed_offset_deactivates_with_setting_changed(due_row) -> None:
 
 
 def test_a_different_input_under_the_same_key_is_held_for_support(due_row) -> None:
-    AutomationScheduler.objects.update(input_hash="0" * 64)
+    DueWork.objects.update(input_hash="0" * 64)
     assert run_due(DUE) == {"held": 1}
     assert _outcome(due_row) == ("pending", "input_hash_conflict", True)
 

@@ -25,7 +25,7 @@ from reminders.providers.base import (
 from reminders.providers.document import DateBasedTrigger, DateInvalidation
 from reminders.services.settings import ReminderSettingInvalid, reminder_setting_create
 from reminders.services.sync import reminder_source_sync
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import NOW, notifications_for, run_due
 
 pytestmark = pytest.mark.django_db
@@ -118,7 +118,7 @@ def test_a_third_source_type_plugs_in_without_a_switch(farm, invoices) -> None:
     INVOICES[guid] = {"farm": farm, "due": date(2026, 4, 10), "title": "Feed invoice 42"}
     result = reminder_source_sync(source_type="invoice", source_guid=guid, now=NOW)
     assert [c.action for c in result.changes] == ["inserted"]
-    row = AutomationScheduler.objects.get()
+    row = DueWork.objects.get()
     assert row.scheduler_key == f"reminder:{setting.guid}:invoice:{guid}:expiry:2026-04-10:3"
     assert run_due(datetime.fromisoformat("2026-04-07T07:00:00+00:00")) == {"completed": 1}
     assert len(notifications_for(row.scheduler_key)) == 1

@@ -19,7 +19,7 @@ from reminders.models import ReconciliationWatermark
 from reminders.services import reconcile as reconcile_module
 from reminders.services.reconcile import reminder_reconcile
 from reminders.services.sources import document_update
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.devices.factories import FarmFactory
 from tests.reminders.conftest import NOW, date_setting, document, rows_of, statuses
 from tests.reminders.test_thresholds import reading, silo_source, threshold_setting
@@ -56,7 +56,7 @@ def drift(farm, bus):
 
 def test_reconciliation_repairs_a_missing_and_a_stale_row_inside_its_bounds(drift) -> None:
     farm, stale = drift["farm"], drift["stale"]
-    outside = AutomationScheduler.objects.get(scheduler_key__endswith="2026-03-12:1")
+    outside = DueWork.objects.get(scheduler_key__endswith="2026-03-12:1")
     report = reminder_reconcile(provider="document", now=LATER, farm_ids=[farm.pk], window_days=7)
     assert sorted((r.source_guid, r.action, r.reason) for r in report.repairs) == sorted(
         [
@@ -75,7 +75,7 @@ def test_reconciliation_repairs_a_missing_and_a_stale_row_inside_its_bounds(drif
         "expiry:2026-03-12:7": "deactivated",
         "expiry:2026-03-12:1": "pending",
     }
-    assert AutomationScheduler.objects.get(pk=outside.pk).version == outside.version
+    assert DueWork.objects.get(pk=outside.pk).version == outside.version
     assert rows_of(drift["far"].guid) == [] and rows_of(drift["elsewhere"].guid) == []
     assert report.visited_changed == 3  # the allowlisted farm's changed documents only
 
@@ -156,10 +156,10 @@ def test_batches_walk_the_changed_sources_with_a_cursor(drift) -> None:
 
 def test_a_dry_run_reports_the_repairs_and_changes_nothing(drift) -> None:
     farm = drift["farm"]
-    before = list(AutomationScheduler.objects.values_list("scheduler_key", "status", "version"))
+    before = list(DueWork.objects.values_list("scheduler_key", "status", "version"))
     report = reminder_reconcile(provider="document", now=LATER, farm_ids=[farm.pk], dry_run=True)
     assert report.dry_run and len(report.repairs) == 3
-    after = list(AutomationScheduler.objects.values_list("scheduler_key", "status", "version"))
+    after = list(DueWork.objects.values_list("scheduler_key", "status", "version"))
     assert after == before and not ReconciliationWatermark.objects.exists()
 
 

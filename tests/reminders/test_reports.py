@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
-from automation.models import AutomationCommandIntent, AutomationRuleExecution, DeviceCommandReceipt
+from automation.models import AutomationRuleExecution, DeviceCommand, DeviceCommandReceipt
 from notifications.services import notification_render
 from notifications.services.context import context_decode
 from reminders.models import ReportSubscription
@@ -20,7 +20,7 @@ from reminders.services.reports.subscriptions import (
     report_subscription_update,
     report_subscriptions_ensure_due,
 )
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 from tests.reminders.test_thresholds import reading
 
@@ -47,9 +47,9 @@ def subscribe(farm, recurrence: str = "daily", **overrides) -> ReportSubscriptio
     return report_subscription_create(**fields)
 
 
-def report_rows(sub: ReportSubscription) -> list[AutomationScheduler]:
+def report_rows(sub: ReportSubscription) -> list[DueWork]:
     prefix = f"report-subscription:{sub.guid}:"
-    return list(AutomationScheduler.objects.filter(scheduler_key__startswith=prefix).order_by("pk"))
+    return list(DueWork.objects.filter(scheduler_key__startswith=prefix).order_by("pk"))
 
 
 def test_three_periods_yield_three_rows_with_distinct_keys_and_one_delivery_each(farm) -> None:
@@ -154,7 +154,7 @@ def test_an_inactive_subscription_at_due_time_is_deactivated(farm) -> None:
     assert row.failure_reason_code == "reminder_setting_inactive"
 
 
-def _intent(kit, status: str, at: datetime, n: int) -> AutomationCommandIntent:
+def _intent(kit, status: str, at: datetime, n: int) -> DeviceCommand:
     reading(kit.temp, at, 30 + n)
     event = kit.temp.automationendpointevent_set.order_by("-pk").first()
     rule = kit.rule()
@@ -165,7 +165,7 @@ def _intent(kit, status: str, at: datetime, n: int) -> AutomationCommandIntent:
         outcome="intent_created",
         created_at=at,
     )
-    return AutomationCommandIntent.objects.create(
+    return DeviceCommand.objects.create(
         rule_execution=execution,
         rule=rule,
         target_device=kit.actuator,

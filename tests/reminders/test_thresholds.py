@@ -17,7 +17,7 @@ from reminders.models import EndpointMetricSource, ThresholdState
 from reminders.services.handlers import endpoint_metric_evaluate
 from reminders.services.settings import reminder_setting_create, reminder_setting_update
 from reminders.services.sources import endpoint_metric_source_create
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import NOW, rows_of, run_due
 
 pytestmark = pytest.mark.django_db
@@ -157,10 +157,10 @@ def test_re_evaluating_an_unchanged_condition_writes_nothing(kit, bus) -> None:
         source = silo_source(kit, now=T0)
     reading(kit.temp, T0, 97)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
-    version = AutomationScheduler.objects.get().version
+    version = DueWork.objects.get().version
     again = endpoint_metric_evaluate(source_id=source.pk, now=T0 + timedelta(minutes=3))
     assert again is not None and again.repaired == []
-    assert AutomationScheduler.objects.get().version == version
+    assert DueWork.objects.get().version == version
     assert ThresholdState.objects.get().episode == 1
 
 
@@ -215,6 +215,6 @@ def test_the_battery_low_threshold_and_its_template_context(kit, bus) -> None:
     reading(kit.humidity, T0, 18)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     assert run_due(T0) == {"completed": 1}
-    row = AutomationScheduler.objects.get()
+    row = DueWork.objects.get()
     assert row.dispatch_result_json["queued"] == 1
     assert datetime(2026, 3, 2, tzinfo=UTC) <= row.completed_on

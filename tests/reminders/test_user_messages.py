@@ -24,7 +24,7 @@ from reminders.services.user_messages import (
     user_message_update,
     user_messages_ensure_due,
 )
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import DueWork, DueWorkTransition
 from scheduler.selectors import scheduler_claimed_job
 from scheduler.services import scheduler_claim_due, scheduler_execute
 from tests.notifications.factories import ExternalContactFactory, MembershipFactory
@@ -44,7 +44,7 @@ def test_a_one_off_message_is_one_row_keyed_by_its_instant_and_sent_once(farm) -
         "pending",
         FIRST,
     )
-    assert AutomationScheduler.objects.get(pk=row.pk).scheduler_key == (
+    assert DueWork.objects.get(pk=row.pk).scheduler_key == (
         f"user-message:{msg.guid}:2026-03-03T08:00:00Z"
     )
     assert run_due(FIRST - timedelta(minutes=1)) == {}
@@ -62,13 +62,13 @@ def test_a_one_off_message_is_one_row_keyed_by_its_instant_and_sent_once(farm) -
 def test_editing_the_text_keeps_the_rows_and_the_new_text_is_sent(farm) -> None:
     msg = message(farm, recurrence="daily", count=3)
     before = rows(msg)
-    versions = dict(AutomationScheduler.objects.values_list("pk", "version"))
+    versions = dict(DueWork.objects.values_list("pk", "version"))
     changed, synced = user_message_update(
         message_id=msg.pk, text="Gate is fixed; leave it open.", subject="Gate (update)", now=NOW
     )
     assert sorted(changed) == ["subject", "text"] and not synced.moved
     assert rows(msg) == before
-    assert dict(AutomationScheduler.objects.values_list("pk", "version")) == versions
+    assert dict(DueWork.objects.values_list("pk", "version")) == versions
     assert run_due(FIRST) == {"completed": 1}
     (note,) = notifications_for(f"user-message:{msg.guid}:2026-03-03T08:00:00Z")
     assert note.context["text"] == "Gate is fixed; leave it open."
@@ -96,8 +96,8 @@ def test_editing_the_time_moves_pending_rows_in_place_and_keeps_completed_ones(f
         ("2026-03-05T10:30:00Z", "pending"),
         ("2026-03-06T10:30:00Z", "pending"),
     ]
-    assert AutomationScheduler.objects.filter(scheduler_key__contains=str(msg.guid)).count() == 4
-    moved = AutomationSchedulerTransition.objects.filter(
+    assert DueWork.objects.filter(scheduler_key__contains=str(msg.guid)).count() == 4
+    moved = DueWorkTransition.objects.filter(
         scheduler_id=after[1].pk, detail__startswith="user message re-timed"
     )
     assert moved.count() == 1
@@ -145,7 +145,7 @@ def test_cancel_deactivates_pending_rows_and_keeps_completed_ones(farm) -> None:
         ("deactivated", "reminder_setting_inactive"),
         ("deactivated", "reminder_setting_inactive"),
     ]
-    audit = AutomationSchedulerTransition.objects.filter(to_status="deactivated")
+    audit = DueWorkTransition.objects.filter(to_status="deactivated")
     assert set(audit.values_list("detail", flat=True)) == {
         "user message cancelled by ops: wrong farm"
     }
@@ -278,5 +278,5 @@ def test_refused_messages_name_the_field_and_save_nothing(farm, overrides, field
     with pytest.raises(UserMessageInvalid) as refused:
         message(farm, **overrides)
     assert refused.value.field == field
-    assert not AutomationScheduler.objects.exists()
+    assert not DueWork.objects.exists()
     assert not UserMessageOccurrence.objects.exists()

@@ -14,7 +14,7 @@ from django.test import Client
 
 from common.models import MemberRole, OrganizationMember
 from reminders.models import UserMessage
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.common.auth import token_client
 from tests.conftest import Tenant
 from tests.notifications.factories import ExternalContactFactory
@@ -61,16 +61,12 @@ def test_an_admin_schedules_edits_and_cancels_a_message(alpha) -> None:
     data = made.json()
     assert data["status"] == "active" and data["author"] == alpha.user.pk
     assert data["next_occurrence_on"].startswith("2026-03-03T")
-    assert (
-        AutomationScheduler.objects.filter(scheduler_key__startswith="user-message:").count() == 3
-    )
+    assert DueWork.objects.filter(scheduler_key__startswith="user-message:").count() == 3
     edited = client.patch(f"{URL}{data['id']}/", {"text": "Shearers arrive at 8."}, format="json")
     assert edited.status_code == 200 and edited.json()["text"] == "Shearers arrive at 8."
     retimed = client.patch(f"{URL}{data['id']}/", {"send_time": "07:30"}, format="json")
     assert retimed.status_code == 200
-    assert (
-        AutomationScheduler.objects.filter(scheduler_key__startswith="user-message:").count() == 3
-    )
+    assert DueWork.objects.filter(scheduler_key__startswith="user-message:").count() == 3
     cancelled = client.post(f"{URL}{data['id']}/cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     assert cancelled.json()["next_occurrence_on"] is None
@@ -153,7 +149,7 @@ def test_the_admin_lists_messages_and_cancels_them_through_the_service(
     assert answer.status_code == 302
     assert UserMessage.objects.get().status == "cancelled"
     assert set(
-        AutomationScheduler.objects.filter(scheduler_key__startswith="user-message:").values_list(
+        DueWork.objects.filter(scheduler_key__startswith="user-message:").values_list(
             "status", flat=True
         )
     ) == {"deactivated"}

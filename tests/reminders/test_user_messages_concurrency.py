@@ -12,7 +12,7 @@ import pytest
 
 from reminders.models import UserMessageOccurrence
 from reminders.services.user_messages import user_message_ensure, user_message_update
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import NOW
 from tests.reminders.test_concurrency import race
 from tests.reminders.user_messages_kit import message, rows
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 def test_beats_and_time_edits_at_once_leave_one_row_per_occurrence(farm) -> None:
     msg = message(farm, recurrence="daily", count=10)
-    AutomationScheduler.objects.filter(pk__in=[r.pk for r in rows(msg)[4:]]).delete()
+    DueWork.objects.filter(pk__in=[r.pk for r in rows(msg)[4:]]).delete()
     UserMessageOccurrence.objects.filter(message=msg, sequence__gte=4).delete()
     hours = itertools.count(10)
 
@@ -38,7 +38,7 @@ def test_beats_and_time_edits_at_once_leave_one_row_per_occurrence(farm) -> None
     found = rows(msg)
     # 0..3 were there and moved; the beats added what their horizon reached at the time.
     assert len(found) >= 4 and [r.sequence for r in found] == list(range(len(found)))
-    assert len({r.pk for r in found}) == len(found) == AutomationScheduler.objects.count()
+    assert len({r.pk for r in found}) == len(found) == DueWork.objects.count()
     zone = ZoneInfo(msg.farm.time_zone)
     assert {r.scheduled_on.astimezone(zone).time() for r in found} == {msg.send_time}
     assert {r.status for r in found} == {"pending"}

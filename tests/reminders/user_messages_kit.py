@@ -9,7 +9,7 @@ from typing import Any
 from devices.models import Farm
 from reminders.models import UserMessage, UserMessageOccurrence
 from reminders.services.user_messages import user_message_create
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from tests.reminders.conftest import NOW
 
 
@@ -41,9 +41,7 @@ class MessageRow:
 def rows(msg: UserMessage) -> list[MessageRow]:
     """Every scheduler row of the message, by sequence; also checks the link is in step."""
     links = list(UserMessageOccurrence.objects.filter(message=msg).order_by("sequence"))
-    found = {
-        r.pk: r for r in AutomationScheduler.objects.filter(pk__in=[x.scheduler_id for x in links])
-    }
+    found = {r.pk: r for r in DueWork.objects.filter(pk__in=[x.scheduler_id for x in links])}
     out = []
     for link in links:
         row = found[link.scheduler_id]

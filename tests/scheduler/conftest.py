@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from scheduler.keys import report_manual_key, scheduler_input_hash, scheduler_key
-from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.models import AutomationType, DueWork
 from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
 from scheduler.services import EnsureResult, scheduler_ensure
 
@@ -107,7 +107,7 @@ def due_rows(count: int, *, scheduled_on: datetime = NOW - timedelta(minutes=1))
     """``count`` due rows inserted in bulk (the load tests' and benchmarks' shape)."""
     digest = scheduler_input_hash("bulk")
     rows = [
-        AutomationScheduler(
+        DueWork(
             automation_type=AutomationType.REPORT_SUBSCRIPTION,
             trigger_type="manual_run",
             scheduler_key=scheduler_key(
@@ -120,7 +120,7 @@ def due_rows(count: int, *, scheduled_on: datetime = NOW - timedelta(minutes=1))
         )
         for _ in range(count)
     ]
-    return [r.pk for r in AutomationScheduler.objects.bulk_create(rows, batch_size=1000)]
+    return [r.pk for r in DueWork.objects.bulk_create(rows, batch_size=1000)]
 
 
 SUBSCRIPTION = uuid.UUID("6f1c2a8e-4b7d-4c1e-9a51-0d2f3b4c5d6e")

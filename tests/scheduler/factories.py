@@ -5,14 +5,14 @@ from __future__ import annotations
 import factory
 from django.utils import timezone
 
-from scheduler.models import AutomationScheduler, AutomationType, TriggerType
+from scheduler.models import AutomationType, DueWork, TriggerType
 
 
-class AutomationSchedulerFactory(factory.django.DjangoModelFactory):
+class DueWorkFactory(factory.django.DjangoModelFactory):
     """A pending row of due work, due when it is written."""
 
     class Meta:
-        model = AutomationScheduler
+        model = DueWork
 
     automation_type = AutomationType.REPORT_SUBSCRIPTION
     trigger_type = TriggerType.MANUAL_RUN

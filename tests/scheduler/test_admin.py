@@ -11,20 +11,20 @@ from django.test import Client
 from django.utils import timezone
 
 from scheduler.models import (
-    AutomationSchedulerTransition,
     AutomationType,
+    DueWorkTransition,
     TriggerType,
 )
 from scheduler.states import SchedulerStatus
-from tests.scheduler.factories import AutomationSchedulerFactory
+from tests.scheduler.factories import DueWorkFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
-SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
+SCHEDULER_URL = "/admin/scheduler/duework/"
 
 
 def _row(key: str, *, held: bool = False, status: str = SchedulerStatus.PENDING) -> Any:
     now = timezone.now()
-    return AutomationSchedulerFactory(
+    return DueWorkFactory(
         automation_type=AutomationType.REPORT_SUBSCRIPTION,
         trigger_type=TriggerType.MANUAL_RUN,
         scheduler_key=key,
@@ -71,7 +71,7 @@ def test_release_hold_asks_for_a_reason_then_audits_who_and_why(support: Client)
     row.refresh_from_db()
     assert not row.is_on_support_hold and row.status == SchedulerStatus.PENDING
     assert row.version == 1 and row.retry_count == 3
-    audit = AutomationSchedulerTransition.objects.get(scheduler=row)
+    audit = DueWorkTransition.objects.get(scheduler=row)
     assert audit.reason_code == "support_released"
     assert audit.detail == "by support: customer fixed the webhook"
 
@@ -87,7 +87,7 @@ def test_retry_now_and_cancel(support: Client) -> None:
     _act(support, SCHEDULER_URL, "cancel", [waiting.pk], "duplicate subscription")
     waiting.refresh_from_db()
     assert waiting.status == SchedulerStatus.CANCELLED
-    assert AutomationSchedulerTransition.objects.filter(
+    assert DueWorkTransition.objects.filter(
         scheduler=waiting, reason_code="cancelled", detail="by support: duplicate subscription"
     ).exists()
 

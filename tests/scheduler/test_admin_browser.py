@@ -13,7 +13,7 @@ from django.contrib.auth.models import Permission
 from django.utils import timezone
 
 from scheduler.keys import report_manual_key
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition, AutomationType
+from scheduler.models import AutomationType, DueWork, DueWorkTransition
 from scheduler.registry import HandlerResult, SchedulerJob, scheduler_handler_override
 from scheduler.services import scheduler_ensure, scheduler_process_due
 from scheduler.services.finish import scheduler_hold
@@ -22,7 +22,7 @@ from tests.conftest import Tenant, make_tenant
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
+SCHEDULER_URL = "/admin/scheduler/duework/"
 
 
 class DoneHandler:
@@ -43,12 +43,12 @@ class DoneHandler:
 def _support_user() -> Tenant:
     """A staff member of the farm's organisation who may view and change scheduler rows."""
     tenant = make_tenant("support")
-    codenames = ["view_automationscheduler", "change_automationscheduler", "operate"]
+    codenames = ["view_duework", "change_duework", "operate"]
     tenant.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     return tenant
 
 
-def _held_row(farm_id: int) -> AutomationScheduler:
+def _held_row(farm_id: int) -> DueWork:
     """Ensure a due row for the farm, then put it on support hold through the services."""
     now = timezone.now()
     key = report_manual_key(subscription_guid=uuid.uuid4(), manual_run_guid=uuid.uuid4())
@@ -59,7 +59,7 @@ def _held_row(farm_id: int) -> AutomationScheduler:
         farm_id=farm_id,
         now=now,
     )
-    row = AutomationScheduler.objects.get(pk=ensured.scheduler_id)
+    row = DueWork.objects.get(pk=ensured.scheduler_id)
     held = scheduler_hold(
         scheduler_id=row.pk,
         token=row.version,
@@ -124,7 +124,7 @@ def test_support_releases_a_held_row_and_sees_it_completed(browser: Any, live_se
     browser.get(f"{base}{SCHEDULER_URL}{row.pk}/change/")
     page = browser.find_element(By.ID, "content").text
     assert row.get_status_display() in page and row.scheduler_key in page
-    released = AutomationSchedulerTransition.objects.get(
+    released = DueWorkTransition.objects.get(
         scheduler_id=row.pk, reason_code=SchedulerReason.SUPPORT_RELEASED
     )
     assert "customer fixed the report input" in released.detail  # who and why, audited

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.selectors import scheduler_due_explain
 from scheduler.services import (
     ClaimedRow,
@@ -31,18 +31,18 @@ def test_claim_takes_only_due_pending_unheld_rows() -> None:
     due = ensure_report().scheduler_id
     ensure_report(scheduled_on=NOW + timedelta(minutes=1))  # not yet due
     waiting = ensure_report().scheduler_id
-    AutomationScheduler.objects.filter(pk=waiting).update(next_retry_on=NOW + timedelta(minutes=5))
+    DueWork.objects.filter(pk=waiting).update(next_retry_on=NOW + timedelta(minutes=5))
     held = ensure_report().scheduler_id
-    AutomationScheduler.objects.filter(pk=held).update(is_on_support_hold=True)
+    DueWork.objects.filter(pk=held).update(is_on_support_hold=True)
     claimed = scheduler_claim_due(now=NOW)
     assert [c.scheduler_id for c in claimed] == [due]
-    row = AutomationScheduler.objects.get(pk=due)
+    row = DueWork.objects.get(pk=due)
     assert row.status == "processing"
     assert row.version == claimed[0].token == 1
     assert row.processing_lease_expires_on == NOW + timedelta(seconds=300)
     later = scheduler_claim_due(now=NOW + timedelta(minutes=5))
     assert {c.scheduler_id for c in later} == {waiting} | {
-        r.pk for r in AutomationScheduler.objects.filter(scheduled_on=NOW + timedelta(minutes=1))
+        r.pk for r in DueWork.objects.filter(scheduled_on=NOW + timedelta(minutes=1))
     }
 
 
@@ -79,7 +79,7 @@ def test_a_stale_token_changes_nothing() -> None:
         reason=SchedulerReason.SOURCE_NO_LONGER_VALID,
         now=NOW,
     )
-    row = AutomationScheduler.objects.get(pk=claim.scheduler_id)
+    row = DueWork.objects.get(pk=claim.scheduler_id)
     assert (row.status, row.version) == ("processing", claim.token)
     assert scheduler_complete(
         scheduler_id=claim.scheduler_id, token=claim.token, coordinates={"id": 1}, now=NOW
@@ -87,7 +87,7 @@ def test_a_stale_token_changes_nothing() -> None:
     assert not scheduler_complete(
         scheduler_id=claim.scheduler_id, token=claim.token, coordinates={"id": 2}, now=NOW
     )
-    assert AutomationScheduler.objects.get(pk=claim.scheduler_id).dispatch_result_json == {"id": 1}
+    assert DueWork.objects.get(pk=claim.scheduler_id).dispatch_result_json == {"id": 1}
 
 
 def test_fan_out_hands_each_claimed_row_off_once_and_stays_bounded() -> None:
@@ -106,7 +106,7 @@ def test_a_row_the_broker_refused_is_unclaimed_without_counting_an_attempt() -> 
         raise ConnectionError("broker unreachable")
 
     assert scheduler_due_fan_out(now=NOW, enqueue=broker_down) == 1
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.retry_count, row.next_retry_on) == ("pending", 0, None)
     assert [c.scheduler_id for c in scheduler_claim_due(now=NOW)] == [pk]
 
@@ -125,11 +125,11 @@ def test_both_claim_strategies_claim_the_same_due_rows(strategy) -> None:
 def test_due_query_is_a_partial_index_scan() -> None:
     """History (completed rows) and future rows do not make the due query scan the table."""
     due_rows(3000)
-    AutomationScheduler.objects.update(status="completed")
+    DueWork.objects.update(status="completed")
     due_rows(500, scheduled_on=NOW + timedelta(days=3))
     due_rows(20)
     with connection.cursor() as cursor:
-        cursor.execute(f"ANALYZE {AutomationScheduler._meta.db_table}")
+        cursor.execute(f"ANALYZE {DueWork._meta.db_table}")
     plan = scheduler_due_explain(now=NOW, limit=50)
     print(plan)
     assert "Index Scan using scheduler_due_idx" in plan

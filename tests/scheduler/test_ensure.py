@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from scheduler.keys import report_manual_key, report_scheduled_key
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import DueWork, DueWorkTransition
 from scheduler.services import (
     EnsureOutcome,
     scheduler_cancel,
@@ -31,16 +31,16 @@ pytestmark = pytest.mark.django_db
 RUN = uuid.UUID("11111111-2222-4333-8444-555555555555")
 
 
-def _row(pk: int) -> AutomationScheduler:
-    return AutomationScheduler.objects.get(pk=pk)
+def _row(pk: int) -> DueWork:
+    return DueWork.objects.get(pk=pk)
 
 
-def _with_one_attempt() -> AutomationScheduler:
+def _with_one_attempt() -> DueWork:
     """A row whose first claim expired: RetryCount 1, Pending until NOW + ~5 min + 5 min."""
     ensure_report(run=RUN)
     (claim,) = scheduler_claim_due(now=NOW)
     scheduler_release_stale(now=claim.lease_expires_on + timedelta(seconds=1))
-    row = AutomationScheduler.objects.get(pk=claim.scheduler_id)
+    row = DueWork.objects.get(pk=claim.scheduler_id)
     assert row.retry_count == 1
     return row
 
@@ -52,7 +52,7 @@ def test_no_row_inserts_a_pending_row() -> None:
     assert (row.status, row.version, row.retry_count) == ("pending", 0, 0)
     assert row.automation_type == "report_subscription" and row.trigger_type == "manual_run"
     assert row.scheduler_key == f"report-subscription:{SUBSCRIPTION}:manual:{RUN}"
-    assert AutomationSchedulerTransition.objects.filter(scheduler=row, to_status="pending").exists()
+    assert DueWorkTransition.objects.filter(scheduler=row, to_status="pending").exists()
 
 
 def test_pending_row_with_the_same_input_and_schedule_is_unchanged() -> None:
@@ -60,7 +60,7 @@ def test_pending_row_with_the_same_input_and_schedule_is_unchanged() -> None:
     again = ensure_report(run=RUN)
     assert again.outcome == EnsureOutcome.UNCHANGED
     assert again.scheduler_id == first.scheduler_id and again.version == first.version
-    assert AutomationScheduler.objects.count() == 1
+    assert DueWork.objects.count() == 1
 
 
 def test_pending_row_with_a_new_send_time_is_updated_in_place() -> None:
@@ -225,5 +225,5 @@ def test_concurrent_ensures_of_one_key_insert_one_row() -> None:
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["inserted"] + ["unchanged"] * 5
-    assert AutomationScheduler.objects.count() == 1
-    assert AutomationScheduler.objects.get().status == SchedulerStatus.PENDING
+    assert DueWork.objects.count() == 1
+    assert DueWork.objects.get().status == SchedulerStatus.PENDING

@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from config.celery import app as celery_app
-from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.models import AutomationType, DueWork
 from scheduler.registry import (
     HandlerResult,
     HoldForSupport,
@@ -53,7 +53,7 @@ def test_success_completes_with_small_coordinates_and_a_trace_blob(handler) -> N
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
     assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "completed"
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert row.status == "completed" and row.completed_on == NOW
     assert row.dispatch_result_json == {"notificationId": 42}
     assert row.processing_lease_expires_on is None
@@ -77,7 +77,7 @@ def test_invalid_source_or_setting_at_due_time_deactivates_not_fails(handler, ra
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
     assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "deactivated"
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.failure_reason_code, row.retry_count) == ("deactivated", reason, 0)
     assert handler.runs == []  # revalidation stopped it before anything was queued
 
@@ -87,7 +87,7 @@ def test_input_changed_at_due_time_is_held_for_support(handler) -> None:
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
     assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "held"
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.is_on_support_hold) == ("pending", True)
     assert row.failure_reason_code == SchedulerReason.INPUT_HASH_CONFLICT
 
@@ -97,7 +97,7 @@ def test_permanent_failure_is_failed_without_retry(handler) -> None:
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
     assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "failed"
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.retry_count, row.next_retry_on) == ("failed", 0, None)
     with default_storage.open(row.trace_blob_name) as blob:
         assert blob.read() == b"long diagnostics"
@@ -108,7 +108,7 @@ def test_oversized_coordinates_fail_instead_of_bloating_the_row(handler) -> None
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
     assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "failed"
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert row.failure_reason_code == SchedulerReason.RESULT_TOO_LARGE
     assert row.dispatch_result_json is None
 
@@ -135,7 +135,7 @@ def _a_type_without_a_handler_is_retried() -> None:
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
     assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "retry_scheduled"
-    assert AutomationScheduler.objects.get(pk=pk).failure_reason_code == "handler_missing"
+    assert DueWork.objects.get(pk=pk).failure_reason_code == "handler_missing"
 
 
 def test_a_lost_claim_rolls_back_the_handlers_writes(handler, effect_table) -> None:
@@ -143,7 +143,7 @@ def test_a_lost_claim_rolls_back_the_handlers_writes(handler, effect_table) -> N
     row, and the effect the handler wrote is rolled back with it."""
     pk = ensure_report().scheduler_id
     _, token = _claim_one()
-    key = AutomationScheduler.objects.get(pk=pk).scheduler_key
+    key = DueWork.objects.get(pk=pk).scheduler_key
 
     class DeactivatedMidRun(RecordingHandler):
         def run(self, job: SchedulerJob) -> HandlerResult:
@@ -160,8 +160,8 @@ def test_a_lost_claim_rolls_back_the_handlers_writes(handler, effect_table) -> N
     assert outcome == "lost"
     assert effect_counts() == {}
     # The deactivation ran inside the handler's transaction, so it rolled back too.
-    assert AutomationScheduler.objects.get(pk=pk).status == "processing"
-    assert AutomationScheduler.objects.get(scheduler_key=key).pk == pk
+    assert DueWork.objects.get(pk=pk).status == "processing"
+    assert DueWork.objects.get(scheduler_key=key).pk == pk
 
 
 @pytest.mark.postgres
@@ -196,7 +196,7 @@ def test_deactivated_by_the_event_path_mid_run_keeps_no_handler_effect(effect_ta
     ):
         assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "lost"
     assert effect_counts() == {}
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.failure_reason_code) == ("deactivated", "setting_changed")
 
 
@@ -237,8 +237,8 @@ def test_beat_tasks_poll_fan_out_execute_and_release_stale(handler, eager_celery
     for _ in range(3):
         ensure_report(scheduled_on=now - timedelta(minutes=1), now=now)
     assert scheduler_poll_due_task() == 3
-    assert AutomationScheduler.objects.filter(status="completed").count() == 3
+    assert DueWork.objects.filter(status="completed").count() == 3
     ensure_report(scheduled_on=now - timedelta(minutes=1), now=now)
     assert len(scheduler_claim_due(now=now, lease_s=0)) == 1  # a worker that then vanished
     assert scheduler_release_stale_task() == 1
-    assert AutomationScheduler.objects.filter(status="pending", retry_count=1).count() == 1
+    assert DueWork.objects.filter(status="pending", retry_count=1).count() == 1

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.db import connection, transaction
 
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.services import EnsureOutcome
 from tests.scheduler.conftest import ensure_report
 from tests.unique_keys import key_absorbs_copies
@@ -20,7 +20,7 @@ RUN = uuid.UUID("22222222-3333-4444-8555-666666666666")
 
 
 def test_a_row_copy_is_absorbed_by_the_scheduler_key() -> None:
-    row = AutomationScheduler.objects.get(pk=ensure_report(run=RUN).scheduler_id)
+    row = DueWork.objects.get(pk=ensure_report(run=RUN).scheduler_id)
     key_absorbs_copies(row, "scheduler_key", f"{row.scheduler_key}:other")
 
 
@@ -29,7 +29,7 @@ def test_ensuring_a_key_twice_keeps_one_row() -> None:
     again = ensure_report(run=RUN)
     assert first.outcome == EnsureOutcome.INSERTED
     assert again.scheduler_id == first.scheduler_id
-    assert AutomationScheduler.objects.count() == 1
+    assert DueWork.objects.count() == 1
 
 
 @pytest.mark.postgres
@@ -38,7 +38,7 @@ def test_a_prefix_match_on_the_key_reads_the_unique_index() -> None:
     the constraint's index for ``startswith`` (sequential scans priced out, as on a table
     too large to scan)."""
     ensure_report(run=RUN)
-    rows = AutomationScheduler.objects.filter(
+    rows = DueWork.objects.filter(
         scheduler_key__startswith="report-subscription:", status__in=["pending", "failed"]
     ).values_list("pk")
     with transaction.atomic(), connection.cursor() as cursor:

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition
+from scheduler.models import DueWork, DueWorkTransition
 from scheduler.services import (
     scheduler_backoff,
     scheduler_claim_due,
@@ -43,7 +43,7 @@ def test_expired_lease_returns_the_row_to_pending_after_the_ladder_step(attempt,
         pk, cleanup_at = _expire(now)
         result = scheduler_release_stale(now=cleanup_at)
         assert (result.released, result.held) == (1, 0)
-        row = AutomationScheduler.objects.get(pk=pk)
+        row = DueWork.objects.get(pk=pk)
         now = row.next_retry_on
     assert row.status == "pending"
     assert row.retry_count == attempt
@@ -61,15 +61,15 @@ def test_fourth_expired_lease_after_the_1_h_retry_puts_the_row_on_support_hold()
     for _ in range(3):
         pk, cleanup_at = _expire(now)
         scheduler_release_stale(now=cleanup_at)
-        now = AutomationScheduler.objects.get(pk=pk).next_retry_on
+        now = DueWork.objects.get(pk=pk).next_retry_on
     pk, cleanup_at = _expire(now)  # the retry after 1 h expires too
     result = scheduler_release_stale(now=cleanup_at)
     assert (result.released, result.held) == (0, 1)
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.retry_count, row.is_on_support_hold) == ("pending", 4, True)
     assert row.next_retry_on is None
     assert scheduler_claim_due(now=cleanup_at + timedelta(days=30)) == []
-    steps = AutomationSchedulerTransition.objects.filter(
+    steps = DueWorkTransition.objects.filter(
         scheduler_id=pk, reason_code=SchedulerReason.LEASE_EXPIRED
     ).order_by("id")
     assert [t.retry_count for t in steps] == [1, 2, 3, 4]
@@ -81,7 +81,7 @@ def test_stale_cleanup_leaves_live_leases_alone() -> None:
     (claim,) = scheduler_claim_due(now=NOW)
     result = scheduler_release_stale(now=claim.lease_expires_on - timedelta(seconds=1))
     assert (result.released, result.held) == (0, 0)
-    assert AutomationScheduler.objects.get(pk=claim.scheduler_id).status == "processing"
+    assert DueWork.objects.get(pk=claim.scheduler_id).status == "processing"
 
 
 @pytest.mark.parametrize(("attempt", "wait"), [*LADDER, (4, None)])
@@ -92,7 +92,7 @@ def test_failures_follow_the_same_ladder(handler, attempt, wait) -> None:
     for n in range(1, attempt + 1):
         (claim,) = scheduler_claim_due(now=now)
         outcome = scheduler_execute(scheduler_id=claim.scheduler_id, token=claim.token, now=now)
-        row = AutomationScheduler.objects.get(pk=pk)
+        row = DueWork.objects.get(pk=pk)
         assert outcome == ("held" if n == 4 else "retry_scheduled")
         if n < attempt:
             now = row.next_retry_on
@@ -112,12 +112,12 @@ def test_support_release_makes_a_held_row_due_now_keeping_attempts(handler) -> N
     for _ in range(4):
         (claim,) = scheduler_claim_due(now=now)
         scheduler_execute(scheduler_id=claim.scheduler_id, token=claim.token, now=now)
-        now = AutomationScheduler.objects.get(pk=pk).next_retry_on or now
-    assert AutomationScheduler.objects.get(pk=pk).is_on_support_hold
+        now = DueWork.objects.get(pk=pk).next_retry_on or now
+    assert DueWork.objects.get(pk=pk).is_on_support_hold
     assert scheduler_hold_release(scheduler_id=pk, now=now, detail="fixed the store")
     handler.run_raises = None
     (claim,) = scheduler_claim_due(now=now)
     assert scheduler_execute(scheduler_id=pk, token=claim.token, now=now) == "completed"
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.retry_count, row.is_on_support_hold) == ("completed", 4, False)
     assert not scheduler_hold_release(scheduler_id=pk, now=now)

@@ -14,19 +14,19 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from scheduler.keys import report_manual_key
-from scheduler.models import AutomationScheduler, AutomationType, TriggerType
+from scheduler.models import AutomationType, DueWork, TriggerType
 from scheduler.services import EnsureOutcome, scheduler_ensure
 from tests.common.auth import token_client
 from tests.conftest import Tenant
-from tests.scheduler.factories import AutomationSchedulerFactory
+from tests.scheduler.factories import DueWorkFactory
 
 pytestmark = pytest.mark.django_db
-SCHEDULER_URL = "/admin/scheduler/automationscheduler/"
+SCHEDULER_URL = "/admin/scheduler/duework/"
 
 
-def _row(key: str, farm: Any = None) -> AutomationScheduler:
+def _row(key: str, farm: Any = None) -> DueWork:
     now = timezone.now()
-    return AutomationSchedulerFactory(
+    return DueWorkFactory(
         automation_type=AutomationType.REPORT_SUBSCRIPTION,
         trigger_type=TriggerType.MANUAL_RUN,
         scheduler_key=key,
@@ -49,7 +49,7 @@ def test_staff_sees_only_their_organisations_scheduler_rows(
     mine = _row("report-subscription:mine:manual:1", alpha.kit.farm)
     theirs = _row("report-subscription:theirs:manual:1", beta.kit.farm)
     orphan = _row("report-subscription:orphan:manual:1")
-    codenames = ["view_automationscheduler", "change_automationscheduler", "operate"]
+    codenames = ["view_duework", "change_duework", "operate"]
     alpha.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     client.login(username="alpha", password="pw")
     page = client.get(SCHEDULER_URL)
@@ -85,7 +85,7 @@ def test_ensure_records_the_farm_and_fills_it_on_a_later_write(
     now = timezone.now()
     key = report_manual_key(subscription_guid=uuid.uuid4(), manual_run_guid=uuid.uuid4())
     first = scheduler_ensure(key=key, scheduled_on=now, input_hash="1" * 64, now=now)
-    assert AutomationScheduler.objects.get(pk=first.scheduler_id).farm_id is None
+    assert DueWork.objects.get(pk=first.scheduler_id).farm_id is None
     moved = scheduler_ensure(
         key=key,
         scheduled_on=now + timedelta(minutes=5),
@@ -94,10 +94,10 @@ def test_ensure_records_the_farm_and_fills_it_on_a_later_write(
         now=now,
     )
     assert moved.outcome == EnsureOutcome.UPDATED
-    assert AutomationScheduler.objects.get(pk=first.scheduler_id).farm_id == alpha.kit.farm.pk
+    assert DueWork.objects.get(pk=first.scheduler_id).farm_id == alpha.kit.farm.pk
     other = report_manual_key(subscription_guid=uuid.uuid4(), manual_run_guid=uuid.uuid4())
     inserted = scheduler_ensure(
         key=other, scheduled_on=now, input_hash="2" * 64, farm_id=alpha.kit.farm.pk, now=now
     )
     assert inserted.outcome == EnsureOutcome.INSERTED
-    assert AutomationScheduler.objects.get(pk=inserted.scheduler_id).farm_id == alpha.kit.farm.pk
+    assert DueWork.objects.get(pk=inserted.scheduler_id).farm_id == alpha.kit.farm.pk

@@ -1,4 +1,4 @@
-"""The execution trace: one AutomationJob record per execution (type, key, outcome, timings,
+"""The execution trace: one TraceRecord record per execution (type, key, outcome, timings,
 where the delivery went, its blob), appended after the row's transaction committed, one
 INSERT per executed chunk; a failed trace write never touches the row; blobs go through the
 ``scheduler_traces`` storage alias."""
@@ -15,7 +15,7 @@ from django.db import connection, router, transaction
 from django.test.utils import CaptureQueriesContext
 from prometheus_client import REGISTRY
 
-from scheduler.models import AutomationJob, AutomationScheduler
+from scheduler.models import DueWork, TraceRecord
 from scheduler.registry import HoldForSupport, PermanentFailure, RetryableFailure
 from scheduler.routers import SchedulerTraceRouter
 from scheduler.services import (
@@ -29,7 +29,7 @@ from scheduler.trace_storage import trace_storage
 from tests.scheduler.conftest import NOW, due_rows, ensure_report
 
 pytestmark = pytest.mark.django_db
-TRACE_TABLE = AutomationJob._meta.db_table
+TRACE_TABLE = TraceRecord._meta.db_table
 FAILURES = "farm_scheduler_trace_write_failures_total"
 
 
@@ -45,8 +45,8 @@ def test_a_completed_execution_is_one_record_with_its_coordinates_and_blob(
     ((_, token),) = _claim()
     with django_capture_on_commit_callbacks(execute=True):
         assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "completed"
-    row = AutomationScheduler.objects.get(pk=pk)
-    (job,) = AutomationJob.objects.all()
+    row = DueWork.objects.get(pk=pk)
+    (job,) = TraceRecord.objects.all()
     assert (job.scheduler_id, job.token, job.attempt) == (pk, token, 1)
     assert (job.automation_type, job.scheduler_key) == (row.automation_type, row.scheduler_key)
     assert (job.outcome, job.reason, job.coordinates) == ("completed", "", {"notificationId": 42})
@@ -73,7 +73,7 @@ def test_every_outcome_is_traced_with_its_reason(
     ((_, token),) = _claim()
     with django_capture_on_commit_callbacks(execute=True):
         assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == outcome
-    job = AutomationJob.objects.get(scheduler_id=pk)
+    job = TraceRecord.objects.get(scheduler_id=pk)
     assert (job.outcome, job.reason, job.coordinates) == (outcome, reason, None)
     assert job.detail == str(raised) or job.detail.endswith(str(raised))
     if isinstance(raised, ValueError):  # the traceback went to a blob the record names
@@ -88,7 +88,7 @@ def test_a_lost_claim_is_traced_but_a_redelivery_runs_and_appends_nothing(
     with django_capture_on_commit_callbacks(execute=True):
         scheduler_execute(scheduler_id=pk, token=token, now=NOW)
         assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "lost"  # redelivered
-    assert list(AutomationJob.objects.values_list("outcome", flat=True)) == ["completed"]
+    assert list(TraceRecord.objects.values_list("outcome", flat=True)) == ["completed"]
     assert len(handler.runs) == 1
 
 
@@ -99,10 +99,10 @@ def test_a_rewritten_record_is_absorbed_by_the_unique_key(
     ((_, token),) = _claim()
     with django_capture_on_commit_callbacks(execute=True):
         scheduler_execute(scheduler_id=pk, token=token, now=NOW)
-    again = AutomationJob.objects.get()
+    again = TraceRecord.objects.get()
     again.pk = None
     assert trace_records_write([again]) == 1  # handed over, and absorbed
-    assert AutomationJob.objects.count() == 1
+    assert TraceRecord.objects.count() == 1
 
 
 def test_the_record_is_written_after_commit_and_never_for_a_rolled_back_row(
@@ -112,11 +112,11 @@ def test_the_record_is_written_after_commit_and_never_for_a_rolled_back_row(
     ((_, token),) = _claim()
     with django_capture_on_commit_callbacks(execute=False) as pending:
         scheduler_execute(scheduler_id=pk, token=token, now=NOW)
-        assert AutomationScheduler.objects.get(pk=pk).status == "completed"
-        assert not AutomationJob.objects.exists()  # not yet: the row has not committed
+        assert DueWork.objects.get(pk=pk).status == "completed"
+        assert not TraceRecord.objects.exists()  # not yet: the row has not committed
     assert len(pending) == 1
     pending[0]()
-    assert AutomationJob.objects.filter(scheduler_id=pk, outcome="completed").exists()
+    assert TraceRecord.objects.filter(scheduler_id=pk, outcome="completed").exists()
 
     other = ensure_report().scheduler_id
     ((_, other_token),) = _claim()
@@ -127,7 +127,7 @@ def test_the_record_is_written_after_commit_and_never_for_a_rolled_back_row(
     ):
         scheduler_execute(scheduler_id=other, token=other_token, now=NOW)
         raise RuntimeError("the caller's transaction rolls back")
-    assert callbacks == [] and not AutomationJob.objects.filter(scheduler_id=other).exists()
+    assert callbacks == [] and not TraceRecord.objects.filter(scheduler_id=other).exists()
 
 
 def test_a_failed_trace_write_is_logged_and_counted_and_the_row_stands(
@@ -139,11 +139,11 @@ def test_a_failed_trace_write_is_logged_and_counted_and_the_row_stands(
     before = REGISTRY.get_sample_value(FAILURES) or 0.0
     with django_capture_on_commit_callbacks(execute=True):
         assert scheduler_execute(scheduler_id=pk, token=token, now=NOW) == "completed"
-    assert AutomationScheduler.objects.get(pk=pk).status == "completed"
+    assert DueWork.objects.get(pk=pk).status == "completed"
     assert (REGISTRY.get_sample_value(FAILURES) or 0.0) == before + 1
     assert "1 execution records not written" in caplog.text
     settings.SCHEDULER_TRACE_DATABASE = "default"
-    assert not AutomationJob.objects.exists()
+    assert not TraceRecord.objects.exists()
 
 
 def _chunk_queries(n: int, capture: Callable[..., Any]) -> tuple[int, list[str]]:
@@ -163,7 +163,7 @@ def test_a_chunk_appends_its_records_in_one_insert_and_cost_per_row_is_flat(
     for n in (3, 6, 12):
         counts[n], traced = _chunk_queries(n, django_capture_on_commit_callbacks)
         assert len(traced) == 1 and traced[0].lstrip().upper().startswith("INSERT"), traced
-    assert AutomationJob.objects.count() == 21
+    assert TraceRecord.objects.count() == 21
     per_row = (counts[6] - counts[3]) / 3
     assert per_row == (counts[12] - counts[6]) / 6  # linear: the trace adds nothing per row
     assert counts[3] - 3 * per_row <= 4  # per chunk: the farms' read, the insert (+ savepoint)
@@ -174,10 +174,10 @@ def test_records_carry_the_rows_farm_and_organisation(
 ) -> None:
     alpha, _ = tenants
     pk = ensure_report().scheduler_id
-    AutomationScheduler.objects.filter(pk=pk).update(farm=alpha.kit.farm)
+    DueWork.objects.filter(pk=pk).update(farm=alpha.kit.farm)
     with django_capture_on_commit_callbacks(execute=True):
         scheduler_execute_chunk(rows=_claim(), clock=lambda: NOW)
-    job = AutomationJob.objects.get(scheduler_id=pk)
+    job = TraceRecord.objects.get(scheduler_id=pk)
     assert (job.farm_id, job.organization_id) == (alpha.kit.farm.pk, alpha.kit.farm.organization_id)
 
 
@@ -197,21 +197,21 @@ def test_blobs_go_to_the_scheduler_traces_storage_alias(
     ((_, token),) = _claim()
     with django_capture_on_commit_callbacks(execute=True):
         scheduler_execute(scheduler_id=pk, token=token, now=NOW)
-    name = AutomationScheduler.objects.get(pk=pk).trace_blob_name
+    name = DueWork.objects.get(pk=pk).trace_blob_name
     assert name.endswith("-completed.txt")
     assert (bucket / name).read_text() == "plain diagnostics"
 
 
 def test_the_router_sends_only_the_trace_to_its_database(settings: Any) -> None:
     settings.SCHEDULER_TRACE_DATABASE = "traces"
-    assert router.db_for_write(AutomationJob) == router.db_for_read(AutomationJob) == "traces"
-    assert router.db_for_write(AutomationScheduler) == "default"
+    assert router.db_for_write(TraceRecord) == router.db_for_read(TraceRecord) == "traces"
+    assert router.db_for_write(DueWork) == "default"
     allow = SchedulerTraceRouter().allow_migrate
-    assert allow("traces", "scheduler", "automationjob") is True
-    assert allow("default", "scheduler", "automationjob") is False
-    assert allow("traces", "scheduler", "automationscheduler") is False
+    assert allow("traces", "scheduler", "tracerecord") is True
+    assert allow("default", "scheduler", "tracerecord") is False
+    assert allow("traces", "scheduler", "duework") is False
     assert allow("traces", "auth", None) is False
-    assert allow("default", "scheduler", "automationscheduler") is None
+    assert allow("default", "scheduler", "duework") is None
     settings.SCHEDULER_TRACE_DATABASE = "default"
-    assert allow("default", "scheduler", "automationjob") is True
+    assert allow("default", "scheduler", "tracerecord") is True
     assert allow("default", "auth", "user") is None

@@ -13,25 +13,25 @@ from django.core.files.base import ContentFile
 from django.test import Client
 from django.utils import timezone
 
-from scheduler.models import AutomationJob, AutomationScheduler
+from scheduler.models import DueWork, TraceRecord
 from scheduler.trace_storage import trace_storage
 from tests.conftest import Tenant
-from tests.scheduler.factories import AutomationSchedulerFactory
+from tests.scheduler.factories import DueWorkFactory
 
 pytestmark = pytest.mark.django_db
-ROWS = "/admin/scheduler/automationscheduler/"
-JOBS = "/admin/scheduler/automationjob/"
+ROWS = "/admin/scheduler/duework/"
+JOBS = "/admin/scheduler/tracerecord/"
 
 
-def _traced_row(key: str, farm: Any = None) -> tuple[AutomationScheduler, AutomationJob]:
-    row = AutomationSchedulerFactory(scheduler_key=key, farm=farm, status="completed")
+def _traced_row(key: str, farm: Any = None) -> tuple[DueWork, TraceRecord]:
+    row = DueWorkFactory(scheduler_key=key, farm=farm, status="completed")
     name = trace_storage().save(
         f"automation-scheduler/{row.pk}/v1-completed.json", ContentFile(b'{"rendered": "hi"}')
     )
-    AutomationScheduler.objects.filter(pk=row.pk).update(trace_blob_name=name)
+    DueWork.objects.filter(pk=row.pk).update(trace_blob_name=name)
     row.refresh_from_db()
     now = timezone.now()
-    job = AutomationJob.objects.create(
+    job = TraceRecord.objects.create(
         scheduler_id=row.pk,
         automation_type=row.automation_type,
         scheduler_key=key,
@@ -80,14 +80,14 @@ def test_a_pruned_or_missing_blob_is_a_404(support: Client) -> None:
     row, _ = _traced_row("report-subscription:gone:manual:1")
     trace_storage().delete(row.trace_blob_name)
     assert support.get(f"{ROWS}{row.pk}/trace-blob/").status_code == 404
-    bare = AutomationSchedulerFactory()
+    bare = DueWorkFactory()
     assert support.get(f"{ROWS}{bare.pk}/trace-blob/").status_code == 404
 
 
 def test_records_are_read_only(support: Client) -> None:
     _, job = _traced_row("report-subscription:ro:manual:1")
     support.post(f"{JOBS}{job.pk}/change/", {"outcome": "failed"})
-    assert AutomationJob.objects.get(pk=job.pk).outcome == "completed"
+    assert TraceRecord.objects.get(pk=job.pk).outcome == "completed"
     assert support.get(f"{JOBS}add/").status_code == 403
 
 
@@ -97,7 +97,7 @@ def test_staff_see_only_their_organisations_trace(
     alpha, beta = tenants
     mine, my_job = _traced_row("report-subscription:mine:manual:1", alpha.kit.farm)
     theirs, their_job = _traced_row("report-subscription:theirs:manual:1", beta.kit.farm)
-    codenames = ["view_automationscheduler", "view_automationjob"]
+    codenames = ["view_duework", "view_tracerecord"]
     alpha.user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     client.login(username="alpha", password="pw")
 

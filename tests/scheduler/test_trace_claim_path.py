@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler.models import AutomationJob, AutomationScheduler
+from scheduler.models import DueWork, TraceRecord
 from scheduler.services import (
     ClaimedRow,
     ClaimStrategy,
@@ -21,8 +21,8 @@ from tests.scheduler import recording_storage
 from tests.scheduler.conftest import NOW, due_rows, ensure_report
 
 pytestmark = pytest.mark.django_db
-COORDINATION = AutomationScheduler._meta.db_table
-TRACE = AutomationJob._meta.db_table
+COORDINATION = DueWork._meta.db_table
+TRACE = TraceRecord._meta.db_table
 TRANSACTION_CONTROL = ("SAVEPOINT", "RELEASE", "ROLLBACK", "BEGIN", "COMMIT")
 
 
@@ -53,7 +53,7 @@ def test_claim_and_poll_touch_only_the_coordination_table(
     with django_capture_on_commit_callbacks(execute=True):
         scheduler_process_due(clock=lambda: NOW)
     # There is a trace to scan: records and blobs (and this storage sees what touches them).
-    blobs = set(AutomationJob.objects.values_list("trace_blob_name", flat=True))
+    blobs = set(TraceRecord.objects.values_list("trace_blob_name", flat=True))
     assert len(blobs) == 3 and blobs <= {name for call, name in recorded if call == "save"}
     recorded.clear()
     due_rows(7)

@@ -19,7 +19,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduler.models import AutomationScheduler, AutomationSchedulerTransition, AutomationType
+from scheduler.models import AutomationType, DueWork, DueWorkTransition
 from scheduler.registry import scheduler_handler_override
 from scheduler.services import (
     scheduler_complete,
@@ -92,8 +92,8 @@ def test_8_worker_processes_drain_5000_rows_each_handler_once(effect_table, tmp_
     assert set(counts.values()) == {1}  # every row's handler ran exactly once
     assert sum(r.get("completed", 0) for r in results) == ROWS
     assert sum(1 for r in results if r.get("completed")) >= 2, results  # really concurrent
-    assert AutomationScheduler.objects.filter(status="completed").count() == ROWS
-    assert not AutomationScheduler.objects.exclude(status="completed").exists()
+    assert DueWork.objects.filter(status="completed").count() == ROWS
+    assert not DueWork.objects.exclude(status="completed").exists()
     print(f"\n{ROWS} rows by {WORKERS} processes in {elapsed:.1f}s: {results}")
 
 
@@ -106,7 +106,7 @@ def test_worker_killed_mid_row_is_retried_once_and_its_late_completion_rejected(
     killed = json.loads(_first_line(child))
     child.wait(timeout=30)
     assert child.returncode == -signal.SIGKILL
-    row = AutomationScheduler.objects.get(pk=pk)
+    row = DueWork.objects.get(pk=pk)
     assert (row.status, row.version) == ("processing", killed["token"])
     assert effect_counts() == {}  # its uncommitted effect died with it
     lease = row.processing_lease_expires_on
@@ -129,9 +129,7 @@ def test_worker_killed_mid_row_is_retried_once_and_its_late_completion_rejected(
     row.refresh_from_db()
     assert (row.status, row.retry_count) == ("completed", 1)
     assert row.dispatch_result_json == {"notificationId": 42}
-    expired = AutomationSchedulerTransition.objects.filter(
-        scheduler_id=pk, reason_code="lease_expired"
-    )
+    expired = DueWorkTransition.objects.filter(scheduler_id=pk, reason_code="lease_expired")
     assert expired.count() == 1
 
 
@@ -144,7 +142,7 @@ def test_stalled_worker_waking_after_the_retry_cannot_complete(effect_table) -> 
     child = _child("stall", effect_table)
     try:
         stalled = json.loads(_first_line(child))
-        row = AutomationScheduler.objects.get(pk=pk)
+        row = DueWork.objects.get(pk=pk)
         lease = row.processing_lease_expires_on
         assert lease is not None and row.version == stalled["token"]
         scheduler_release_stale(now=lease + timedelta(seconds=1))

@@ -15,10 +15,10 @@ from typing import Any
 from django.db.models import Min, QuerySet
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
     CommandTransition,
+    DeviceCommand,
     DeviceCommandReceipt,
     ReceiptType,
 )
@@ -60,7 +60,7 @@ def step_settle(
     command of the fleet is live; False when ``timeout_s`` passed first (what is still
     open then is counted as lost, not waited for)."""
     events = _events(devices, offered)
-    live = AutomationCommandIntent.objects.filter(
+    live = DeviceCommand.objects.filter(
         rule__farm__organization_id=fleet.organization_id, status__in=COMMAND_LIVE
     )
     progress = Progress("settling")
@@ -103,7 +103,7 @@ def step_account(
             "event_id", "outcome"
         )
     )
-    intents_qs = AutomationCommandIntent.objects.filter(
+    intents_qs = DeviceCommand.objects.filter(
         rule_execution__event__in=events_qs, retry_of__isnull=True
     )
     intents = {

@@ -19,7 +19,7 @@ from devtools.bench.distributed.plan import WorkerSpec
 from devtools.bench.distributed.stack import Stack
 from devtools.bench.report import Progress, ratio
 from devtools.bench.scheduler import SchedulerBench, scheduler_unavailable
-from scheduler.models import AutomationScheduler
+from scheduler.models import DueWork
 from scheduler.states import SchedulerStatus
 
 POLL_TASK = "scheduler.poll_due"
@@ -64,7 +64,7 @@ def scheduler_skip_reason() -> str | None:
     reason = scheduler_unavailable()
     if reason is not None:
         return reason
-    due = AutomationScheduler.objects.filter(
+    due = DueWork.objects.filter(
         status=SchedulerStatus.PENDING, scheduled_on__lte=datetime.now(UTC)
     ).count()
     if due:

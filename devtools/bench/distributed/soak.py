@@ -23,7 +23,7 @@ from typing import Any
 from django.core.management import call_command
 from django.test import override_settings
 
-from automation.models import AutomationCommandIntent
+from automation.models import DeviceCommand
 from common.models import Organization
 from devices.models import Device
 from devtools.bench import BenchError
@@ -321,7 +321,7 @@ def _soak_report(
     write(f"\nTrends over the fitted window, from {since:,.0f} s to {intervals[-1].t_s:,.0f} s "
           "(least squares; a series fails when slope × window > its tolerance)")  # fmt: skip
     write(trends_table(trends))
-    cost = storage_cost(intervals, since, AutomationCommandIntent._meta.db_table, devices)
+    cost = storage_cost(intervals, since, DeviceCommand._meta.db_table, devices)
     rolled = partitions_rolled(intervals)
     write("")
     write(partitions_lines(rolled))

@@ -17,9 +17,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count
 
 from automation.models import (
-    AutomationCommandIntent,
     AutomationEndpointEvent,
     AutomationRuleExecution,
+    DeviceCommand,
 )
 from automation.services.manual import endpoint_command_manual, endpoint_hold_cancel
 from automation.states import (
@@ -148,7 +148,7 @@ class Command(BaseCommand):
             pending = events.filter(processing_status=EventStatus.PENDING).count()
             by_status = Counter(
                 dict(
-                    AutomationCommandIntent.objects.filter(created_at__gte=since)
+                    DeviceCommand.objects.filter(created_at__gte=since)
                     .values_list("status")
                     .annotate(n=Count("pk"))
                 )
@@ -180,7 +180,7 @@ class Command(BaseCommand):
     ) -> bool:
         if sys.stderr.isatty():
             sys.stderr.write("\n")
-        intents = list(AutomationCommandIntent.objects.filter(created_at__gte=since))
+        intents = list(DeviceCommand.objects.filter(created_at__gte=since))
         by_state = Counter((i.status, i.status_reason) for i in intents)
         relay_fault = {r: _fault_name(f) for _, r, f in pairs}
         faults: dict[str, Counter[str]] = {name: Counter() for name in relay_fault.values()}
@@ -293,9 +293,7 @@ def _earlier_hold_cancel(relay: str) -> None:
     endpoint_hold_cancel(endpoint_id=endpoint.pk, actor=operator, reason="demo: a new run")
 
 
-def _scheduled_once(
-    intents: list[AutomationCommandIntent], applies: Counter[tuple[str, str]]
-) -> bool:
+def _scheduled_once(intents: list[DeviceCommand], applies: Counter[tuple[str, str]]) -> bool:
     """One command of origin schedule, applied, and applied once by the device."""
     scheduled = [i for i in intents if i.origin == CommandOrigin.SCHEDULE]
     return len(scheduled) == 1 and all(
@@ -315,7 +313,7 @@ def _fault_name(options: dict[str, Any]) -> str:
     return name
 
 
-def _latency(name: str, pairs: list[tuple[datetime | None, AutomationCommandIntent]]) -> tuple:
+def _latency(name: str, pairs: list[tuple[datetime | None, DeviceCommand]]) -> tuple:
     samples = []
     for at, intent in pairs:
         first = intent.transitions.filter(to_status="dispatched").order_by("at").first()

@@ -37,7 +37,7 @@ from scheduler.keys import (
     scheduler_input_hash,
     scheduler_key,
 )
-from scheduler.models import AutomationScheduler, TriggerType
+from scheduler.models import DueWork, TriggerType
 from scheduler.services import (
     EnsureResult,
     scheduler_cancel,
@@ -175,9 +175,7 @@ def report_subscription_ensure(*, subscription_id: int, now: datetime) -> list[E
 
 
 def _open_keys(prefix: str) -> list[tuple[int, str, int, str]]:
-    rows = AutomationScheduler.objects.filter(
-        scheduler_key__startswith=prefix, status__in=SCHEDULER_OPEN
-    )
+    rows = DueWork.objects.filter(scheduler_key__startswith=prefix, status__in=SCHEDULER_OPEN)
     return list(rows.values_list("pk", "status", "version", "scheduler_key"))
 
 

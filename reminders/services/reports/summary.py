@@ -21,13 +21,13 @@ from zoneinfo import ZoneInfo
 
 from django.db.models import Count
 
-from automation.models import AutomationCommandIntent, DeviceCommandReceipt, ReceiptType
+from automation.models import DeviceCommand, DeviceCommandReceipt, ReceiptType
 from automation.states import CommandStatus
 from devices.models import Farm
 from devices.selectors import EndpointReadings, farm_readings_summary
 from reminders.models import ReminderOccurrence
 from reminders.services.reports.periods import ReportPeriod
-from scheduler.models import AutomationScheduler, AutomationType
+from scheduler.models import AutomationType, DueWork
 from scheduler.states import SchedulerStatus
 
 UNCERTAIN_LISTED = 20
@@ -64,7 +64,7 @@ class FarmReport:
 def farm_report_build(*, farm_id: int, period: ReportPeriod) -> FarmReport:
     farm = Farm.objects.get(pk=farm_id)
     span = (period.start_utc, period.end_utc)
-    intents = AutomationCommandIntent.objects.filter(
+    intents = DeviceCommand.objects.filter(
         target_device__farm_id=farm_id, created_at__gte=span[0], created_at__lt=span[1]
     )
     counts = dict(intents.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
@@ -115,7 +115,7 @@ def _timeout_devices(farm_id: int, span: tuple[datetime, datetime]) -> list[tupl
 def _reminders_sent(farm_id: int, span: tuple[datetime, datetime]) -> int:
     """Reminder rows of the farm completed (delivery queued) in the period."""
     keys = ReminderOccurrence.objects.filter(farm_id=farm_id).values("scheduler_key")
-    return AutomationScheduler.objects.filter(
+    return DueWork.objects.filter(
         automation_type=AutomationType.REMINDER,
         status=SchedulerStatus.COMPLETED,
         completed_on__gte=span[0],

@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 from reminders.models import UserMessage, UserMessageOccurrence, UserMessageStatus
 from reminders.services.user_messages.schedule import MessageSchedule, Occurrence
 from scheduler.keys import UserMessageKey, scheduler_input_hash, scheduler_key, user_message_key
-from scheduler.models import AutomationScheduler, TriggerType
+from scheduler.models import DueWork, TriggerType
 from scheduler.services import scheduler_deactivate, scheduler_ensure, scheduler_move
 from scheduler.states import SCHEDULER_OPEN, SchedulerReason, SchedulerStatus
 
@@ -73,7 +73,7 @@ def user_message_rows_sync(*, message: UserMessage, now: datetime, detail: str =
     links = {link.sequence: link for link in message.occurrences.all()}
     rows = {
         pk: _Row(pk, status, version, key)
-        for pk, status, version, key in AutomationScheduler.objects.filter(
+        for pk, status, version, key in DueWork.objects.filter(
             pk__in=[link.scheduler_id for link in links.values()]
         ).values_list("pk", "status", "version", "scheduler_key")
     }

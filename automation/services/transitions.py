@@ -1,6 +1,6 @@
-"""Status moves of command intents, the one primitive of every stage and of the row-by-row
-paths (``intent_transition`` is a batch of one): each row moves only from the (status,
-version) it was read with, every step it takes gets its audit row in the same transaction,
+"""Command transitions, the one primitive of every stage and of the row-by-row paths
+(``command_transition`` is a batch of one): each row moves only from the (status, version)
+it was read with, every transition it takes gets its audit row in the same transaction,
 and a command that ends frees its endpoint for the next one. A batch costs one UPDATE per
 distinct set of changed columns (two or three kinds in practice), one INSERT of audit rows
 and, after commit, one query for the commands waiting behind the freed endpoints, however
@@ -13,12 +13,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from django.db import transaction
 
 from automation import coordination
-from automation.models import AutomationCommandIntent, CommandTransition
+from automation.models import CommandTransition, DeviceCommand
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from common.handoff import COMMANDS_DISPATCH, enqueue
 from common.sql import update_returning
@@ -27,34 +27,58 @@ from config.metrics import metrics_transitions_recorded
 logger = logging.getLogger(__name__)
 
 
+class CommandFields(TypedDict, total=False):
+    """The columns a transition sets beside its status: the one list of them, so a typo or a
+    value of the wrong type is a type error, not a silent extra column."""
+
+    acknowledged_at: datetime | None
+    applied_at: datetime
+    attempt_count: int
+    deadline_at: datetime
+    dispatched_at: datetime
+    first_dispatched_at: datetime
+    last_error: str
+    lease_expires_at: datetime | None
+    mqtt_request_id: str
+    next_attempt_at: datetime | None
+    prior_value: object
+    prior_value_at: datetime | None
+
+
 @dataclass(frozen=True)
-class Step:
+class Transition:
+    """One audited step of a command's status, as ``CommandTransition`` records it."""
+
     to: CommandStatus
     reason: ReasonCode
     detail: str = ""
 
 
 @dataclass
-class Move:
-    """One intent's way from the state it was read in through ``steps`` (audit rows in this
-    order), with ``fields`` set on the row at the end."""
+class GuardedTransition:
+    """A command's way from the (status, version) it was read in along ``path`` (audit rows
+    in this order), with ``fields`` set on the row at the end; empty ``path``: fields only."""
 
-    intent: AutomationCommandIntent
-    steps: list[Step]
-    fields: dict[str, Any] = field(default_factory=dict)
+    intent: DeviceCommand
+    path: list[Transition]
+    fields: CommandFields = field(default_factory=CommandFields)
 
     @property
     def to(self) -> CommandStatus:
-        return self.steps[-1].to if self.steps else CommandStatus(self.intent.status)
+        return self.path[-1].to if self.path else CommandStatus(self.intent.status)
 
 
-def intents_move(moves: Sequence[Move], *, now: datetime) -> list[Move]:
-    """Apply the moves; returns those that happened (the others lost a race and wrote
-    nothing). The intents of moved rows are updated in place."""
-    moves = [m for m in moves if m.steps or m.fields]
+def commands_transition(
+    moves: Sequence[GuardedTransition], *, now: datetime
+) -> list[GuardedTransition]:
+    """Apply the transitions; returns those that happened (the others lost a race and wrote
+    nothing). The commands of moved rows are updated in place."""
+    moves = [m for m in moves if m.path or m.fields]
     if not moves:
         return []
-    groups: dict[tuple[str, ...], list[tuple[Move, dict[str, Any]]]] = defaultdict(list)
+    groups: dict[tuple[str, ...], list[tuple[GuardedTransition, dict[str, Any]]]] = defaultdict(
+        list
+    )
     for move in moves:
         updates = _updates(move, now)
         groups[tuple(sorted(updates))].append((move, updates))
@@ -70,7 +94,7 @@ def intents_move(moves: Sequence[Move], *, now: datetime) -> list[Move]:
                 )
                 for m, updates in members
             ]
-            moved_ids.update(update_returning(AutomationCommandIntent, rows, bump="version"))
+            moved_ids.update(update_returning(DeviceCommand, rows, bump="version"))
         done = [m for m in moves if m.intent.pk in moved_ids]
         audit = CommandTransition.objects.bulk_create(_audit_rows(done, now))
         # bulk_create sends no post_save: the ledger's counters are fed here instead.
@@ -80,7 +104,7 @@ def intents_move(moves: Sequence[Move], *, now: datetime) -> list[Move]:
             transaction.on_commit(lambda: endpoints_released(released))
     for move in done:
         _apply_in_memory(move, _updates(move, now))
-        for step in move.steps:
+        for step in move.path:
             logger.info(
                 "command %s -> %s (%s)",
                 move.intent.device_command_id,
@@ -94,10 +118,10 @@ def intents_move(moves: Sequence[Move], *, now: datetime) -> list[Move]:
     return done
 
 
-def _updates(move: Move, now: datetime) -> dict[str, Any]:
+def _updates(move: GuardedTransition, now: datetime) -> dict[str, Any]:
     updates: dict[str, Any] = {"updated_at": now, **move.fields}
-    if move.steps:
-        updates.update(status=move.to, status_reason=move.steps[-1].reason)
+    if move.path:
+        updates.update(status=move.to, status_reason=move.path[-1].reason)
         if move.to in COMMAND_TERMINAL:
             updates.update(
                 inflight_endpoint=None, finished_at=now, lease_expires_at=None, next_attempt_at=None
@@ -105,7 +129,7 @@ def _updates(move: Move, now: datetime) -> dict[str, Any]:
     return updates
 
 
-def _apply_in_memory(move: Move, updates: dict[str, Any]) -> None:
+def _apply_in_memory(move: GuardedTransition, updates: dict[str, Any]) -> None:
     intent = move.intent
     for name, value in updates.items():
         if name == "inflight_endpoint":
@@ -115,12 +139,12 @@ def _apply_in_memory(move: Move, updates: dict[str, Any]) -> None:
     intent.version += 1
 
 
-def _audit_rows(done: Sequence[Move], now: datetime) -> list[CommandTransition]:
+def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[CommandTransition]:
     rows: list[CommandTransition] = []
     for move in done:
         before = move.intent.status
         attempt = move.fields.get("attempt_count", move.intent.attempt_count)
-        for step in move.steps:
+        for step in move.path:
             rows.append(
                 CommandTransition(
                     intent=move.intent,
@@ -141,7 +165,7 @@ def endpoints_released(endpoint_ids: list[int]) -> None:
     nudge for the whole batch."""
     coordination.inflights_clear(endpoint_ids)
     waiting = (
-        AutomationCommandIntent.objects.filter(
+        DeviceCommand.objects.filter(
             target_device_endpoint_id__in=endpoint_ids, status=CommandStatus.PENDING_DISPATCH
         )
         .order_by("target_device_endpoint_id", "created_at", "pk")
