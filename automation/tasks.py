@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
 
 from celery import shared_task
 from django.apps import apps
@@ -34,6 +33,7 @@ from devices.mqtt.messages import (
     TELEMETRY_TASK,
     DeviceMessage,
     InboundTelemetry,
+    WireRow,
 )
 from devices.mqtt.publisher import get_publisher
 
@@ -69,7 +69,7 @@ def endpoint_events_enqueue(event_ids: list[int]) -> None:
 
 # The name is the bridge's hand-off contract (``devices.mqtt.messages``).
 @shared_task(name=TELEMETRY_TASK, **routed_to("ingest"), **DB_RETRY)
-def telemetry_ingest_task(messages: list[list[Any]]) -> int:
+def telemetry_ingest_task(messages: list[WireRow]) -> int:
     """Ingest stage: the bridge hands off batches of telemetry; evaluation follows after
     commit, in this task (``EVALUATE_INLINE``: the hop to the evaluate queue cost more than
     it bought, docs/architecture.md) or on the evaluate queue."""
@@ -136,7 +136,7 @@ def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = Tru
 
 # The bridge hands device replies to this one by name, like telemetry to ingest.
 @shared_task(name=DEVICE_MESSAGES_TASK, **routed_to("reconcile"), **DB_RETRY)
-def device_messages_reconcile_task(messages: list[list[Any]]) -> int:
+def device_messages_reconcile_task(messages: list[WireRow]) -> int:
     intent_ids = device_messages_record(messages=[DeviceMessage.from_task_arg(m) for m in messages])
     command_intents_reconcile(intent_ids=intent_ids)
     return len(intent_ids)

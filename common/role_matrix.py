@@ -28,10 +28,10 @@ class Route:
     kwargs: tuple[str, ...]  # the path's parameters
 
 
-def _walk(patterns: list[Any], prefix: str) -> Iterator[tuple[str, URLPattern]]:
+def _url_patterns_flat(patterns: list[Any], prefix: str) -> Iterator[tuple[str, URLPattern]]:
     for entry in patterns:
         if isinstance(entry, URLResolver):
-            yield from _walk(entry.url_patterns, prefix + str(entry.pattern))
+            yield from _url_patterns_flat(entry.url_patterns, prefix + str(entry.pattern))
         elif isinstance(entry, URLPattern):
             yield prefix + str(entry.pattern), entry
 
@@ -49,7 +49,7 @@ def api_routes() -> list[Route]:
     from rest_framework.views import APIView
 
     routes: list[Route] = []
-    for raw, pattern in _walk(get_resolver().url_patterns, ""):
+    for raw, pattern in _url_patterns_flat(get_resolver().url_patterns, ""):
         view = getattr(pattern.callback, "cls", None)
         if view is None or not issubclass(view, APIView):
             continue  # the Django admin, /metrics and /health keep their own checks

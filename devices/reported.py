@@ -7,13 +7,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
 from devices.models import DeviceInstanceEndpoint
 
-Reading = tuple[int, Any, datetime]  # (endpoint id, value, device time)
+
+class ReportedValue(NamedTuple):
+    endpoint_id: int
+    value: Any
+    device_time: datetime
 
 
 def report_value(
@@ -28,19 +32,19 @@ def report_value(
     return False, None
 
 
-def endpoint_reported_values_update(*, readings: Iterable[Reading]) -> None:
+def endpoint_reported_values_update(*, readings: Iterable[ReportedValue]) -> None:
     """Keep each endpoint's newest reported value (by device time): one guarded UPDATE per
     batch, so an older message arriving late never overwrites a newer value."""
-    newest: dict[int, Reading] = {}
+    newest: dict[int, ReportedValue] = {}
     for reading in readings:
-        seen = newest.get(reading[0])
-        if seen is None or reading[2] >= seen[2]:
-            newest[reading[0]] = reading
+        seen = newest.get(reading.endpoint_id)
+        if seen is None or reading.device_time >= seen.device_time:
+            newest[reading.endpoint_id] = reading
     if not newest:
         return
     ids = sorted(newest)
-    values = [json.dumps(newest[pk][1]) for pk in ids]
-    stamps = [newest[pk][2] for pk in ids]
+    values = [json.dumps(newest[pk].value) for pk in ids]
+    stamps = [newest[pk].device_time for pk in ids]
     table = DeviceInstanceEndpoint._meta.db_table
     guard = (
         f"{table}.id = v.id AND ({table}.last_value_at IS NULL OR {table}.last_value_at <= v.ts)"

@@ -31,7 +31,7 @@ from devices.models import (
 )
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.messages import InboundTelemetry
-from devices.reported import endpoint_reported_values_update
+from devices.reported import ReportedValue, endpoint_reported_values_update
 from devices.services.rejections import device_message_rejections_record, is_utf8, printable
 from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
@@ -338,7 +338,9 @@ def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
 def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
     endpoint_reported_values_update(
         readings=(
-            (e["device_instance_endpoint"], e["normalized_value"], e["event_timestamp"])
+            ReportedValue(
+                e["device_instance_endpoint"], e["normalized_value"], e["event_timestamp"]
+            )
             for e in events
         )
     )

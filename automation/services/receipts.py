@@ -26,7 +26,7 @@ from devices.mqtt.contract import (
     parse_state_report,
 )
 from devices.mqtt.messages import DeviceMessage
-from devices.reported import Reading, endpoint_reported_values_update, report_value
+from devices.reported import ReportedValue, endpoint_reported_values_update, report_value
 from devices.services.rejections import device_message_rejections_record, printable
 from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
@@ -146,7 +146,7 @@ def _reported_state_record(
         device_id__in={device_id for device_id, _ in reports}
     ).select_related("profile_endpoint"):
         endpoints.setdefault(endpoint.device_id, []).append(endpoint)
-    readings: list[Reading] = []
+    readings: list[ReportedValue] = []
     for device_id, payload in reports:
         applied_at = parse_datetime(str(payload.get("appliedAt", "")))
         state = payload.get("reportedState") or {}
@@ -157,7 +157,7 @@ def _reported_state_record(
                 state, param_key=endpoint.rpc_param_key, endpoint_key=endpoint.profile_endpoint.key
             )
             if found and value_has_type(endpoint.profile_endpoint.data_type, value):
-                readings.append((endpoint.pk, value, applied_at))
+                readings.append(ReportedValue(endpoint.pk, value, applied_at))
     endpoint_reported_values_update(readings=readings)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -18,6 +17,10 @@ from django.utils.dateparse import parse_datetime
 # under these constants; ingest keeps the name from when it lived in this app.
 TELEMETRY_TASK = "automation.telemetry_ingest"
 DEVICE_MESSAGES_TASK = "automation.device_messages_reconcile"
+
+# One message as it travels in a task's JSON arguments: a positional row of text and flags
+# (the time as ISO text). A task takes a list of them; only this module builds or reads one.
+WireRow = list[str | bool]
 
 
 def decode_payload(payload: bytes) -> tuple[str, bool]:
@@ -43,11 +46,11 @@ class InboundTelemetry:
         payload, bad_encoding = decode_payload(raw)
         return cls(serial, payload, received_at, bad_encoding)
 
-    def to_task_arg(self) -> list[Any]:
+    def to_task_arg(self) -> WireRow:
         return [self.serial, self.payload, self.received_at.isoformat(), self.bad_encoding]
 
     @classmethod
-    def from_task_arg(cls, arg: Sequence[Any]) -> InboundTelemetry:
+    def from_task_arg(cls, arg: Sequence[str | bool]) -> InboundTelemetry:
         received = parse_datetime(str(arg[2])) or timezone.now()
         bad = bool(arg[3]) if len(arg) > 3 else False
         return cls(serial=str(arg[0]), payload=str(arg[1]), received_at=received, bad_encoding=bad)
@@ -69,7 +72,7 @@ class DeviceMessage:
         payload, bad_encoding = decode_payload(raw)
         return cls(serial, kind, payload, received_at, bad_encoding)
 
-    def to_task_arg(self) -> list[Any]:
+    def to_task_arg(self) -> WireRow:
         return [
             self.serial,
             self.kind,
@@ -79,7 +82,7 @@ class DeviceMessage:
         ]
 
     @classmethod
-    def from_task_arg(cls, arg: Sequence[Any]) -> DeviceMessage:
+    def from_task_arg(cls, arg: Sequence[str | bool]) -> DeviceMessage:
         received = parse_datetime(str(arg[3])) or timezone.now()
         bad = bool(arg[4]) if len(arg) > 4 else False
         return cls(str(arg[0]), str(arg[1]), str(arg[2]), received, bad)

@@ -85,7 +85,7 @@ class SyncResult:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class _SourcePlan:
     wanted: dict[str, Candidate]
     ensure: list[tuple[ReminderSetting, Candidate]]
     failed: dict[int, SettingFailure] = field(default_factory=dict)  # by setting id
@@ -106,7 +106,7 @@ def reminder_source_sync(
     with transaction.atomic():
         source = providers.source.load(source_guid, now=now)
         result.farm_id = source.farm_id if source else None
-        plan = _plan(providers, source, now)
+        plan = _candidates_by_setting(providers, source, now)
         result.failures += plan.failed.values()
         bounds = _bounds(source, now, window_days)
         result.changes += _deactivate_stale(
@@ -116,11 +116,13 @@ def reminder_source_sync(
     return result
 
 
-def _plan(providers: ProviderSet, source: SourceState | None, now: datetime) -> _Plan:
+def _candidates_by_setting(
+    providers: ProviderSet, source: SourceState | None, now: datetime
+) -> _SourcePlan:
     """Candidates per selecting setting; the live ones (today or later) and the immediate
     ones are ensured, the past ones stay wanted so their open rows are left alone."""
     if source is None or not source.active:
-        return _Plan({}, [])
+        return _SourcePlan({}, [])
     today = local_today(now, source.time_zone)
     wanted: dict[str, Candidate] = {}
     ensure: list[tuple[ReminderSetting, Candidate]] = []
@@ -140,7 +142,7 @@ def _plan(providers: ProviderSet, source: SourceState | None, now: datetime) -> 
         seen = {c.key_text for c in live}
         ensure += [(setting, c) for c in live + [e for e in extra if e.key_text not in seen]]
         wanted.update((c.key_text, c) for c in extra)
-    return _Plan(wanted, ensure, failed)
+    return _SourcePlan(wanted, ensure, failed)
 
 
 def _setting_failed(
@@ -182,7 +184,7 @@ def _deactivate_stale(
     source_type: str,
     source_guid: uuid.UUID,
     source: SourceState | None,
-    plan: _Plan,
+    plan: _SourcePlan,
     now: datetime,
     bounds: tuple[date, date] | None,
 ) -> list[OccurrenceChange]:
@@ -203,7 +205,7 @@ def _deactivate_stale(
 
 
 def _ensure(
-    plan: _Plan, source: SourceState | None, now: datetime, bounds: tuple[date, date] | None
+    plan: _SourcePlan, source: SourceState | None, now: datetime, bounds: tuple[date, date] | None
 ) -> list[OccurrenceChange]:
     changes = []
     for setting, candidate in plan.ensure:

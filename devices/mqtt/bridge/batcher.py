@@ -20,7 +20,7 @@ from kombu.exceptions import ChannelError
 
 from devices.mqtt.bridge.stats import BridgeStats
 from devices.mqtt.contract import TopicKind
-from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK
+from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, WireRow
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
@@ -33,7 +33,7 @@ DEDUPE_KEY_PREFIX = "bridge:telemetry:"
 BACKLOG_CHECK_S = 0.005
 HOLD_MAX_S = 0.5
 
-Handoff = Callable[[str, list[list[Any]]], None]
+Handoff = Callable[[str, list[WireRow]], None]
 Backlog = Callable[[str], int]  # task name -> hand-offs waiting in its queue, untaken
 
 
@@ -66,7 +66,7 @@ def queue_length(queue: str) -> int:
                 return 0
 
 
-def celery_handoff(task_name: str, batch: list[list[Any]]) -> None:
+def celery_handoff(task_name: str, batch: list[WireRow]) -> None:
     """Publish one batch as one task, by name (the tasks sit in an app above this one), to
     the queue the task declares (the app's router reads it). ``retry=False``: the bridge owns
     the retry, so its MQTT loop is serviced between attempts instead of blocking inside
@@ -86,7 +86,7 @@ class Entry:
     """One received message waiting for its hand-off; ``arg`` None once it is known to be a
     duplicate (it then only needs its acknowledgement)."""
 
-    arg: list[Any] | None
+    arg: WireRow | None
     mid: int
     qos: int
     connection: int  # acknowledge only on the connection that delivered it
