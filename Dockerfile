@@ -17,8 +17,9 @@ RUN groupadd --system --gid 10001 farm \
 WORKDIR /srv/farm
 
 # The lock alone first: the dependency layer is rebuilt only when the lock changes.
-COPY requirements.lock ./
+COPY requirements-pip.lock requirements.lock ./
 RUN python -m venv /srv/farm/.venv \
+    && /srv/farm/.venv/bin/pip install --require-hashes -r requirements-pip.lock \
     && /srv/farm/.venv/bin/pip install --require-hashes -r requirements.lock
 
 COPY . .

@@ -9,8 +9,9 @@ STAMP := $(VENV)/.installed
 # lock pins every package with its hashes, and pip refuses a file whose hash is not listed.
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check --require-hashes
 
-$(STAMP): requirements.lock requirements-test.lock
+$(STAMP): requirements-pip.lock requirements.lock requirements-test.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) -r requirements-pip.lock
 	$(PIP_INSTALL) -r requirements.lock -r requirements-test.lock
 	touch $(STAMP)
 
