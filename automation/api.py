@@ -63,9 +63,8 @@ from automation.services.support import (
 )
 from automation.states import CommandOrigin, CommandStatus
 from common.api import (
-    IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
-    idempotent_post,
+    idempotent,
     request_scope,
 )
 from common.errors import Conflict
@@ -153,9 +152,9 @@ class RuleViewSet(
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "scope": request_scope(self.request)}
 
-    @extend_schema(parameters=[IDEMPOTENCY_PARAMETER])
+    @idempotent()
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: super(RuleViewSet, self).create(request))
+        return super().create(request, *args, **kwargs)
 
 
 class CommandIntentViewSet(ScopedViewSet):
@@ -173,18 +172,14 @@ class CommandIntentViewSet(ScopedViewSet):
     def timeline(self, request: Request, pk: str | None = None) -> Response:
         return Response(command_timeline(intent=self.get_object()).as_dict())
 
-    @extend_schema(
+    @idempotent(
         request=CommandRetryRequestSerializer,
         responses={201: CommandIntentSerializer, 200: CommandIntentSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         """A new command for an ended one (201), or the live retry a repeat made (200); a
         command that has not ended is a 400."""
-        return idempotent_post(request, lambda: self._retry(request))
-
-    def _retry(self, request: Request) -> Response:
         intent = self.get_object()
         body = CommandRetryRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -290,18 +285,14 @@ class TelemetryIngestApi(APIView):
 
     required_roles = {"post": Need.TELEMETRY}
 
-    @extend_schema(
+    @idempotent(
         request=TelemetryBatchSerializer,
         responses={
             202: OpenApiResponse(IngestResultSerializer, "Kept; any rejection is listed."),
             422: OpenApiResponse(IngestResultSerializer, "Every message was rejected."),
         },
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: self._ingest(request))
-
-    def _ingest(self, request: Request) -> Response:
         batch = TelemetryBatchSerializer(data=request.data)
         batch.is_valid(raise_exception=True)
         items = batch.validated_data["messages"]

@@ -24,7 +24,7 @@ from automation.services.manual import (
     endpoint_command_manual,
     endpoint_hold_cancel,
 )
-from common.api import IDEMPOTENCY_HEADER, IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
+from common.api import IDEMPOTENCY_HEADER, idempotent, request_scope
 from common.errors import Conflict
 from common.roles import Need
 from devices.models import DeviceInstanceEndpoint
@@ -55,19 +55,15 @@ class EndpointCommandApi(_EndpointOperation):
     ``manual_override_minutes``. 201 with the new command; 200 with the one an earlier request
     of the same ``Idempotency-Key`` made."""
 
-    @extend_schema(
+    @idempotent(
         request=ManualCommandRequestSerializer,
         responses={
             201: ManualCommandSerializer,
             200: ManualCommandSerializer,
             409: OpenApiResponse(description="conflict: the device is retired or in maintenance"),
         },
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     def post(self, request: Request, pk: int) -> Response:
-        return idempotent_post(request, lambda: self._command(request, pk))
-
-    def _command(self, request: Request, pk: int) -> Response:
         endpoint = self.endpoint(request, pk)
         body = ManualCommandRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)

@@ -11,6 +11,7 @@ records (``idempotency_records_prune``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -22,9 +23,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.fields import empty
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -141,6 +143,35 @@ def idempotent_post(
     except _Replay as replay:
         return _replayed(replay.record, request, fingerprint)
     return response
+
+
+ViewMethod = Callable[..., Response]
+
+
+def idempotent(
+    *,
+    request: object = empty,
+    responses: object = empty,
+    stored: Callable[[Any], Any] | None = None,
+) -> Callable[[ViewMethod], ViewMethod]:
+    """A POST view method run through ``idempotent_post``, its schema naming the
+    Idempotency-Key header: every create and POST action gets both from this one place.
+    Above ``@action``: drf-spectacular keeps the schema in the action's kwargs."""
+    request_body = request  # the name ``request`` is the view's argument below
+
+    def wrap(method: ViewMethod) -> ViewMethod:
+        @functools.wraps(method)
+        def view(self: object, request: Request, *args: object, **kwargs: object) -> Response:
+            return idempotent_post(
+                request, lambda: method(self, request, *args, **kwargs), stored=stored
+            )
+
+        schema = extend_schema(
+            request=request_body, responses=responses, parameters=[IDEMPOTENCY_PARAMETER]
+        )
+        return schema(view)
+
+    return wrap
 
 
 def idempotency_records_prune(*, now: datetime, batch: int = IDEMPOTENCY_PRUNE_BATCH) -> int:

@@ -22,12 +22,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import (
-    IDEMPOTENCY_PARAMETER,
-    ScopedViewSet,
-    idempotent_post,
-    request_scope,
-)
+from common.api import ScopedViewSet, idempotent, request_scope
 from common.errors import BrokerUnavailable, Conflict
 from common.filters import IdFilter
 from common.permissions import require_organization
@@ -111,15 +106,8 @@ class FarmViewSet(_WritableViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[Farm]:
         return farms_visible(scope=scope)
 
-    @extend_schema(
-        request=FarmCreateSerializer,
-        responses={201: FarmSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
+    @idempotent(request=FarmCreateSerializer, responses={201: FarmSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: self._create(request))
-
-    def _create(self, request: Request) -> Response:
         data = _valid(FarmCreateSerializer(data=request.data, context=self.write_context()))
         require_organization(request, self, data["organization"].pk)
         with _refusals():
@@ -168,17 +156,14 @@ class DeviceViewSet(_WritableViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[Device]:
         return devices_visible(scope=scope)
 
-    @extend_schema(
+    @idempotent(
         request=DeviceCreateSerializer,
         responses={201: ProvisionedDeviceSerializer, 503: _BROKER_DOWN},
-        parameters=[IDEMPOTENCY_PARAMETER],
+        stored=_without_password,
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Provision a device: its profile's endpoints and its MQTT login, in one transaction.
         The password is in this answer only; a replay by Idempotency-Key omits it."""
-        return idempotent_post(request, lambda: self._create(request), stored=_without_password)
-
-    def _create(self, request: Request) -> Response:
         data = _valid(DeviceCreateSerializer(data=request.data, context=self.write_context()))
         require_organization(request, self, data["farm"].organization_id)
         with _refusals():
@@ -218,18 +203,14 @@ class DeviceViewSet(_WritableViewSet):
             raise Conflict(detail + "outside the product.", code="credentials_not_managed")
         return Response(asdict(login), status=status.HTTP_201_CREATED, headers=_NO_STORE)
 
-    @extend_schema(
+    @idempotent(
         request=DeviceStatusRequestSerializer,
         responses={200: DeviceSerializer, 503: _BROKER_DOWN},
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     @action(detail=True, methods=["post"], url_path="status", url_name="status")
     def change_status(self, request: Request, pk: str | None = None) -> Response:
         """Move the device to active, maintenance or retired (a no-op if it is there
         already); publishes DeviceStatusChanged. Retiring revokes its MQTT login."""
-        return idempotent_post(request, lambda: self._status(request))
-
-    def _status(self, request: Request) -> Response:
         device: Device = self.get_object()
         data = _valid(DeviceStatusRequestSerializer(data=request.data))
         with _refusals():
@@ -256,15 +237,8 @@ class DeviceProfileViewSet(_WritableViewSet):
         fresh = DeviceProfile.objects.prefetch_related("endpoints").get(pk=profile.pk)
         return Response(DeviceProfileSerializer(fresh).data, status=code)
 
-    @extend_schema(
-        request=ProfileCreateSerializer,
-        responses={201: DeviceProfileSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
+    @idempotent(request=ProfileCreateSerializer, responses={201: DeviceProfileSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: self._create(request))
-
-    def _create(self, request: Request) -> Response:
         data = _valid(ProfileCreateSerializer(data=request.data, context=self.write_context()))
         organization = data["organization"]
         require_organization(request, self, None if organization is None else organization.pk)
@@ -283,17 +257,10 @@ class DeviceProfileViewSet(_WritableViewSet):
                 profile_rename(profile=profile, name=data["name"])
         return self._shown(profile)
 
-    @extend_schema(
-        request=ProfileEndpointsAddSerializer,
-        responses={201: DeviceProfileSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
+    @idempotent(request=ProfileEndpointsAddSerializer, responses={201: DeviceProfileSerializer})
     @action(detail=True, methods=["post"], url_path="endpoints", url_name="endpoints")
     def endpoints_add(self, request: Request, pk: str | None = None) -> Response:
         """Add entries to the catalogue; every device of the profile gets them at once."""
-        return idempotent_post(request, lambda: self._endpoints_add(request))
-
-    def _endpoints_add(self, request: Request) -> Response:
         profile = self.get_object()
         data = _valid(ProfileEndpointsAddSerializer(data=request.data))
         with _refusals():

@@ -26,7 +26,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
-from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
+from common.api import idempotent, request_scope
 from common.errors import error_body
 from common.filters import IdFilter, StrictBooleanFilter
 from common.roles import Need
@@ -129,27 +129,25 @@ class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-a
             )
         return rows.order_by("-pk")
 
-    @extend_schema(
+    @idempotent(
         request=NotificationActionSerializer,
         responses={200: NotificationDetailSerializer, 409: _REFUSED},
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         """Queue a failed or cancelled notification again with a fresh attempt budget; any
         other state is a 409 and nothing changes."""
-        return idempotent_post(request, lambda: self._move(request, notification_retry))
+        return self._move(request, notification_retry)
 
-    @extend_schema(
+    @idempotent(
         request=NotificationActionSerializer,
         responses={200: NotificationDetailSerializer, 409: _REFUSED},
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         """Stop a queued or failed notification for good; one being sent or already sent is a
         409."""
-        return idempotent_post(request, lambda: self._move(request, notification_cancel))
+        return self._move(request, notification_cancel)
 
     def _move(self, request: Request, move: Any) -> Response:
         notification = self.get_object()

@@ -18,12 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import (
-    IDEMPOTENCY_PARAMETER,
-    ScopedViewSet,
-    idempotent_post,
-    request_scope,
-)
+from common.api import ScopedViewSet, idempotent, request_scope
 from common.filters import IdFilter
 from common.members.selectors import members_visible, organizations_visible
 from common.members.serializers import (
@@ -57,16 +52,9 @@ class OrganizationViewSet(ScopedViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[Organization]:
         return organizations_visible(scope=scope)
 
-    @extend_schema(
-        request=OrganizationSerializer,
-        responses={201: OrganizationSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
+    @idempotent(request=OrganizationSerializer, responses={201: OrganizationSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Superusers only."""
-        return idempotent_post(request, lambda: self._create(request))
-
-    def _create(self, request: Request) -> Response:
         body = OrganizationSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
@@ -100,15 +88,8 @@ class MemberViewSet(ScopedViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[OrganizationMember]:
         return members_visible(scope=scope)
 
-    @extend_schema(
-        request=MemberCreateSerializer,
-        responses={201: MemberSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
-    )
+    @idempotent(request=MemberCreateSerializer, responses={201: MemberSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: self._create(request))
-
-    def _create(self, request: Request) -> Response:
         context = {"scope": request_scope(request)}
         body = MemberCreateSerializer(data=request.data, context=context)
         body.is_valid(raise_exception=True)
