@@ -24,24 +24,22 @@ def _guid(event: Envelope, name: str) -> uuid.UUID:
         raise EventRejected(f"{event.type}: {name} is not a guid") from None
 
 
+def _source_changed(event: Envelope, source_type: SourceType, guid_field: str) -> None:
+    reminder_source_changed(
+        source_type=source_type, source_guid=_guid(event, guid_field), now=timezone.now()
+    )
+
+
 @event_handler(DOCUMENT_CHANGED, name="reminders.document_changed")
 def document_changed(event: Envelope) -> None:
     """Re-derive the document's expiry reminders: old rows deactivated first, then ensured."""
-    reminder_source_changed(
-        source_type=SourceType.DOCUMENT,
-        source_guid=_guid(event, "document_id"),
-        now=timezone.now(),
-    )
+    _source_changed(event, SourceType.DOCUMENT, "document_id")
 
 
 @event_handler(ENDPOINT_METRIC_CHANGED, name="reminders.endpoint_metric_changed")
 def endpoint_metric_changed(event: Envelope) -> None:
     """Re-evaluate the metric source's threshold reminders with its new configuration."""
-    reminder_source_changed(
-        source_type=SourceType.ENDPOINT_METRIC,
-        source_guid=_guid(event, "source_id"),
-        now=timezone.now(),
-    )
+    _source_changed(event, SourceType.ENDPOINT_METRIC, "source_id")
 
 
 @event_handler(REMINDER_SETTING_CHANGED, name="reminders.reminder_setting_changed")

@@ -16,7 +16,7 @@ from reminders.models import (
     UserMessage,
     UserMessageOccurrence,
 )
-from reminders.providers.base import ProviderSet, SourceState
+from reminders.providers.base import ReminderProvider, SourceState
 from scheduler.models import DueWork
 from scheduler.states import SCHEDULER_OPEN, SchedulerStatus
 
@@ -25,14 +25,14 @@ LATEST_LOOKBACK_ROWS = 20
 
 
 def reminder_settings_for_source(
-    source: SourceState, providers: ProviderSet
+    source: SourceState, provider: ReminderProvider
 ) -> list[ReminderSetting]:
     """Active settings that select the source. A farm's own settings replace its
     organisation's for the source type (the organisation's are the default)."""
     rows = ReminderSetting.objects.filter(source_type=source.source_type, active=True).filter(
         Q(farm_id=source.farm_id) | Q(farm__isnull=True, organization_id=source.organization_id)
     )
-    applicable = [s for s in rows.order_by("id") if providers.source.setting_applies(s, source)]
+    applicable = [s for s in rows.order_by("id") if provider.setting_applies(s, source)]
     own = [s for s in applicable if s.farm_id is not None]
     return own or applicable
 

@@ -37,7 +37,7 @@ def validate_offsets_days(offsets: Any) -> None:
 
 
 class SourceType(models.TextChoices):
-    """A reminder source type; each has one provider set (reminders.providers)."""
+    """A reminder source type; each has one provider (reminders.providers)."""
 
     DOCUMENT = "document"
     ENDPOINT_METRIC = "endpoint_metric"

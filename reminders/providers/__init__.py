@@ -1,5 +1,5 @@
 """Reminder source providers. Each module here (other than ``base``) registers one source
-type's :class:`~reminders.providers.base.ProviderSet` when imported; :func:`providers_load`
+type's :class:`~reminders.providers.base.ReminderProvider` when imported; :func:`providers_load`
 imports them all at app start, so a new source type is a new module and nothing else."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""Provider interfaces of a reminder source type (docs/spec.md §5: trigger, invalidation, immediate
-notification, recipient and delivery policy) and the registry that routes by source type.
-
-A source type is one :class:`ProviderSet`; the event handlers, the executor and the
-reconciler look it up here, so adding a source type is adding a module under
-``reminders/providers/`` that registers itself — no switch anywhere.
+"""The seam of a reminder source type (docs/spec.md §5): one :class:`ReminderProvider` says how
+its sources load, which settings select them, which occurrences its trigger wants, why a row
+nobody wants is stale, and how reconciliation finds them. Providers are looked up by source
+type in a registry, so adding a source type is adding a module under ``reminders/providers/``
+that registers itself — no switch anywhere. Recipients, template and channels are the
+setting's own, read when the row runs.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from django.db.models import Q, QuerySet
 
 from common.localtime import LocalTimeRule
 from common.registry import Registry
-from reminders.models import ReminderOccurrence, ReminderSetting
+from reminders.models import Document, EndpointMetricSource, ReminderOccurrence, ReminderSetting
 from scheduler.keys import (
     ReminderDateKey,
     ReminderThresholdKey,
@@ -73,12 +73,6 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Delivery:
-    template_name: str
-    channels: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class SourceRef:
     """A source found by a reconciliation scan, with its cursor position."""
 
@@ -87,52 +81,43 @@ class SourceRef:
     updated_at: datetime
 
 
-def sources_changed_since(
-    rows: QuerySet[Any],
-    *,
-    since: datetime,
-    cursor_id: int,
-    until: datetime,
-    farm_ids: Sequence[int] | None,
-    limit: int,
-) -> list[SourceRef]:
-    """Active sources changed after the watermark (ties broken by the cursor id), in the
-    farm allowlist, oldest first, at most ``limit``: every provider's bounded scan."""
-    rows = rows.filter(active=True, updated_at__lte=until).filter(
-        Q(updated_at__gt=since) | Q(updated_at=since, id__gt=cursor_id)
-    )
-    if farm_ids is not None:
-        rows = rows.filter(farm_id__in=farm_ids)
-    picked = rows.order_by("updated_at", "id").values_list("guid", "id", "updated_at")
-    return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
+@dataclass(frozen=True)
+class ChangedScan:
+    """Active sources changed after (``since``, ``cursor_id``) and not after ``until``, in
+    (updated_at, id) order: what a lost event left behind."""
+
+    since: datetime
+    cursor_id: int
+    until: datetime
+    farm_ids: Sequence[int] | None
+    limit: int
 
 
-class ChangedSinceScan:
-    """The reconciliation scan every provider shares: set ``source_model`` (a model with
-    guid, farm, active and updated_at) and get ``changed`` for free."""
+@dataclass(frozen=True)
+class WindowScan:
+    """Active sources whose occurrences may fall in the due window [``first``, ``last``] (or,
+    for sources without dates, whose inputs moved since ``since``), by id after ``after_id``:
+    rows that only now enter the window."""
 
-    source_model: type[Any]
-
-    def changed(
-        self,
-        *,
-        since: datetime,
-        cursor_id: int,
-        until: datetime,
-        farm_ids: Sequence[int] | None,
-        limit: int,
-    ) -> list[SourceRef]:
-        return sources_changed_since(
-            self.source_model.objects.all(),
-            since=since,
-            cursor_id=cursor_id,
-            until=until,
-            farm_ids=farm_ids,
-            limit=limit,
-        )
+    first: date
+    last: date
+    since: datetime
+    farm_ids: Sequence[int] | None
+    after_id: int
+    limit: int
 
 
-class SourceProvider(Protocol):
+class ReminderProvider(Protocol):
+    """What one source type plugs in; the source flow, the executor and the reconciler call
+    nothing else of it."""
+
+    @property
+    def source_type(self) -> str: ...
+
+    @property
+    def trigger_type(self) -> str:
+        """The one trigger type its settings use."""
+
     def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
         """The source as it is now (None when it no longer exists)."""
 
@@ -147,8 +132,6 @@ class SourceProvider(Protocol):
     ) -> dict[str, Any]:
         """Every variable the setting's templates use, reloaded at execution time."""
 
-
-class TriggerProvider(Protocol):
     def candidates(
         self, *, setting: ReminderSetting, source: SourceState, now: datetime
     ) -> list[Candidate]:
@@ -160,126 +143,120 @@ class TriggerProvider(Protocol):
     ) -> list[Candidate]:
         """The same, read-only: what execution-time revalidation compares with."""
 
-
-class InvalidationProvider(Protocol):
-    def stale_reason(
-        self,
-        *,
-        occurrence: ReminderOccurrence,
-        setting: ReminderSetting | None,
-        source: SourceState | None,
-    ) -> SchedulerReason:
-        """Why an open row nobody wants any more is deactivated (its reason code)."""
-
-
-class ImmediateNotificationProvider(Protocol):
     def immediate(
-        self,
-        *,
-        setting: ReminderSetting,
-        source: SourceState,
-        candidates: Sequence[Candidate],
-        now: datetime,
+        self, *, source: SourceState, candidates: Sequence[Candidate], now: datetime
     ) -> list[Candidate]:
         """Candidates to ensure now although their day has passed (they run at once)."""
 
+    def stale_reason(
+        self, occurrence: ReminderOccurrence, setting: ReminderSetting, source: SourceState | None
+    ) -> SchedulerReason:
+        """Why an open row nobody wants any more is deactivated (its reason code)."""
 
-class RecipientProvider(Protocol):
-    def recipient_policy(self, *, setting: ReminderSetting, source: SourceState) -> str:
-        """Who receives it, resolved at execution time (a policy name for notifications)."""
+    def changed(self, scan: ChangedScan) -> list[SourceRef]: ...
+
+    def in_window(self, scan: WindowScan) -> list[SourceRef]: ...
 
 
-class DeliveryPolicy(Protocol):
-    def delivery(self, *, setting: ReminderSetting, source: SourceState) -> Delivery:
-        """Template and channels, resolved at execution time."""
+Row = TypeVar("Row", Document, EndpointMetricSource)
 
 
-class ReconcileProvider(Protocol):
-    def changed(
+class SourceRows(Generic[Row]):
+    """What the shipped providers share: their sources are rows of ``source_model`` (guid,
+    farm, active, updated_at) that a setting selects within its farm or organisation, and
+    the reconciler scans them by cursor."""
+
+    source_type: str
+    source_model: type[Row]
+
+    def state(
         self,
+        row: Row,
         *,
-        since: datetime,
-        cursor_id: int,
-        until: datetime,
-        farm_ids: Sequence[int] | None,
-        limit: int,
-    ) -> list[SourceRef]:
-        """Active sources changed after (since, cursor_id) and not after ``until``, in
-        (updated_at, id) order: the changed-since scan."""
+        active: bool,
+        facts: Mapping[str, Any],
+        target_date: date | None = None,
+        metric_value: float | None = None,
+    ) -> SourceState:
+        """A loaded row (with its farm) as the flow sees it: its identity and its farm's zone."""
+        return SourceState(
+            source_type=self.source_type,
+            guid=row.guid,
+            pk=row.pk,
+            farm_id=row.farm_id,
+            organization_id=row.farm.organization_id,
+            farm_name=row.farm.name,
+            time_zone=row.farm.time_zone,
+            active=active,
+            updated_at=row.updated_at,
+            target_date=target_date,
+            metric_value=metric_value,
+            facts=facts,
+        )
 
-    def in_window(
-        self,
-        *,
-        first: date,
-        last: date,
-        since: datetime,
-        farm_ids: Sequence[int] | None,
-        after_id: int,
-        limit: int,
-    ) -> list[SourceRef]:
-        """Active sources whose occurrences may fall in the due window [first, last] (or,
-        for sources without dates, whose inputs moved since ``since``), by id after
-        ``after_id``: the due-window scan."""
+    def setting_selects(self, setting: ReminderSetting) -> Q:
+        """Which of the scope's rows the setting selects (its document type, its metric)."""
+        return Q()
 
+    def window_rows(self, scan: WindowScan) -> QuerySet[Row] | None:
+        """The rows the window scan may visit (None: none at all)."""
+        raise NotImplementedError
 
-class SettingRecipients:
-    """The setting's recipients policy, read when the row runs."""
+    def sources_for_setting(self, setting: ReminderSetting) -> list[uuid.UUID]:
+        rows = self.source_model.objects.filter(active=True)
+        if setting.farm_id is not None:
+            rows = rows.filter(farm_id=setting.farm_id)
+        elif setting.organization_id is not None:
+            rows = rows.filter(farm__organization_id=setting.organization_id)
+        else:
+            return []
+        rows = rows.filter(self.setting_selects(setting))
+        return list(rows.order_by("id").values_list("guid", flat=True))
 
-    def recipient_policy(self, *, setting: ReminderSetting, source: SourceState) -> str:
-        return setting.recipients_policy
-
-
-class SettingDelivery:
-    """The setting's template and channels, read when the row runs."""
-
-    def delivery(self, *, setting: ReminderSetting, source: SourceState) -> Delivery:
-        return Delivery(setting.template_name, tuple(setting.channels))
-
-
-class NoImmediate:
     def immediate(
-        self,
-        *,
-        setting: ReminderSetting,
-        source: SourceState,
-        candidates: Sequence[Candidate],
-        now: datetime,
+        self, *, source: SourceState, candidates: Sequence[Candidate], now: datetime
     ) -> list[Candidate]:
         return []
 
+    def changed(self, scan: ChangedScan) -> list[SourceRef]:
+        rows = self.source_model.objects.filter(active=True, updated_at__lte=scan.until).filter(
+            Q(updated_at__gt=scan.since) | Q(updated_at=scan.since, id__gt=scan.cursor_id)
+        )
+        return _refs(rows.order_by("updated_at", "id"), scan.farm_ids, scan.limit)
 
-@dataclass(frozen=True)
-class ProviderSet:
-    """Everything one source type plugs in, and the trigger type its settings use."""
+    def in_window(self, scan: WindowScan) -> list[SourceRef]:
+        rows = self.window_rows(scan)
+        if rows is None:
+            return []
+        rows = rows.filter(active=True, id__gt=scan.after_id)
+        return _refs(rows.order_by("id"), scan.farm_ids, scan.limit)
 
-    source_type: str
-    trigger_type: str
-    source: SourceProvider
-    trigger: TriggerProvider
-    invalidation: InvalidationProvider
-    reconcile: ReconcileProvider
-    immediate: ImmediateNotificationProvider = field(default_factory=NoImmediate)
-    recipients: RecipientProvider = field(default_factory=SettingRecipients)
-    delivery: DeliveryPolicy = field(default_factory=SettingDelivery)
+
+def _refs(rows: QuerySet[Row], farm_ids: Sequence[int] | None, limit: int) -> list[SourceRef]:
+    """A scan's ordered rows in the farm allowlist, at most ``limit``."""
+    if farm_ids is not None:
+        rows = rows.filter(farm_id__in=farm_ids)
+    picked = rows.values_list("guid", "id", "updated_at")
+    return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
 
 
 class UnknownSourceType(LookupError):
-    """No provider set is registered for a source type."""
+    """No provider is registered for a source type."""
 
 
-# The same module imported again registers an equal set: not a conflict.
-_providers: Registry[ProviderSet] = Registry(
-    "reminder providers", same=lambda a, b: type(a.source) is type(b.source)
+# The same module imported again registers an equal provider: not a conflict.
+_providers: Registry[ReminderProvider] = Registry(
+    "reminder providers", same=lambda a, b: type(a) is type(b)
 )
 
 
-def reminder_providers_register(providers: ProviderSet) -> None:
-    """Register a source type's providers; registering the same type twice is a bug unless
+def reminder_providers_register(provider: ReminderProvider) -> None:
+    """Register a source type's provider; registering the same type twice is a bug unless
     it is the same module imported again."""
-    _providers.register(providers.source_type, providers)
+    _providers.register(provider.source_type, provider)
 
 
-def reminder_providers_for(source_type: str) -> ProviderSet:
+def reminder_providers_for(source_type: str) -> ReminderProvider:
     found = _providers.get(source_type)
     if found is None:
         raise UnknownSourceType(f"no reminder providers for source type {source_type!r}")
@@ -290,6 +267,8 @@ def reminder_source_types() -> list[str]:
     return _providers.keys()
 
 
-def reminder_providers_override(providers: ProviderSet) -> AbstractContextManager[ProviderSet]:
-    """A source type's providers swapped in for a block (tests, tools)."""
-    return _providers.override(providers.source_type, providers)
+def reminder_providers_override(
+    provider: ReminderProvider,
+) -> AbstractContextManager[ReminderProvider]:
+    """A source type's provider swapped in for a block (tests, tools)."""
+    return _providers.override(provider.source_type, provider)

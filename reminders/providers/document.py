@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from common.localtime import date_minus_days, local_to_utc, local_today
 from reminders.models import (
@@ -24,10 +24,9 @@ from reminders.models import (
 )
 from reminders.providers.base import (
     Candidate,
-    ChangedSinceScan,
-    ProviderSet,
-    SourceRef,
+    SourceRows,
     SourceState,
+    WindowScan,
     reminder_providers_register,
 )
 from scheduler.keys import reminder_date_key
@@ -37,71 +36,12 @@ from scheduler.states import SchedulerReason
 TRIGGER_KEY = "expiry"
 
 
-class DocumentSource:
-    def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
-        doc = Document.objects.select_related("farm", "device").filter(guid=guid).first()
-        if doc is None:
-            return None
-        return SourceState(
-            source_type=SourceType.DOCUMENT,
-            guid=doc.guid,
-            pk=doc.pk,
-            farm_id=doc.farm_id,
-            organization_id=doc.farm.organization_id,
-            farm_name=doc.farm.name,
-            time_zone=doc.farm.time_zone,
-            active=doc.active,
-            updated_at=doc.updated_at,
-            target_date=doc.expires_on,
-            facts={
-                "document_type": doc.document_type,
-                "title": doc.title,
-                "subject": _subject(doc),
-            },
-        )
-
-    def setting_applies(self, setting: ReminderSetting, source: SourceState) -> bool:
-        if setting.trigger_type != ReminderTrigger.DATE_BASED:
-            return False
-        return not setting.document_type or setting.document_type == source.facts["document_type"]
-
-    def sources_for_setting(self, setting: ReminderSetting) -> list[uuid.UUID]:
-        rows = Document.objects.filter(active=True)
-        if setting.farm_id is not None:
-            rows = rows.filter(farm_id=setting.farm_id)
-        elif setting.organization_id is not None:
-            rows = rows.filter(farm__organization_id=setting.organization_id)
-        else:
-            return []
-        if setting.document_type:
-            rows = rows.filter(document_type=setting.document_type)
-        return list(rows.order_by("id").values_list("guid", flat=True))
-
-    def context(
-        self, *, setting: ReminderSetting, source: SourceState, candidate: Candidate
-    ) -> dict[str, Any]:
-        return {
-            "farm_name": source.farm_name,
-            "document_title": source.facts["title"],
-            "document_type": DocumentType(source.facts["document_type"]).label,
-            "subject": source.facts["subject"],
-            "expires_on": source.target_date,
-            "days_before": candidate.offset_days,
-            "reminder_at": candidate.scheduled_on,  # rendered in the farm's zone
-        }
-
-
-def _subject(doc: Document) -> str:
-    if doc.subject_kind == DocumentSubject.DEVICE and doc.device is not None:
-        return f"device {doc.device.serial_number}"
-    if doc.subject_kind == DocumentSubject.WORKER:
-        return doc.worker_name
-    return "the farm"
-
-
 class DateBasedTrigger:
     """One occurrence per offset: scheduledLocalDate = targetDate − offsetDays (calendar
-    days), at the send time, converted with the farm's zone (rule recorded)."""
+    days), at the send time, converted with the farm's zone (rule recorded). Any source
+    with a ``target_date`` can use it."""
+
+    trigger_type = ReminderTrigger.DATE_BASED
 
     def candidates(
         self, *, setting: ReminderSetting, source: SourceState, now: datetime
@@ -117,6 +57,17 @@ class DateBasedTrigger:
         self, *, setting: ReminderSetting, source: SourceState, now: datetime
     ) -> list[Candidate]:
         return self.candidates(setting=setting, source=source, now=now)
+
+    def stale_reason(
+        self, occurrence: ReminderOccurrence, setting: ReminderSetting, source: SourceState | None
+    ) -> SchedulerReason:
+        if source is None or not source.active or source.target_date is None:
+            return SchedulerReason.SOURCE_NO_LONGER_VALID
+        if not setting.active:
+            return SchedulerReason.REMINDER_SETTING_INACTIVE
+        if occurrence.target_date != source.target_date:
+            return SchedulerReason.SOURCE_NO_LONGER_VALID
+        return SchedulerReason.SETTING_CHANGED
 
 
 def _candidate(
@@ -154,70 +105,69 @@ def _candidate(
     )
 
 
-class DateInvalidation:
-    def stale_reason(
-        self,
-        *,
-        occurrence: ReminderOccurrence,
-        setting: ReminderSetting | None,
-        source: SourceState | None,
-    ) -> SchedulerReason:
-        if source is None or not source.active or source.target_date is None:
-            return SchedulerReason.SOURCE_NO_LONGER_VALID
-        if setting is None or not setting.active:
-            return SchedulerReason.REMINDER_SETTING_INACTIVE
-        if occurrence.target_date != source.target_date:
-            return SchedulerReason.SOURCE_NO_LONGER_VALID
-        return SchedulerReason.SETTING_CHANGED
+class DocumentProvider(DateBasedTrigger, SourceRows[Document]):
+    source_type = SourceType.DOCUMENT
+    source_model = Document
 
+    def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
+        doc = Document.objects.select_related("farm", "device").filter(guid=guid).first()
+        if doc is None:
+            return None
+        facts = {"document_type": doc.document_type, "title": doc.title, "subject": _subject(doc)}
+        return self.state(doc, active=doc.active, target_date=doc.expires_on, facts=facts)
 
-class CatchUpImmediate:
-    """A document that arrives (or moves) inside its reminder period still gets one reminder
-    now: the latest occurrence whose day has passed, while the expiry is still ahead. An
-    already expired document is not reminded retroactively."""
+    def setting_applies(self, setting: ReminderSetting, source: SourceState) -> bool:
+        if setting.trigger_type != ReminderTrigger.DATE_BASED:
+            return False
+        return not setting.document_type or setting.document_type == source.facts["document_type"]
+
+    def setting_selects(self, setting: ReminderSetting) -> Q:
+        return Q(document_type=setting.document_type) if setting.document_type else Q()
+
+    def context(
+        self, *, setting: ReminderSetting, source: SourceState, candidate: Candidate
+    ) -> dict[str, Any]:
+        return {
+            "farm_name": source.farm_name,
+            "document_title": source.facts["title"],
+            "document_type": DocumentType(source.facts["document_type"]).label,
+            "subject": source.facts["subject"],
+            "expires_on": source.target_date,
+            "days_before": candidate.offset_days,
+            "reminder_at": candidate.scheduled_on,  # rendered in the farm's zone
+        }
 
     def immediate(
-        self,
-        *,
-        setting: ReminderSetting,
-        source: SourceState,
-        candidates: Sequence[Candidate],
-        now: datetime,
+        self, *, source: SourceState, candidates: Sequence[Candidate], now: datetime
     ) -> list[Candidate]:
+        """A document that arrives (or moves) inside its reminder period still gets one
+        reminder now: the latest occurrence whose day has passed, while the expiry is still
+        ahead. An already expired document is not reminded retroactively."""
         today = local_today(now, source.time_zone)
         if source.target_date is None or source.target_date < today:
             return []
         past = [c for c in candidates if c.scheduled_local_date < today]
         return [max(past, key=lambda c: c.scheduled_local_date)] if past else []
 
-
-class DocumentReconcile(ChangedSinceScan):
-    source_model = Document
-
-    def in_window(
-        self,
-        *,
-        first: date,
-        last: date,
-        since: datetime,
-        farm_ids: Sequence[int] | None,
-        after_id: int,
-        limit: int,
-    ) -> list[SourceRef]:
+    def window_rows(self, scan: WindowScan) -> QuerySet[Document] | None:
         """Expiries whose occurrence (expiry − offset) falls in [first, last], for the
         offsets active settings use: one bounded date range per offset."""
         offsets = _active_offsets()
         if not offsets:
-            return []
+            return None
         dated = Q()
         for offset in offsets:
-            span = (first + timedelta(days=offset), last + timedelta(days=offset))
+            span = (scan.first + timedelta(days=offset), scan.last + timedelta(days=offset))
             dated |= Q(expires_on__range=span)
-        rows = Document.objects.filter(dated, active=True, id__gt=after_id)
-        if farm_ids is not None:
-            rows = rows.filter(farm_id__in=farm_ids)
-        picked = rows.order_by("id").values_list("guid", "id", "updated_at")
-        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
+        return Document.objects.filter(dated)
+
+
+def _subject(doc: Document) -> str:
+    if doc.subject_kind == DocumentSubject.DEVICE and doc.device is not None:
+        return f"device {doc.device.serial_number}"
+    if doc.subject_kind == DocumentSubject.WORKER:
+        return doc.worker_name
+    return "the farm"
 
 
 def _active_offsets() -> list[int]:
@@ -237,14 +187,4 @@ def _active_offsets() -> list[int]:
     )
 
 
-reminder_providers_register(
-    ProviderSet(
-        trigger_type=ReminderTrigger.DATE_BASED,
-        source_type=SourceType.DOCUMENT,
-        source=DocumentSource(),
-        trigger=DateBasedTrigger(),
-        invalidation=DateInvalidation(),
-        reconcile=DocumentReconcile(),
-        immediate=CatchUpImmediate(),
-    )
-)
+reminder_providers_register(DocumentProvider())

@@ -5,12 +5,11 @@ reminders: true → ensure the occurrence the firing policy wants; false → dea
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from automation.models import AutomationEndpointEvent
 from common.localtime import local_today
@@ -24,10 +23,9 @@ from reminders.models import (
 )
 from reminders.providers.base import (
     Candidate,
-    ChangedSinceScan,
-    ProviderSet,
-    SourceRef,
+    SourceRows,
     SourceState,
+    WindowScan,
     reminder_providers_register,
 )
 from reminders.selectors import endpoint_metric_read, occurrence_completed_exists
@@ -50,7 +48,14 @@ OPERATOR_SYMBOLS = {
 }
 
 
-class MetricSource:
+class MetricProvider(SourceRows[EndpointMetricSource]):
+    """At most one candidate: the occurrence the firing policy wants while the metric
+    holds. OncePerSource also stays quiet once the source fired under an earlier threshold."""
+
+    source_type = SourceType.ENDPOINT_METRIC
+    trigger_type = ReminderTrigger.THRESHOLD_CONDITION
+    source_model = EndpointMetricSource
+
     def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
         source = (
             EndpointMetricSource.objects.select_related(
@@ -67,25 +72,16 @@ class MetricSource:
             window_minutes=source.window_minutes,
             now=now,
         )
-        return SourceState(
-            source_type=SourceType.ENDPOINT_METRIC,
-            guid=source.guid,
-            pk=source.pk,
-            farm_id=source.farm_id,
-            organization_id=source.farm.organization_id,
-            farm_name=source.farm.name,
-            time_zone=source.farm.time_zone,
-            active=source.active and source.endpoint.device.farm_id == source.farm_id,
-            updated_at=source.updated_at,
-            metric_value=value,
-            facts={
-                "metric_key": source.metric_key,
-                "aggregate": source.aggregate,
-                "window_minutes": source.window_minutes,
-                "device_serial": source.endpoint.device.serial_number,
-                "endpoint_key": source.endpoint.profile_endpoint.key,
-            },
-        )
+        device = source.endpoint.device
+        facts = {
+            "metric_key": source.metric_key,
+            "aggregate": source.aggregate,
+            "window_minutes": source.window_minutes,
+            "device_serial": device.serial_number,
+            "endpoint_key": source.endpoint.profile_endpoint.key,
+        }
+        active = source.active and device.farm_id == source.farm_id
+        return self.state(source, active=active, metric_value=value, facts=facts)
 
     def setting_applies(self, setting: ReminderSetting, source: SourceState) -> bool:
         return (
@@ -93,15 +89,8 @@ class MetricSource:
             and setting.threshold_metric == source.facts["metric_key"]
         )
 
-    def sources_for_setting(self, setting: ReminderSetting) -> list[uuid.UUID]:
-        rows = EndpointMetricSource.objects.filter(active=True, metric_key=setting.threshold_metric)
-        if setting.farm_id is not None:
-            rows = rows.filter(farm_id=setting.farm_id)
-        elif setting.organization_id is not None:
-            rows = rows.filter(farm__organization_id=setting.organization_id)
-        else:
-            return []
-        return list(rows.order_by("id").values_list("guid", flat=True))
+    def setting_selects(self, setting: ReminderSetting) -> Q:
+        return Q(metric_key=setting.threshold_metric)
 
     def context(
         self, *, setting: ReminderSetting, source: SourceState, candidate: Candidate
@@ -119,11 +108,6 @@ class MetricSource:
             "endpoint_key": source.facts["endpoint_key"],
         }
 
-
-class ThresholdTrigger:
-    """At most one candidate: the occurrence the firing policy wants while the metric
-    holds. OncePerSource also stays quiet once the source fired under an earlier threshold."""
-
     def candidates(
         self, *, setting: ReminderSetting, source: SourceState, now: datetime
     ) -> list[Candidate]:
@@ -135,6 +119,27 @@ class ThresholdTrigger:
     ) -> list[Candidate]:
         decision = threshold_evaluate(setting=setting, source=source, now=now, record=False)
         return _candidates(setting, source, decision)
+
+    def stale_reason(
+        self, occurrence: ReminderOccurrence, setting: ReminderSetting, source: SourceState | None
+    ) -> SchedulerReason:
+        if source is None or not source.active:
+            return SchedulerReason.SOURCE_NO_LONGER_VALID
+        if not setting.active:
+            return SchedulerReason.REMINDER_SETTING_INACTIVE
+        if not occurrence.threshold_key.startswith(f"{threshold_base(setting)}:"):
+            return SchedulerReason.SETTING_CHANGED
+        return SchedulerReason.SOURCE_NO_LONGER_VALID  # the metric is false again
+
+    def window_rows(self, scan: WindowScan) -> QuerySet[EndpointMetricSource]:
+        """Threshold rows are due the day they are wanted, so the window is today: sources
+        whose endpoint reported since the last pass (less the longest metric window, so
+        values ageing out of a window are seen too)."""
+        reach = scan.since - timedelta(minutes=settings.REMINDERS_METRIC_MAX_WINDOW_MINUTES)
+        recent = AutomationEndpointEvent.objects.filter(
+            device_instance_endpoint_id=OuterRef("endpoint_id"), event_timestamp__gt=reach
+        )
+        return EndpointMetricSource.objects.filter(Exists(recent))
 
 
 def _candidates(
@@ -173,57 +178,4 @@ def _candidates(
     return [candidate]
 
 
-class ThresholdInvalidation:
-    def stale_reason(
-        self,
-        *,
-        occurrence: ReminderOccurrence,
-        setting: ReminderSetting | None,
-        source: SourceState | None,
-    ) -> SchedulerReason:
-        if source is None or not source.active:
-            return SchedulerReason.SOURCE_NO_LONGER_VALID
-        if setting is None or not setting.active:
-            return SchedulerReason.REMINDER_SETTING_INACTIVE
-        if not occurrence.threshold_key.startswith(f"{threshold_base(setting)}:"):
-            return SchedulerReason.SETTING_CHANGED
-        return SchedulerReason.SOURCE_NO_LONGER_VALID  # the metric is false again
-
-
-class MetricReconcile(ChangedSinceScan):
-    source_model = EndpointMetricSource
-
-    def in_window(
-        self,
-        *,
-        first: date,
-        last: date,
-        since: datetime,
-        farm_ids: Sequence[int] | None,
-        after_id: int,
-        limit: int,
-    ) -> list[SourceRef]:
-        """Threshold rows are due the day they are wanted, so the window is today: sources
-        whose endpoint reported since the last pass (less the longest metric window, so
-        values ageing out of a window are seen too)."""
-        reach = since - timedelta(minutes=settings.REMINDERS_METRIC_MAX_WINDOW_MINUTES)
-        recent = AutomationEndpointEvent.objects.filter(
-            device_instance_endpoint_id=OuterRef("endpoint_id"), event_timestamp__gt=reach
-        )
-        rows = EndpointMetricSource.objects.filter(Exists(recent), active=True, id__gt=after_id)
-        if farm_ids is not None:
-            rows = rows.filter(farm_id__in=farm_ids)
-        picked = rows.order_by("id").values_list("guid", "id", "updated_at")
-        return [SourceRef(g, pk, at) for g, pk, at in picked[:limit]]
-
-
-reminder_providers_register(
-    ProviderSet(
-        trigger_type=ReminderTrigger.THRESHOLD_CONDITION,
-        source_type=SourceType.ENDPOINT_METRIC,
-        source=MetricSource(),
-        trigger=ThresholdTrigger(),
-        invalidation=ThresholdInvalidation(),
-        reconcile=MetricReconcile(),
-    )
-)
+reminder_providers_register(MetricProvider())

@@ -17,7 +17,7 @@ from django.template.loader import get_template
 
 from notifications.states import Channel
 from reminders.models import RecipientsPolicy
-from scheduler.registry import PermanentFailure
+from scheduler.registry import HandlerResult, PermanentFailure
 from scheduler.states import SchedulerReason
 
 TEMPLATE_PARTS = ("subject.txt", "body.txt")
@@ -30,14 +30,6 @@ class ReportAttachment:
     content: str
 
 
-@dataclass(frozen=True)
-class HandOff:
-    """Small coordinates for DispatchResultJson, and the full answer for the trace blob."""
-
-    coordinates: dict[str, Any]
-    trace: dict[str, Any]
-
-
 def notification_hand_off(
     *,
     source_key: str,
@@ -48,7 +40,7 @@ def notification_hand_off(
     context: Mapping[str, Any],
     now: datetime,
     attachments: Sequence[ReportAttachment] = (),
-) -> HandOff:
+) -> HandlerResult:
     from notifications.services import Attachment, notification_schedule
 
     queued = notification_schedule(
@@ -61,7 +53,12 @@ def notification_hand_off(
         attachments=[Attachment(a.filename, a.content_type, a.content) for a in attachments],
         now=now,
     )
-    return HandOff(coordinates_compact(queued), {"notifications": queued})
+    return notifications_handed(queued)
+
+
+def notifications_handed(queued: Sequence[Mapping[str, Any]]) -> HandlerResult:
+    """Small coordinates for DispatchResultJson, and the full answer for the trace blob."""
+    return HandlerResult(coordinates=coordinates_compact(queued), trace={"notifications": queued})
 
 
 def coordinates_compact(queued: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from reminders.models import ReminderOccurrence, ReminderSetting
 from reminders.providers.base import (
     Candidate,
-    Delivery,
-    ProviderSet,
+    ReminderProvider,
     SourceState,
     UnknownSourceType,
     reminder_providers_for,
@@ -39,44 +38,43 @@ from scheduler.states import SchedulerReason
 
 @dataclass(frozen=True)
 class ReminderDue:
-    """Everything reloaded for one due reminder."""
+    """Everything reloaded for one due reminder; recipients, template and channels are the
+    setting's as it is now."""
 
-    providers: ProviderSet
+    provider: ReminderProvider
     setting: ReminderSetting
     source: SourceState
     candidate: Candidate
-    delivery: Delivery
-    recipient_policy: str
 
 
 def reminder_due_resolve(job: SchedulerJob) -> ReminderDue:
     """Raise the typed outcome when the row may no longer run; else what it needs."""
     spec = _spec(job.scheduler_key)
     try:
-        providers = reminder_providers_for(spec.source_type)
+        provider = reminder_providers_for(spec.source_type)
     except UnknownSourceType as exc:
         raise PermanentFailure(str(exc)) from None
     setting = reminder_setting_by_guid(spec.setting_guid)
     if setting is None or not setting.active:
         raise ReminderSettingInactive(f"setting {spec.setting_guid} is inactive or gone")
-    source = providers.source.load(uuid.UUID(spec.source_guid), now=job.now)
+    source = provider.load(uuid.UUID(spec.source_guid), now=job.now)
     if source is None or not source.active:
         raise SourceNoLongerValid(f"{spec.source_type} {spec.source_guid} is inactive or gone")
-    if setting.pk not in {s.pk for s in reminder_settings_for_source(source, providers)}:
+    if setting.pk not in {s.pk for s in reminder_settings_for_source(source, provider)}:
         raise Deactivate(
             "the setting no longer selects this source", reason=SchedulerReason.SETTING_CHANGED
         )
-    candidate = _candidate(job, providers, setting, source)
+    candidate = _candidate(job, provider, setting, source)
     if candidate.input_hash != job.input_hash:
         raise HoldForSupport(
             f"reloaded input {candidate.input_hash[:16]} ≠ row input {job.input_hash[:16]}"
         )
-    delivery = providers.delivery.delivery(setting=setting, source=source)
-    policy = providers.recipients.recipient_policy(setting=setting, source=source)
     delivery_check(
-        template_name=delivery.template_name, channels=delivery.channels, recipient_policy=policy
+        template_name=setting.template_name,
+        channels=setting.channels,
+        recipient_policy=setting.recipients_policy,
     )
-    return ReminderDue(providers, setting, source, candidate, delivery, policy)
+    return ReminderDue(provider, setting, source, candidate)
 
 
 def _spec(key: str) -> ReminderDateKey | ReminderThresholdKey:
@@ -90,18 +88,16 @@ def _spec(key: str) -> ReminderDateKey | ReminderThresholdKey:
 
 
 def _candidate(
-    job: SchedulerJob, providers: ProviderSet, setting: ReminderSetting, source: SourceState
+    job: SchedulerJob, provider: ReminderProvider, setting: ReminderSetting, source: SourceState
 ) -> Candidate:
-    expected = {
-        c.key_text: c
-        for c in providers.trigger.expected(setting=setting, source=source, now=job.now)
-    }
+    wanted = provider.expected(setting=setting, source=source, now=job.now)
+    expected = {c.key_text: c for c in wanted}
     candidate = expected.get(job.scheduler_key)
     if candidate is not None:
         return candidate
     occurrence = ReminderOccurrence.objects.filter(scheduler_key=job.scheduler_key).first()
     reason = (
-        providers.invalidation.stale_reason(occurrence=occurrence, setting=setting, source=source)
+        provider.stale_reason(occurrence=occurrence, setting=setting, source=source)
         if occurrence is not None
         else SchedulerReason.SOURCE_NO_LONGER_VALID
     )
@@ -111,16 +107,13 @@ def _candidate(
 def reminder_due_run(job: SchedulerJob) -> HandlerResult:
     """Queue the reminder's notification, keyed by the row's SchedulerKey."""
     due = reminder_due_resolve(job)
-    context = due.providers.source.context(
-        setting=due.setting, source=due.source, candidate=due.candidate
-    )
-    handed = notification_hand_off(
+    context = due.provider.context(setting=due.setting, source=due.source, candidate=due.candidate)
+    return notification_hand_off(
         source_key=job.scheduler_key,
         farm_id=due.source.farm_id,
-        recipient_policy=due.recipient_policy,
-        template_name=due.delivery.template_name,
-        channels=due.delivery.channels,
+        recipient_policy=due.setting.recipients_policy,
+        template_name=due.setting.template_name,
+        channels=tuple(due.setting.channels),
         context=context,
         now=job.now,
     )
-    return HandlerResult(coordinates=handed.coordinates, trace=handed.trace)

@@ -27,7 +27,13 @@ from django.conf import settings
 from django.db import transaction
 
 from reminders.models import ReconciliationWatermark
-from reminders.providers.base import ProviderSet, SourceRef, reminder_providers_for
+from reminders.providers.base import (
+    ChangedScan,
+    ReminderProvider,
+    SourceRef,
+    WindowScan,
+    reminder_providers_for,
+)
 from reminders.services.sync import SyncResult, reminder_source_sync
 
 
@@ -71,7 +77,7 @@ def reminder_reconcile(
     window_days: int | None = None,
 ) -> ReconcileReport:
     """One bounded pass of ``provider``'s reconciliation; what it repaired (or would)."""
-    providers = reminder_providers_for(provider)
+    found = reminder_providers_for(provider)
     allow = list(farm_ids) if farm_ids else list(settings.REMINDERS_RECONCILE_FARM_IDS) or None
     report = ReconcileReport(
         provider=provider,
@@ -84,7 +90,7 @@ def reminder_reconcile(
     batch = batch_size or settings.REMINDERS_RECONCILE_BATCH
     try:
         with transaction.atomic():
-            _pass(providers, report, allow, batch, now)
+            _pass(found, report, allow, batch, now)
             if dry_run:
                 raise _RollBack(report)
     except _RollBack as rolled:
@@ -93,7 +99,7 @@ def reminder_reconcile(
 
 
 def _pass(
-    providers: ProviderSet,
+    provider: ReminderProvider,
     report: ReconcileReport,
     allow: list[int] | None,
     batch: int,
@@ -101,30 +107,34 @@ def _pass(
 ) -> None:
     mark = _watermark(report.provider, report.scope, now)
     since = mark.changed_since
-    changed = providers.reconcile.changed(
-        since=since,
-        cursor_id=mark.cursor_id,
-        until=now - timedelta(seconds=settings.REMINDERS_RECONCILE_SETTLE_S),
-        farm_ids=allow,
-        limit=batch,
+    changed = provider.changed(
+        ChangedScan(
+            since=since,
+            cursor_id=mark.cursor_id,
+            until=now - timedelta(seconds=settings.REMINDERS_RECONCILE_SETTLE_S),
+            farm_ids=allow,
+            limit=batch,
+        )
     )
     report.visited_changed = len(changed)
-    done = _repair(providers, report, "changed", changed, now, set())
+    done = _repair(provider, report, "changed", changed, now, set())
     if changed:
         mark.changed_since, mark.cursor_id = changed[-1].updated_at, changed[-1].pk
     today = now.astimezone(UTC).date()
-    in_window = providers.reconcile.in_window(
-        # One day of slack each side covers every farm zone; each farm's own today..today+N
-        # is applied when its occurrences are written.
-        first=today - timedelta(days=1),
-        last=today + timedelta(days=report.window_days + 1),
-        since=mark.last_run_at or since,
-        farm_ids=allow,
-        after_id=mark.window_cursor_id,
-        limit=batch,
+    in_window = provider.in_window(
+        WindowScan(
+            # One day of slack each side covers every farm zone; each farm's own
+            # today..today+N is applied when its occurrences are written.
+            first=today - timedelta(days=1),
+            last=today + timedelta(days=report.window_days + 1),
+            since=mark.last_run_at or since,
+            farm_ids=allow,
+            after_id=mark.window_cursor_id,
+            limit=batch,
+        )
     )
     report.visited_window = len(in_window)
-    _repair(providers, report, "window", in_window, now, done)
+    _repair(provider, report, "window", in_window, now, done)
     mark.window_cursor_id = in_window[-1].pk if len(in_window) == batch else 0
     mark.last_run_at = now
     mark.last_repaired = len(report.repairs)
@@ -141,7 +151,7 @@ def _watermark(provider: str, scope: str, now: datetime) -> ReconciliationWaterm
 
 
 def _repair(
-    providers: ProviderSet,
+    provider: ReminderProvider,
     report: ReconcileReport,
     scan: str,
     refs: list[SourceRef],
@@ -152,7 +162,7 @@ def _repair(
         if str(ref.guid) in done:
             continue
         result = reminder_source_sync(
-            source_type=providers.source_type,
+            source_type=provider.source_type,
             source_guid=ref.guid,
             now=now,
             window_days=report.window_days,

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, time
 from decimal import Decimal
-from typing import Any
+from typing import NotRequired, TypedDict, Unpack
 
-from django.db import transaction
 from django.utils import timezone
 
 from common.validators import LOCAL_TIME_MESSAGE
-from common.writes import row_create
-from events.services import event_publish
 from notifications.states import Channel
 from reminders.event_types import REMINDER_SETTING_CHANGED, ReminderSettingChangedPayload
 from reminders.models import (
@@ -39,6 +36,7 @@ from reminders.models import (
 from reminders.providers.base import UnknownSourceType, reminder_providers_for
 from reminders.selectors import occurrence_sources_open, reminder_setting_by_guid
 from reminders.services.sync import SyncResult, reminder_source_sync
+from reminders.services.writes import RowWrites, revision_publish, stamp_revised
 from scheduler.keys import FiringPolicy
 
 IDENTITY_FIELDS = frozenset(
@@ -54,91 +52,57 @@ IDENTITY_FIELDS = frozenset(
 )
 SCHEDULE_FIELDS = frozenset({"send_time"})
 DELIVERY_FIELDS = frozenset({"name", "template_name", "channels", "recipients_policy"})
-EDITABLE_FIELDS = IDENTITY_FIELDS | SCHEDULE_FIELDS | DELIVERY_FIELDS | {"active"}
+
+
+class _SettingRules(TypedDict, total=False):
+    """What a new setting may leave to its defaults, and its edits may change."""
+
+    document_type: str
+    offsets_days: list[int]
+    threshold_metric: str
+    threshold_operator: str
+    threshold_value: Decimal | int | float | None
+    firing_policy: str
+    send_time: time | None
+    recipients_policy: str
+    active: bool
+
+
+class ReminderSettingChanges(_SettingRules, total=False):
+    trigger_type: str
+    name: str
+    template_name: str
+    channels: list[str]
+
+
+class ReminderSettingNew(_SettingRules):
+    """A new setting's fields (``channels`` apart: any iterable of channel names)."""
+
+    name: str
+    source_type: str
+    trigger_type: str
+    template_name: str
+    farm_id: NotRequired[int | None]
+    organization_id: NotRequired[int | None]
+
+
+EDITABLE_FIELDS = ReminderSettingChanges.__optional_keys__
 
 
 class ReminderSettingInvalid(ValueError):
     """A setting that could not produce deterministic occurrences (refused, nothing saved)."""
 
 
-def reminder_setting_create(
-    *,
-    name: str,
-    source_type: str,
-    trigger_type: str,
-    template_name: str,
-    channels: Iterable[str],
-    farm_id: int | None = None,
-    organization_id: int | None = None,
-    now: datetime | None = None,
-    **fields: Any,
-) -> ReminderSetting:
-    unknown = set(fields) - EDITABLE_FIELDS
-    if unknown:
-        raise ReminderSettingInvalid(f"unknown setting fields: {', '.join(sorted(unknown))}")
-    now = now or timezone.now()
-    setting = ReminderSetting(
-        name=name,
-        source_type=source_type,
-        trigger_type=trigger_type,
-        template_name=template_name,
-        channels=list(channels),
-        farm_id=farm_id,
-        organization_id=organization_id,
-        created_at=now,
-        updated_at=now,
-        **fields,
-    )
-    return row_create(
-        setting, validate=reminder_setting_validate, then=lambda s: _publish(s, ["created"], now)
-    )
-
-
-def reminder_setting_update(
-    *, setting_id: int, now: datetime | None = None, **changes: Any
-) -> list[str]:
-    """Apply ``changes``; the names of the fields that really changed (nothing published
-    when none did)."""
-    unknown = set(changes) - EDITABLE_FIELDS
-    if unknown:
-        raise ReminderSettingInvalid(f"not editable: {', '.join(sorted(unknown))}")
-    now = now or timezone.now()
-    with transaction.atomic():
-        setting = ReminderSetting.objects.select_for_update().get(pk=setting_id)
-        changed = [n for n, v in changes.items() if _normal(getattr(setting, n)) != _normal(v)]
-        if not changed:
-            return []
-        for name in changed:
-            setattr(setting, name, changes[name])
-        reminder_setting_validate(setting)
-        setting.updated_at, setting.revision = now, setting.revision + 1
-        setting.save(update_fields=[*changed, "updated_at", "revision"])
-        _publish(setting, changed, now)
-    return changed
-
-
-def reminder_setting_deactivate(*, setting_id: int, now: datetime | None = None) -> list[str]:
-    return reminder_setting_update(setting_id=setting_id, now=now, active=False)
-
-
-def _normal(value: Any) -> Any:
-    if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
-        return Decimal(str(value)).normalize()
-    if isinstance(value, list):
-        return [_normal(v) for v in value]
-    return value
-
-
 def reminder_setting_validate(setting: ReminderSetting) -> None:
     if (setting.farm_id is None) == (setting.organization_id is None):
         raise ReminderSettingInvalid("a setting belongs to a farm or to an organisation")
     try:
-        providers = reminder_providers_for(setting.source_type)
+        provider = reminder_providers_for(setting.source_type)
     except UnknownSourceType as exc:
         raise ReminderSettingInvalid(str(exc)) from None
-    if providers.trigger_type != setting.trigger_type:
+    if provider.trigger_type != setting.trigger_type:
         raise ReminderSettingInvalid(
-            f"{setting.source_type} sources use {providers.trigger_type} reminders"
+            f"{setting.source_type} sources use {provider.trigger_type} reminders"
         )
     RecipientsPolicy(setting.recipients_policy)
     if not setting.channels or any(c not in Channel.values for c in setting.channels):
@@ -149,6 +113,60 @@ def reminder_setting_validate(setting: ReminderSetting) -> None:
         _validate_date_based(setting)
     else:
         _validate_threshold(setting)
+
+
+_SETTINGS = RowWrites(
+    ReminderSetting,
+    EDITABLE_FIELDS,
+    ReminderSettingInvalid,
+    reminder_setting_validate,
+    stamp_revised,
+)
+
+
+def reminder_setting_create(
+    *,
+    channels: Iterable[str],
+    now: datetime | None = None,
+    **fields: Unpack[ReminderSettingNew],
+) -> ReminderSetting:
+    unknown = (
+        set(fields) - ReminderSettingNew.__required_keys__ - ReminderSettingNew.__optional_keys__
+    )
+    if unknown:
+        raise ReminderSettingInvalid(f"unknown setting fields: {', '.join(sorted(unknown))}")
+    now = now or timezone.now()
+    new = {**fields, "channels": list(channels)}
+    return _SETTINGS.create(new, now=now, then=lambda s: _publish(s, ["created"], now))
+
+
+def reminder_setting_update(
+    *, setting_id: int, now: datetime | None = None, **changes: Unpack[ReminderSettingChanges]
+) -> list[str]:
+    """Apply ``changes``; the names of the fields that really changed (nothing published
+    when none did)."""
+    now = now or timezone.now()
+    _, changed = _SETTINGS.update(
+        setting_id, changes, now=now, then=lambda s, names: _publish(s, names, now), same=_same
+    )
+    return changed
+
+
+def reminder_setting_deactivate(*, setting_id: int, now: datetime | None = None) -> list[str]:
+    return reminder_setting_update(setting_id=setting_id, now=now, active=False)
+
+
+def _same(stored: object, given: object) -> bool:
+    """Numbers compare by value (``90`` is ``90.0000``), lists item by item."""
+    return _normal(stored) == _normal(given)
+
+
+def _normal(value: object) -> object:
+    if isinstance(value, Decimal | float | int) and not isinstance(value, bool):
+        return Decimal(str(value)).normalize()
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
 
 
 def _validate_date_based(setting: ReminderSetting) -> None:
@@ -174,19 +192,15 @@ def _validate_threshold(setting: ReminderSetting) -> None:
 
 
 def _publish(setting: ReminderSetting, changed: list[str], now: datetime) -> None:
-    event_publish(
-        REMINDER_SETTING_CHANGED,
-        idempotency_key=f"reminder-setting:{setting.guid}:r{setting.revision}",
-        payload=ReminderSettingChangedPayload(
-            setting_id=str(setting.guid),
-            farm_id=setting.farm_id,
-            organization_id=setting.organization_id,
-            source_type=setting.source_type,
-            changed_fields=sorted(changed),
-            active=setting.active,
-        ),
-        occurred_at=now,
+    payload = ReminderSettingChangedPayload(
+        setting_id=str(setting.guid),
+        farm_id=setting.farm_id,
+        organization_id=setting.organization_id,
+        source_type=setting.source_type,
+        changed_fields=sorted(changed),
+        active=setting.active,
     )
+    revision_publish(REMINDER_SETTING_CHANGED, "reminder-setting", setting, payload, now)
 
 
 def reminder_setting_apply(
@@ -198,8 +212,8 @@ def reminder_setting_apply(
     changed = set(changed_fields)
     if setting is None or (changed and changed <= DELIVERY_FIELDS):
         return []
-    providers = reminder_providers_for(setting.source_type)
-    sources = set(providers.source.sources_for_setting(setting))
+    provider = reminder_providers_for(setting.source_type)
+    sources = set(provider.sources_for_setting(setting))
     sources |= set(occurrence_sources_open(setting))
     return [
         reminder_source_sync(source_type=setting.source_type, source_guid=guid, now=now)

@@ -4,18 +4,15 @@ never through a direct call, so the same handler serves every producer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date, datetime
-from typing import Any, Literal, TypeVar
+from typing import Literal, NotRequired, TypedDict, TypeVar, Unpack
 
-from django.db import transaction
 from django.utils import timezone
 
 from common.validators import DATE_MAX, DATE_MIN
-from common.writes import row_create
 from devices.models import DeviceInstanceEndpoint
 from events.event_types import DOCUMENT_CHANGED, DocumentChangedPayload
-from events.services import event_publish
 from reminders.event_types import ENDPOINT_METRIC_CHANGED, EndpointMetricChangedPayload
 from reminders.models import (
     METRIC_WINDOW_MAX_MINUTES,
@@ -25,52 +22,68 @@ from reminders.models import (
     EndpointMetricSource,
     MetricAggregate,
 )
+from reminders.services.writes import RowWrites, revision_publish, stamp_revised
 
 Change = Literal["created", "updated", "deleted"]
-DOCUMENT_FIELDS = frozenset(
-    {"subject_kind", "device_id", "worker_name", "document_type", "title", "expires_on", "active"}
-)
-METRIC_FIELDS = frozenset({"metric_key", "aggregate", "window_minutes", "active", "endpoint_id"})
+Source = TypeVar("Source", Document, EndpointMetricSource)
+
+
+class DocumentChanges(TypedDict, total=False):
+    subject_kind: str
+    device_id: int | None
+    worker_name: str
+    document_type: str
+    title: str
+    expires_on: date | None
+    active: bool
+
+
+class DocumentNew(TypedDict):
+    """A new document: a device's names its device, a worker's the worker."""
+
+    farm_id: int
+    subject_kind: str
+    document_type: str
+    title: str
+    expires_on: date | None
+    device_id: NotRequired[int | None]
+    worker_name: NotRequired[str]
+
+
+class MetricSourceChanges(TypedDict, total=False):
+    metric_key: str
+    aggregate: str
+    window_minutes: int
+    active: bool
+    endpoint_id: int
+
+
+class MetricSourceNew(TypedDict):
+    farm_id: int
+    endpoint_id: int
+    metric_key: str
+    aggregate: str
+    window_minutes: NotRequired[int]  # 60 when not given
+
+
+DOCUMENT_FIELDS = DocumentChanges.__optional_keys__
+METRIC_FIELDS = MetricSourceChanges.__optional_keys__
 
 
 class SourceInvalid(ValueError):
     """A source write that would leave it inconsistent (refused before anything is saved)."""
 
 
-def document_create(
-    *,
-    farm_id: int,
-    subject_kind: str,
-    document_type: str,
-    title: str,
-    expires_on: date | None,
-    device_id: int | None = None,
-    worker_name: str = "",
-    now: datetime | None = None,
-) -> Document:
+def document_create(*, now: datetime | None = None, **fields: Unpack[DocumentNew]) -> Document:
     now = now or timezone.now()
-    doc = Document(
-        farm_id=farm_id,
-        subject_kind=subject_kind,
-        device_id=device_id,
-        worker_name=worker_name,
-        document_type=document_type,
-        title=title,
-        expires_on=expires_on,
-        created_at=now,
-        updated_at=now,
-    )
-    return row_create(
-        doc, validate=_document_validate, then=lambda d: _document_publish(d, "created", now)
-    )
+    return _DOCUMENTS.create(fields, now=now, then=lambda d: _document_publish(d, "created", now))
 
 
-def document_update(*, document_id: int, now: datetime | None = None, **changes: Any) -> Document:
+def document_update(
+    *, document_id: int, now: datetime | None = None, **changes: Unpack[DocumentChanges]
+) -> Document:
     """Change fields of a document; publishes only when something changed."""
-    return _source_update(
-        Document, document_id, DOCUMENT_FIELDS, "a document", _document_validate,
-        _document_publish, now, changes,
-    )  # fmt: skip
+    return _source_update(_DOCUMENTS, _document_publish, document_id, now, changes)
 
 
 def document_deactivate(*, document_id: int, now: datetime | None = None) -> Document:
@@ -91,87 +104,50 @@ def _document_validate(doc: Document) -> None:
         raise SourceInvalid(f"expires_on must lie between {DATE_MIN} and {DATE_MAX}")
 
 
+_DOCUMENTS = RowWrites(
+    Document, DOCUMENT_FIELDS, SourceInvalid, _document_validate, stamp_revised, "a document"
+)
+
+
 def _document_publish(doc: Document, change: Change, now: datetime) -> None:
-    event_publish(
-        DOCUMENT_CHANGED,
-        idempotency_key=f"document:{doc.guid}:r{doc.revision}",
-        payload=DocumentChangedPayload(
-            document_id=str(doc.guid),
-            farm_id=doc.farm_id,
-            document_type=doc.document_type,
-            expires_on=doc.expires_on.isoformat() if doc.expires_on else None,
-            change=change,
-        ),
-        occurred_at=now,
+    expires_on = doc.expires_on.isoformat() if doc.expires_on else None
+    payload = DocumentChangedPayload(
+        document_id=str(doc.guid),
+        farm_id=doc.farm_id,
+        document_type=doc.document_type,
+        expires_on=expires_on,
+        change=change,
     )
+    revision_publish(DOCUMENT_CHANGED, "document", doc, payload, now)
 
 
 def endpoint_metric_source_create(
-    *,
-    farm_id: int,
-    endpoint_id: int,
-    metric_key: str,
-    aggregate: str,
-    window_minutes: int = 60,
-    now: datetime | None = None,
+    *, now: datetime | None = None, **fields: Unpack[MetricSourceNew]
 ) -> EndpointMetricSource:
     now = now or timezone.now()
-    source = EndpointMetricSource(
-        farm_id=farm_id,
-        endpoint_id=endpoint_id,
-        metric_key=metric_key,
-        aggregate=aggregate,
-        window_minutes=window_minutes,
-        created_at=now,
-        updated_at=now,
-    )
-    return row_create(
-        source, validate=_metric_validate, then=lambda s: _metric_publish(s, "created", now)
-    )
+    return _METRICS.create(fields, now=now, then=lambda s: _metric_publish(s, "created", now))
 
 
 def endpoint_metric_source_update(
-    *, source_id: int, now: datetime | None = None, **changes: Any
+    *, source_id: int, now: datetime | None = None, **changes: Unpack[MetricSourceChanges]
 ) -> EndpointMetricSource:
-    return _source_update(
-        EndpointMetricSource, source_id, METRIC_FIELDS, "a metric source", _metric_validate,
-        _metric_publish, now, changes,
-    )  # fmt: skip
-
-
-_Source = TypeVar("_Source", Document, EndpointMetricSource)
+    return _source_update(_METRICS, _metric_publish, source_id, now, changes)
 
 
 def _source_update(
-    model: type[_Source],
+    writes: RowWrites[Source],
+    publish: Callable[[Source, Change, datetime], None],
     pk: int,
-    editable: frozenset[str],
-    label: str,
-    validate: Callable[[_Source], None],
-    publish: Callable[[_Source, Change, datetime], None],
     now: datetime | None,
-    changes: dict[str, Any],
-) -> _Source:
-    """Lock the source, apply the changed fields, validate, bump its revision and publish
-    (``deleted`` once inactive); nothing is written or published when nothing changed."""
-    unknown = set(changes) - editable
-    if unknown:
-        raise SourceInvalid(f"not editable on {label}: {', '.join(sorted(unknown))}")
-    now = now or timezone.now()
-    with transaction.atomic():
-        source = model.objects.select_for_update().get(pk=pk)
-        changed: list[str] = [
-            name for name, value in changes.items() if getattr(source, name) != value
-        ]
-        if not changed:
-            return source
-        for name in changed:
-            setattr(source, name, changes[name])
-        validate(source)
-        source.updated_at, source.revision = now, source.revision + 1
-        source.save(update_fields=[*changed, "updated_at", "revision"])
-        publish(source, "updated" if source.active else "deleted", now)
-    return source
+    changes: Mapping[str, object],
+) -> Source:
+    """Publishes ``updated``, or ``deleted`` once the source is inactive."""
+    at = now or timezone.now()
+
+    def then(source: Source, _: list[str]) -> None:
+        publish(source, "updated" if source.active else "deleted", at)
+
+    return writes.update(pk, changes, now=at, then=then)[0]
 
 
 def _metric_validate(source: EndpointMetricSource) -> None:
@@ -183,15 +159,21 @@ def _metric_validate(source: EndpointMetricSource) -> None:
         raise SourceInvalid(f"window_minutes must be from 1 to {METRIC_WINDOW_MAX_MINUTES}")
 
 
+_METRICS = RowWrites(
+    EndpointMetricSource,
+    METRIC_FIELDS,
+    SourceInvalid,
+    _metric_validate,
+    stamp_revised,
+    "a metric source",
+)
+
+
 def _metric_publish(source: EndpointMetricSource, change: Change, now: datetime) -> None:
-    event_publish(
-        ENDPOINT_METRIC_CHANGED,
-        idempotency_key=f"endpoint-metric:{source.guid}:r{source.revision}",
-        payload=EndpointMetricChangedPayload(
-            source_id=str(source.guid),
-            farm_id=source.farm_id,
-            metric_key=source.metric_key,
-            change=change,
-        ),
-        occurred_at=now,
+    payload = EndpointMetricChangedPayload(
+        source_id=str(source.guid),
+        farm_id=source.farm_id,
+        metric_key=source.metric_key,
+        change=change,
     )
+    revision_publish(ENDPOINT_METRIC_CHANGED, "endpoint-metric", source, payload, now)

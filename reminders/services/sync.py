@@ -20,7 +20,12 @@ from django.db import DataError, transaction
 
 from common.localtime import local_today
 from reminders.models import ReminderOccurrence, ReminderSetting
-from reminders.providers.base import Candidate, ProviderSet, SourceState, reminder_providers_for
+from reminders.providers.base import (
+    Candidate,
+    ReminderProvider,
+    SourceState,
+    reminder_providers_for,
+)
 from reminders.selectors import (
     occurrences_of_source,
     occurrences_open,
@@ -101,23 +106,23 @@ def reminder_source_sync(
     """Bring one source's scheduler rows in line with its settings, in one transaction.
     ``window_days`` (reconciliation) limits every write to occurrences dated from the farm's
     today to today + N; nothing outside it is written."""
-    providers = reminder_providers_for(source_type)
+    provider = reminder_providers_for(source_type)
     result = SyncResult(source_type, source_guid)
     with transaction.atomic():
-        source = providers.source.load(source_guid, now=now)
+        source = provider.load(source_guid, now=now)
         result.farm_id = source.farm_id if source else None
-        plan = _candidates_by_setting(providers, source, now)
+        plan = _candidates_by_setting(provider, source, now)
         result.failures += plan.failed.values()
         bounds = _bounds(source, now, window_days)
         result.changes += _deactivate_stale(
-            providers, source_type, source_guid, source, plan, now, bounds
+            provider, source_type, source_guid, source, plan, now, bounds
         )
         result.changes += _ensure(plan, source, now, bounds)
     return result
 
 
 def _candidates_by_setting(
-    providers: ProviderSet, source: SourceState | None, now: datetime
+    provider: ReminderProvider, source: SourceState | None, now: datetime
 ) -> _SourcePlan:
     """Candidates per selecting setting; the live ones (today or later) and the immediate
     ones are ensured, the past ones stay wanted so their open rows are left alone."""
@@ -127,13 +132,11 @@ def _candidates_by_setting(
     wanted: dict[str, Candidate] = {}
     ensure: list[tuple[ReminderSetting, Candidate]] = []
     failed: dict[int, SettingFailure] = {}
-    for setting in reminder_settings_for_source(source, providers):
+    for setting in reminder_settings_for_source(source, provider):
         try:
             with transaction.atomic():  # a failing setting's writes (threshold state) roll back
-                candidates = providers.trigger.candidates(setting=setting, source=source, now=now)
-                extra = providers.immediate.immediate(
-                    setting=setting, source=source, candidates=candidates, now=now
-                )
+                candidates = provider.candidates(setting=setting, source=source, now=now)
+                extra = provider.immediate(source=source, candidates=candidates, now=now)
         except SETTING_ROW_ERRORS as exc:
             failed[setting.pk] = _setting_failed(setting, source, exc)
             continue
@@ -180,7 +183,7 @@ def _inside(day: date | None, bounds: tuple[date, date] | None) -> bool:
 
 
 def _deactivate_stale(
-    providers: ProviderSet,
+    provider: ReminderProvider,
     source_type: str,
     source_guid: uuid.UUID,
     source: SourceState | None,
@@ -194,9 +197,7 @@ def _deactivate_stale(
             continue
         if link.setting_id in plan.failed:  # unknown what it wants now: left as it is
             continue
-        reason = providers.invalidation.stale_reason(
-            occurrence=link, setting=link.setting, source=source
-        )
+        reason = provider.stale_reason(occurrence=link, setting=link.setting, source=source)
         if scheduler_deactivate_by_key(scheduler_key=link.scheduler_key, reason=reason, now=now):
             changes.append(
                 OccurrenceChange(link.scheduler_key, DEACTIVATED, reason, link.scheduled_local_date)

@@ -1,12 +1,12 @@
 """Providers are routed by source type through a registry: a third source type plugs in by
-registering its provider set — the source flow, the setting checks, the executor and the
+registering its provider — the source flow, the setting checks, the executor and the
 reconciler pick it up with no switch to edit. Here an ``invoice`` source (due dates kept in
 memory) reuses the date-based trigger."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import date, datetime, time
 from typing import Any
 
@@ -15,14 +15,15 @@ import pytest
 from reminders.models import ReminderSetting
 from reminders.providers.base import (
     Candidate,
-    ProviderSet,
+    ChangedScan,
     SourceRef,
     SourceState,
+    WindowScan,
     reminder_providers_for,
     reminder_providers_override,
     reminder_source_types,
 )
-from reminders.providers.document import DateBasedTrigger, DateInvalidation
+from reminders.providers.document import DateBasedTrigger
 from reminders.services.settings import ReminderSettingInvalid, reminder_setting_create
 from reminders.services.sync import reminder_source_sync
 from scheduler.models import DueWork
@@ -33,7 +34,9 @@ pytestmark = pytest.mark.django_db
 INVOICES: dict[uuid.UUID, dict[str, Any]] = {}
 
 
-class InvoiceSource:
+class InvoiceProvider(DateBasedTrigger):
+    source_type = "invoice"
+
     def load(self, guid: uuid.UUID, *, now: datetime) -> SourceState | None:
         invoice = INVOICES.get(guid)
         if invoice is None:
@@ -71,27 +74,23 @@ class InvoiceSource:
             "days_before": candidate.offset_days,
         }
 
-
-class NoReconcile:
-    def changed(self, **kwargs: Any) -> list[SourceRef]:
+    def immediate(
+        self, *, source: SourceState, candidates: Sequence[Candidate], now: datetime
+    ) -> list[Candidate]:
         return []
 
-    def in_window(self, **kwargs: Any) -> list[SourceRef]:
+    def changed(self, scan: ChangedScan) -> list[SourceRef]:
+        return []
+
+    def in_window(self, scan: WindowScan) -> list[SourceRef]:
         return []
 
 
 @pytest.fixture
-def invoices() -> Iterator[ProviderSet]:
-    providers = ProviderSet(
-        source_type="invoice",
-        trigger_type="date_based",
-        source=InvoiceSource(),
-        trigger=DateBasedTrigger(),
-        invalidation=DateInvalidation(),
-        reconcile=NoReconcile(),
-    )
-    with reminder_providers_override(providers):
-        yield providers
+def invoices() -> Iterator[InvoiceProvider]:
+    provider = InvoiceProvider()
+    with reminder_providers_override(provider):
+        yield provider
     INVOICES.clear()
 
 

@@ -128,7 +128,7 @@ def report_due_run(job: SchedulerJob) -> HandlerResult:
         content_type="text/csv",
         content=farm_report_csv(report),
     )
-    handed = notification_hand_off(
+    return notification_hand_off(
         source_key=job.scheduler_key,
         farm_id=sub.farm_id,
         recipient_policy=sub.recipients_policy,
@@ -138,4 +138,3 @@ def report_due_run(job: SchedulerJob) -> HandlerResult:
         attachments=[attachment],
         now=job.now,
     )
-    return HandlerResult(coordinates=handed.coordinates, trace=handed.trace)

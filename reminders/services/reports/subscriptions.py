@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import date, datetime, time
-from typing import Any
+from typing import NotRequired, TypedDict, Unpack
 
 from django.conf import settings
 from django.db import transaction
@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from common.localtime import local_today
 from common.validators import DATE_MAX, DATE_MIN, LOCAL_TIME_MESSAGE, time_zones_known
-from common.writes import row_create
 from notifications.states import Channel
 from reminders.models import (
     RecipientsPolicy,
@@ -29,6 +28,7 @@ from reminders.services.reports.periods import (
     period_current,
     period_of,
 )
+from reminders.services.writes import RowWrites, stamp_updated
 from scheduler.keys import (
     ReportScheduledKey,
     parse_scheduler_key,
@@ -46,71 +46,47 @@ from scheduler.services import (
 )
 from scheduler.states import SCHEDULER_OPEN, SchedulerReason
 
-EDITABLE_FIELDS = frozenset(
-    {"name", "recurrence", "send_time", "recipients_policy", "template_name", "channels", "active"}
-)
+
+class ReportSubscriptionChanges(TypedDict, total=False):
+    name: str
+    recurrence: str
+    send_time: time
+    recipients_policy: str
+    template_name: str
+    channels: list[str]
+    active: bool
+
+
+class ReportSubscriptionNew(TypedDict):
+    """A new subscription's fields (``channels`` apart: any iterable of channel names)."""
+
+    farm_id: int
+    name: str
+    recurrence: str
+    send_time: time
+    recipients_policy: NotRequired[str]  # the farm's managers when not given
+    template_name: NotRequired[str]  # ``farm_report`` when not given
+
+
+class ReportScheduledInput(TypedDict):
+    subscription: uuid.UUID
+    run: str
+    periodStart: datetime
+
+
+class ReportManualInput(TypedDict):
+    subscription: uuid.UUID
+    run: uuid.UUID
+    periodStart: date
+    periodEnd: date
+
+
+EDITABLE_FIELDS = ReportSubscriptionChanges.__optional_keys__
 SCHEDULE_FIELDS = frozenset({"recurrence", "send_time", "active"})
 
 
 class ReportSubscriptionInvalid(ValueError):
     """A subscription that cannot be scheduled (refused, nothing saved)."""
-
-
-def report_subscription_create(
-    *,
-    farm_id: int,
-    name: str,
-    recurrence: str,
-    send_time: time,
-    channels: Iterable[str],
-    recipients_policy: str = RecipientsPolicy.FARM_MANAGERS,
-    template_name: str = "farm_report",
-    now: datetime | None = None,
-) -> ReportSubscription:
-    now = now or timezone.now()
-    subscription = ReportSubscription(
-        farm_id=farm_id,
-        name=name,
-        recurrence=recurrence,
-        send_time=send_time,
-        channels=list(channels),
-        recipients_policy=recipients_policy,
-        template_name=template_name,
-        created_at=now,
-        updated_at=now,
-    )
-    return row_create(
-        subscription,
-        validate=_validate,
-        then=lambda s: report_subscription_ensure(subscription_id=s.pk, now=now),
-    )
-
-
-def report_subscription_update(
-    *, subscription_id: int, now: datetime | None = None, **changes: Any
-) -> list[str]:
-    """Recurrence or send time: deactivate the rows of periods no longer wanted first, then
-    ensure (a moved send time updates the same key in place). Deactivated: open rows are
-    cancelled. Template, channels and recipients: nothing to do, execution reloads them."""
-    unknown = set(changes) - EDITABLE_FIELDS
-    if unknown:
-        raise ReportSubscriptionInvalid(f"not editable: {', '.join(sorted(unknown))}")
-    now = now or timezone.now()
-    with transaction.atomic():
-        sub = ReportSubscription.objects.select_for_update().get(pk=subscription_id)
-        changed = [n for n, v in changes.items() if getattr(sub, n) != v]
-        if not changed:
-            return []
-        for name in changed:
-            setattr(sub, name, changes[name])
-        _validate(sub)
-        sub.updated_at = now
-        sub.save(update_fields=[*changed, "updated_at"])
-        if not sub.active:
-            report_subscription_cancel_open(subscription=sub, now=now)
-        elif SCHEDULE_FIELDS & set(changed):
-            report_subscription_ensure(subscription_id=sub.pk, now=now)
-    return changed
 
 
 def _validate(sub: ReportSubscription) -> None:
@@ -128,13 +104,51 @@ def _validate(sub: ReportSubscription) -> None:
         )
 
 
+_SUBSCRIPTIONS = RowWrites(
+    ReportSubscription, EDITABLE_FIELDS, ReportSubscriptionInvalid, _validate, stamp_updated
+)
+
+
+def report_subscription_create(
+    *,
+    channels: Iterable[str],
+    now: datetime | None = None,
+    **fields: Unpack[ReportSubscriptionNew],
+) -> ReportSubscription:
+    now = now or timezone.now()
+    new = {**fields, "channels": list(channels)}
+    return _SUBSCRIPTIONS.create(
+        new, now=now, then=lambda s: report_subscription_ensure(subscription_id=s.pk, now=now)
+    )
+
+
+def report_subscription_update(
+    *,
+    subscription_id: int,
+    now: datetime | None = None,
+    **changes: Unpack[ReportSubscriptionChanges],
+) -> list[str]:
+    """Recurrence or send time: deactivate the rows of periods no longer wanted first, then
+    ensure (a moved send time updates the same key in place). Deactivated: open rows are
+    cancelled. Template, channels and recipients: nothing to do, execution reloads them."""
+    now = now or timezone.now()
+
+    def then(sub: ReportSubscription, changed: list[str]) -> None:
+        if not sub.active:
+            report_subscription_cancel_open(subscription=sub, now=now)
+        elif SCHEDULE_FIELDS & set(changed):
+            report_subscription_ensure(subscription_id=sub.pk, now=now)
+
+    return _SUBSCRIPTIONS.update(subscription_id, changes, now=now, then=then)[1]
+
+
 def report_period_of(sub: ReportSubscription, *, now: datetime) -> ReportPeriod:
     return period_current(
         now, recurrence=sub.recurrence, send_time=sub.send_time, time_zone=sub.farm.time_zone
     )
 
 
-def report_scheduled_input(sub: ReportSubscription, period: ReportPeriod) -> dict[str, Any]:
+def report_scheduled_input(sub: ReportSubscription, period: ReportPeriod) -> ReportScheduledInput:
     """Identity only: recurrence, send time and delivery may change under a pending row."""
     return {"subscription": sub.guid, "run": "scheduled", "periodStart": period.start_utc}
 
@@ -234,7 +248,7 @@ def report_subscriptions_ensure_due(*, now: datetime, batch: int | None = None) 
         after = ids[-1]
 
 
-def report_manual_input(run: ReportManualRun) -> dict[str, Any]:
+def report_manual_input(run: ReportManualRun) -> ReportManualInput:
     return {
         "subscription": run.subscription.guid,
         "run": run.guid,

@@ -11,7 +11,7 @@ from typing import Any
 
 from reminders.models import RecipientsPolicy, UserMessage, UserMessageOccurrence
 from reminders.models.user_messages import UserMessageRecipients, UserMessageStatus
-from reminders.services.delivery import coordinates_compact, delivery_check, notification_hand_off
+from reminders.services.delivery import delivery_check, notification_hand_off, notifications_handed
 from reminders.services.user_messages.rows import user_message_input, user_message_occurrence_key
 from reminders.services.user_messages.schedule import MessageSchedule, Occurrence
 from scheduler.keys import (
@@ -103,7 +103,7 @@ def user_message_due_run(job: SchedulerJob) -> HandlerResult:
     due = user_message_due_resolve(job)
     message = due.message
     if message.recipients_policy != UserMessageRecipients.CHOSEN:
-        handed = notification_hand_off(
+        return notification_hand_off(
             source_key=job.scheduler_key,
             farm_id=message.farm_id,
             recipient_policy=message.recipients_policy,
@@ -112,7 +112,6 @@ def user_message_due_run(job: SchedulerJob) -> HandlerResult:
             context=user_message_context(due),
             now=job.now,
         )
-        return HandlerResult(coordinates=handed.coordinates, trace=handed.trace)
     recipients = recipients_chosen(
         farm=message.farm,
         user_ids=message.recipient_users.values_list("pk", flat=True),
@@ -128,4 +127,4 @@ def user_message_due_run(job: SchedulerJob) -> HandlerResult:
         context=user_message_context(due),
         now=job.now,
     )
-    return HandlerResult(coordinates=coordinates_compact(queued), trace={"notifications": queued})
+    return notifications_handed(queued)

@@ -15,9 +15,10 @@ writer and the beat lock it first), so one sync runs per message at a time.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from django.db import IntegrityError, transaction
 
@@ -44,6 +45,12 @@ class RowsSynced:
     deactivated: list[str] = field(default_factory=list)
 
 
+class UserMessageInput(TypedDict):
+    userMessage: uuid.UUID
+    sequence: int
+    at: datetime
+
+
 @dataclass(frozen=True)
 class _Row:
     pk: int
@@ -52,7 +59,7 @@ class _Row:
     key: str
 
 
-def user_message_input(message: UserMessage, occurrence: Occurrence) -> dict[str, Any]:
+def user_message_input(message: UserMessage, occurrence: Occurrence) -> UserMessageInput:
     """Identity only: subject, text, recipients and channels may change under a pending row."""
     return {"userMessage": message.guid, "sequence": occurrence.sequence, "at": occurrence.utc}
 

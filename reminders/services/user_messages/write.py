@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import date, datetime, time
-from typing import Any
+from typing import TypedDict, Unpack
 
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from common.validators import time_zones_known
+from common.writes import row_create
 from devices.models import Farm
 from notifications.services import recipients_chosen
 from notifications.states import Channel
@@ -31,6 +32,22 @@ CONTENT_FIELDS = frozenset({"subject", "text", "channels", "recipients_policy"})
 RECIPIENT_FIELDS = frozenset({"recipient_users", "recipient_contacts"})
 SCHEDULE_FIELDS = frozenset({"recurrence", "starts_on", "send_time", "until", "count"})
 ENSURE_BATCH = 200
+
+
+class UserMessageChanges(TypedDict, total=False):
+    """An edit; ``recipient_users`` and ``recipient_contacts`` take ids."""
+
+    subject: str
+    text: str
+    channels: list[str]
+    recipients_policy: str
+    recipient_users: Iterable[int]
+    recipient_contacts: Iterable[int]
+    recurrence: str
+    starts_on: date
+    send_time: time
+    until: date | None
+    count: int | None
 
 
 class UserMessageInvalid(ValueError):
@@ -81,20 +98,22 @@ def user_message_create(
         updated_at=now,
     )
     users, contacts = list(recipient_users), list(recipient_contacts)
-    message.last_occurrence_on = _validate(message, users, contacts, now=now, schedule=True)
-    with transaction.atomic():
-        message.save()
-        message.recipient_users.set(users)
-        message.recipient_contacts.set(contacts)
-        user_message_rows_sync(message=message, now=now)
-    return message
+
+    def check(new: UserMessage) -> None:
+        new.last_occurrence_on = _validate(new, users, contacts, now=now, schedule=True)
+
+    def then(new: UserMessage) -> None:
+        new.recipient_users.set(users)
+        new.recipient_contacts.set(contacts)
+        user_message_rows_sync(message=new, now=now)
+
+    return row_create(message, validate=check, then=then)
 
 
 def user_message_update(
-    *, message_id: int, now: datetime | None = None, **changes: Any
+    *, message_id: int, now: datetime | None = None, **changes: Unpack[UserMessageChanges]
 ) -> tuple[list[str], RowsSynced]:
-    """The fields that changed and what happened to the rows. ``recipient_users`` and
-    ``recipient_contacts`` take ids."""
+    """The fields that changed and what happened to the rows."""
     unknown = set(changes) - CONTENT_FIELDS - RECIPIENT_FIELDS - SCHEDULE_FIELDS
     if unknown:
         raise UserMessageInvalid(sorted(unknown)[0], "cannot be changed")
@@ -105,11 +124,12 @@ def user_message_update(
             raise UserMessageCancelled("status", "the message is cancelled; it cannot be edited")
         named = changes.get("recipients_policy", message.recipients_policy)
         keep = named == UserMessageRecipients.CHOSEN  # a policy names nobody: drop the names
-        users = list(changes.pop("recipient_users", _ids(message.recipient_users) if keep else []))
+        users = list(changes.get("recipient_users", _ids(message.recipient_users) if keep else []))
         contacts = list(
-            changes.pop("recipient_contacts", _ids(message.recipient_contacts) if keep else [])
+            changes.get("recipient_contacts", _ids(message.recipient_contacts) if keep else [])
         )
-        changed = [name for name, value in changes.items() if getattr(message, name) != value]
+        given = {name: value for name, value in changes.items() if name not in RECIPIENT_FIELDS}
+        changed = [name for name, value in given.items() if getattr(message, name) != value]
         if set(users) != set(_ids(message.recipient_users)):
             changed.append("recipient_users")
         if set(contacts) != set(_ids(message.recipient_contacts)):
@@ -117,11 +137,11 @@ def user_message_update(
         if not changed:
             return [], RowsSynced()
         for name in changed:
-            if name in changes:
-                setattr(message, name, changes[name])
+            if name in given:
+                setattr(message, name, given[name])
         retimed = bool(SCHEDULE_FIELDS & set(changed))
         last = _validate(message, users, contacts, now=now, schedule=retimed)
-        fields = {name: changes[name] for name in changed if name in changes}
+        fields = {name: given[name] for name in changed if name in given}
         if retimed:
             fields |= {"schedule_changed_at": now, "last_occurrence_on": last}
         updated = UserMessage.objects.filter(
@@ -185,7 +205,7 @@ def user_messages_ensure_due(*, now: datetime, batch: int = ENSURE_BATCH) -> int
         after = ids[-1]
 
 
-def _ids(related: Any) -> list[int]:
+def _ids(related: models.Manager[models.Model]) -> list[int]:
     return list(related.values_list("pk", flat=True))
 
 
