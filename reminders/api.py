@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import IDEMPOTENCY_PARAMETER, idempotent_post, request_scope
+from common.api import idempotent, request_scope
 from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import RoleCheckedWrites
 from common.roles import Need
@@ -89,9 +89,9 @@ class _WritableScopedViewSet(
     def get_serializer_context(self) -> dict[str, Any]:
         return {**super().get_serializer_context(), "scope": request_scope(self.request)}
 
-    @extend_schema(parameters=[IDEMPOTENCY_PARAMETER])
+    @idempotent()
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return idempotent_post(request, lambda: super(_WritableScopedViewSet, self).create(request))
+        return super().create(request, *args, **kwargs)
 
 
 class ReminderSettingViewSet(_WritableScopedViewSet):
@@ -135,18 +135,14 @@ class ReportSubscriptionViewSet(_WritableScopedViewSet):
         )
         return rows.order_by("pk")
 
-    @extend_schema(
+    @idempotent(
         request=ReportRunRequestSerializer,
         responses={201: ReportRunResultSerializer, 200: ReportRunResultSerializer},
-        parameters=[IDEMPOTENCY_PARAMETER],
     )
     @action(detail=True, methods=["post"])
     def run(self, request: Request, pk: str | None = None) -> Response:
         """Run the report now: 201 with a new scheduler row, 200 when ``run_id`` was asked for
         before (the same row, however often the client retries)."""
-        return idempotent_post(request, lambda: self._run(request))
-
-    def _run(self, request: Request) -> Response:
         sub = self.get_object()
         body = ReportRunRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)

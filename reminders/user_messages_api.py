@@ -26,9 +26,8 @@ from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
 from common.api import (
-    IDEMPOTENCY_PARAMETER,
     ScopedViewSet,
-    idempotent_post,
+    idempotent,
     request_scope,
 )
 from common.errors import Conflict
@@ -218,12 +217,9 @@ class UserMessageViewSet(ScopedViewSet):
     def _context(self) -> dict[str, Any]:
         return {**self.get_serializer_context(), "scope": request_scope(self.request)}
 
-    @extend_schema(parameters=[IDEMPOTENCY_PARAMETER], responses={201: UserMessageSerializer})
+    @idempotent(responses={201: UserMessageSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Schedule a message: its first occurrences get their scheduler rows at once."""
-        return idempotent_post(request, lambda: self._create(request))
-
-    def _create(self, request: Request) -> Response:
         body = UserMessageSerializer(data=request.data, context=self._context())
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
@@ -252,15 +248,10 @@ class UserMessageViewSet(ScopedViewSet):
             user_message_update(message_id=message.pk, now=timezone.now(), **body.validated_data)
         return Response(self.get_serializer(self.get_queryset().get(pk=message.pk)).data)
 
-    @extend_schema(
-        request=None, responses=UserMessageSerializer, parameters=[IDEMPOTENCY_PARAMETER]
-    )
+    @idempotent(request=None, responses=UserMessageSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         """Pending sends are deactivated; sent ones stay as history. Twice is a no-op."""
-        return idempotent_post(request, lambda: self._cancel(request))
-
-    def _cancel(self, request: Request) -> Response:
         message = self.get_object()
         user_message_cancel(message_id=message.pk, now=timezone.now())
         return Response(self.get_serializer(self.get_queryset().get(pk=message.pk)).data)
