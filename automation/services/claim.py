@@ -3,9 +3,9 @@ for a whole batch in one compare-and-set UPDATE (docs/architecture.md, "dispatch
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -31,6 +31,33 @@ class DispatchOutcome(StrEnum):
     BROKER_UNREACHABLE = "broker_unreachable"  # waiting for the publisher; no attempt spent
 
 
+@dataclass(frozen=True)
+class _Claim:
+    """What a claim writes on one intent: its attempt, its lease and its endpoint's slot."""
+
+    attempt_count: int
+    lease_expires_at: datetime
+    inflight_endpoint_id: int
+    device_command_id: str
+
+    @classmethod
+    def of(cls, intent: DeviceCommand, now: datetime) -> _Claim:
+        return cls(
+            attempt_count=intent.attempt_count + 1,
+            lease_expires_at=now + timedelta(seconds=settings.DISPATCH_LEASE_S),
+            inflight_endpoint_id=intent.target_device_endpoint_id,
+            device_command_id=intent.device_command_id or new_device_command_id(),
+        )
+
+    def taken(self, intent: DeviceCommand) -> None:
+        """The claimed intent follows in memory, as the row now reads."""
+        intent.version += 1
+        intent.attempt_count = self.attempt_count
+        intent.lease_expires_at = self.lease_expires_at
+        intent.inflight_endpoint_id = self.inflight_endpoint_id
+        intent.device_command_id = self.device_command_id
+
+
 def intents_claim(
     ready: list[DeviceCommand],
     now: datetime,
@@ -54,19 +81,19 @@ def intents_claim(
             outcomes[intent.pk] = DispatchOutcome.ENDPOINT_BUSY
         else:
             chosen[endpoint_id] = intent
-    lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
+    claims = [_Claim.of(i, now) for i in chosen.values()]
     rows = [
         (
             {"id": i.pk, "status": i.status, "version": i.version},
             {
-                "attempt_count": i.attempt_count + 1,
-                "lease_expires_at": lease_until,
-                "inflight_endpoint": i.target_device_endpoint_id,
-                "device_command_id": i.device_command_id or new_device_command_id(),
+                "attempt_count": c.attempt_count,
+                "lease_expires_at": c.lease_expires_at,
+                "inflight_endpoint": c.inflight_endpoint_id,
+                "device_command_id": c.device_command_id,
                 "updated_at": now,
             },
         )
-        for i in chosen.values()
+        for i, c in zip(chosen.values(), claims, strict=True)
     ]
     try:
         with transaction.atomic():
@@ -79,32 +106,18 @@ def intents_claim(
     except IntegrityError:  # a concurrent claim took one of the endpoints: row by row
         return [i for i in chosen.values() if _claim_one(i, now, outcomes)]
     claimed: list[DeviceCommand] = []
-    for intent, (_, change) in zip(chosen.values(), rows, strict=True):
+    for intent, claim in zip(chosen.values(), claims, strict=True):
         if intent.pk not in moved:
             outcomes[intent.pk] = DispatchOutcome.LOST_RACE
             continue
-        _claimed_in_memory(intent, change)
+        claim.taken(intent)
         claimed.append(intent)
     return claimed
 
 
-def _claimed_in_memory(intent: DeviceCommand, change: dict[str, Any]) -> None:
-    intent.version += 1
-    intent.attempt_count = change["attempt_count"]
-    intent.lease_expires_at = change["lease_expires_at"]
-    intent.inflight_endpoint_id = change["inflight_endpoint"]
-    intent.device_command_id = change["device_command_id"]
-
-
 def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
     """The claim of one intent, after a batch claim met a concurrent one."""
-    lease_until = now + timedelta(seconds=settings.DISPATCH_LEASE_S)
-    change = {
-        "attempt_count": intent.attempt_count + 1,
-        "lease_expires_at": lease_until,
-        "inflight_endpoint": intent.target_device_endpoint_id,
-        "device_command_id": intent.device_command_id or new_device_command_id(),
-    }
+    claim = _Claim.of(intent, now)
     try:
         with transaction.atomic():
             if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
@@ -113,10 +126,10 @@ def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, Dispatc
                 pk=intent.pk, status=intent.status, version=intent.version
             ).update(
                 version=F("version") + 1,
-                attempt_count=change["attempt_count"],
-                lease_expires_at=lease_until,
-                inflight_endpoint_id=intent.target_device_endpoint_id,
-                device_command_id=change["device_command_id"],
+                attempt_count=claim.attempt_count,
+                lease_expires_at=claim.lease_expires_at,
+                inflight_endpoint_id=claim.inflight_endpoint_id,
+                device_command_id=claim.device_command_id,
                 updated_at=now,
             )
     except IntegrityError:
@@ -125,5 +138,5 @@ def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, Dispatc
     if moved != 1:
         outcomes[intent.pk] = DispatchOutcome.LOST_RACE
         return False
-    _claimed_in_memory(intent, change)
+    claim.taken(intent)
     return True

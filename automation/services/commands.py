@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Unpack
+from typing import Unpack
 
 from django.conf import settings
 from django.db import transaction
@@ -23,6 +24,7 @@ from automation.services.transitions import (
     commands_transition,
 )
 from automation.states import CommandStatus, ReasonCode, command_can_move
+from common.json_types import JsonObject, JsonValue
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
@@ -145,7 +147,7 @@ def intent_await_broker(
     return bool(commands_transition([GuardedTransition(intent, path, fields)], now=now))
 
 
-def receipt_mark(intent: DeviceCommand, kind: str, payload: dict[str, Any], now: datetime) -> None:
+def receipt_mark(intent: DeviceCommand, kind: str, payload: JsonObject, now: datetime) -> None:
     """A receipt the backend writes about a command (timeout, retry), once per attempt."""
     from automation.keys import receipt_dedupe_key
 
@@ -169,20 +171,36 @@ def receipt_mark(intent: DeviceCommand, kind: str, payload: dict[str, Any], now:
     )
 
 
+@dataclass(frozen=True)
+class CommandColumns:
+    """The columns every new intent shares, whoever decided it (no foreign keys, so the same
+    names serve ``objects.create`` and a set-based insert; ``automation.services.rows``)."""
+
+    target_serial_number: str
+    command_method: str
+    command_params: JsonObject
+    target_value: JsonValue
+    idempotency_key: str
+    desired_state_fingerprint: str
+    max_attempts: int
+    created_at: datetime
+    updated_at: datetime
+
+
 def command_fields(
-    target: DeviceInstanceEndpoint, value: Any, *, key: str, now: datetime
-) -> dict[str, Any]:
-    """The columns every new intent for ``value`` on ``target`` shares, whoever decided it:
-    the RPC binding's request, its fingerprint, the retry budget and the key."""
-    params = {target.rpc_param_key: value}
-    return {
-        "target_serial_number": target.device.serial_number,
-        "command_method": target.rpc_method,
-        "command_params": params,
-        "target_value": value,
-        "idempotency_key": key,
-        "desired_state_fingerprint": desired_state_fingerprint(params),
-        "max_attempts": settings.COMMAND_MAX_ATTEMPTS,
-        "created_at": now,
-        "updated_at": now,
-    }
+    target: DeviceInstanceEndpoint, value: JsonValue, *, key: str, now: datetime
+) -> CommandColumns:
+    """The columns every new intent for ``value`` on ``target`` shares: the RPC binding's
+    request, its fingerprint, the retry budget and the key."""
+    params: JsonObject = {target.rpc_param_key: value}
+    return CommandColumns(
+        target_serial_number=target.device.serial_number,
+        command_method=target.rpc_method,
+        command_params=params,
+        target_value=value,
+        idempotency_key=key,
+        desired_state_fingerprint=desired_state_fingerprint(params),
+        max_attempts=settings.COMMAND_MAX_ATTEMPTS,
+        created_at=now,
+        updated_at=now,
+    )

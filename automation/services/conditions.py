@@ -8,9 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from django.db.models import Prefetch, Q
+from django.db.models import Prefetch, Q, QuerySet
 
 from automation.models import (
     AutomationEndpointEvent,
@@ -19,6 +18,7 @@ from automation.models import (
     AutomationRuleCondition,
 )
 from automation.operators import operator_matches
+from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 
 _TARGET = ("target_endpoint__device", "target_endpoint__profile_endpoint")
@@ -26,11 +26,13 @@ _TARGET = ("target_endpoint__device", "target_endpoint__profile_endpoint")
 
 @dataclass(frozen=True)
 class Reading:
-    value: Any
+    value: JsonValue
     at: datetime | None
 
 
-def rules_loaded(rules: Any, *, active_only: bool = True) -> list[AutomationRule]:
+def rules_loaded(
+    rules: QuerySet[AutomationRule], *, active_only: bool = True
+) -> list[AutomationRule]:
     """The (active) rules with what deciding needs: targets, further conditions and actions
     (three queries, whatever the number of rules)."""
     if active_only:
@@ -89,7 +91,8 @@ def rule_holds(
 ) -> bool:
     """True when every condition of ``rule`` holds at ``at``; ``event`` is the reading being
     evaluated (its value stands for its endpoint's)."""
-    conditions: list[tuple[int, str, Any, Any]] = [
+    # (endpoint, operator, threshold, upper threshold of a range)
+    conditions: list[tuple[int, str, JsonValue, JsonValue]] = [
         (c.endpoint_id, c.operator, c.threshold_value, c.threshold_value_high)
         for c in rule.conditions.all()
     ]

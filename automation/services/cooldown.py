@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from django.conf import settings
 from django.db.models import Q, QuerySet
@@ -21,12 +21,25 @@ from automation.keys import target_value_key
 from automation.models import AutomationRule, CommandCooldown, DeviceCommand
 from automation.operators import values_equal
 from automation.states import CommandStatus
+from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 
 # Ends on the device's word that start or extend a cool-down.
 COOLDOWN_STATUSES = frozenset({CommandStatus.FAILED, CommandStatus.UNCERTAIN})
 
 CooldownKey = tuple[int, str]  # (target endpoint id, target value key)
+
+
+class _CooldownFields(TypedDict):
+    """What a failure writes on its pair's cool-down, whether it creates or extends it."""
+
+    target_value: JsonValue
+    failures: int
+    until: datetime
+    command: DeviceCommand
+    reason_code: str
+    reported_value: JsonValue
+    updated_at: datetime
 
 
 def cooldown_length_s(failures: int) -> float:
@@ -37,7 +50,7 @@ def cooldown_length_s(failures: int) -> float:
 def cooldown_lifted(
     row: CommandCooldown,
     *,
-    reported: Any,
+    reported: JsonValue,
     endpoint_edited_at: datetime | None,
     rule_updated_at: datetime | None,
 ) -> bool:
@@ -53,7 +66,7 @@ def cooldown_holds(
     row: CommandCooldown | None,
     *,
     rule: AutomationRule,
-    reported: Any,
+    reported: JsonValue,
     endpoint_edited_at: datetime | None,
     now: datetime,
 ) -> bool:
@@ -97,7 +110,7 @@ def command_cooldown_record(intent: DeviceCommand, *, now: datetime) -> CommandC
         rule_updated_at=rule_updated_at,
     )
     failures = row.failures + 1 if row is not None and chained else 1
-    fields: dict[str, Any] = {
+    fields: _CooldownFields = {
         "target_value": intent.target_value,
         "failures": failures,
         "until": now + timedelta(seconds=cooldown_length_s(failures)),
@@ -116,12 +129,12 @@ def command_cooldown_record(intent: DeviceCommand, *, now: datetime) -> CommandC
     return row
 
 
-def command_cooldown_clear(*, endpoint_id: int, value: Any) -> int:
+def command_cooldown_clear(*, endpoint_id: int, value: JsonValue) -> int:
     """The pair was applied, or support asked to try again: no cool-down any more."""
     return command_cooldowns_clear([(endpoint_id, value)])
 
 
-def command_cooldowns_clear(pairs: Sequence[tuple[int, Any]]) -> int:
+def command_cooldowns_clear(pairs: Sequence[tuple[int, JsonValue]]) -> int:
     """``command_cooldown_clear`` for many (endpoint, value) pairs in one statement."""
     if not pairs:
         return 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from django.db.models import Q
 
@@ -33,16 +32,18 @@ from automation.models import (
     DeviceCommand,
 )
 from automation.operators import values_equal
-from automation.services.commands import command_fields
+from automation.services.commands import CommandColumns, command_fields
 from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
 from automation.services.manual import manual_holds_active
 from automation.services.priority import candidates_rank
+from automation.services.rows import as_row
 from automation.services.targets import (
     TargetState,
     commands_supersede_unsent,
     target_state_track,
 )
 from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
+from common.json_types import JsonValue
 from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint
 
@@ -64,7 +65,7 @@ class Trigger:
 @dataclass(frozen=True)
 class Action:
     endpoint: DeviceInstanceEndpoint
-    value: Any
+    value: JsonValue
 
 
 def rule_actions(rule: AutomationRule) -> list[Action]:
@@ -74,6 +75,10 @@ def rule_actions(rule: AutomationRule) -> list[Action]:
         Action(rule.target_endpoint, rule.target_value),
         *(Action(a.target_endpoint, a.target_value) for a in further),
     ]
+
+
+# (event, occurrence, rule, target endpoint): one execution each.
+Identity = tuple[int | None, int | None, int, int]
 
 
 @dataclass(frozen=True)
@@ -88,13 +93,40 @@ class Decision:
     won_by_execution: int | None = None  # ... or the live command's execution that did
 
     @property
-    def identity(self) -> tuple[int | None, int | None, int, int]:
+    def identity(self) -> Identity:
         return (
             self.trigger.event.pk if self.trigger.event is not None else None,
             self.trigger.occurrence_id,
             self.rule.pk,
             self.action.endpoint.pk,
         )
+
+
+@dataclass(frozen=True)
+class ExecutionRow:
+    """An ``AutomationRuleExecution`` as a batch inserts it (foreign keys by id)."""
+
+    event: int | None
+    occurrence: int | None
+    rule: int
+    target_endpoint: int
+    outcome: ExecutionOutcome
+    failure_reason: str
+    suppressed_by: int | None
+    won_by: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class CommandRow:
+    """A ``DeviceCommand`` a rule or a schedule decided, as a batch inserts it."""
+
+    origin: CommandOrigin
+    rule_execution: int
+    rule: int
+    target_device: int
+    target_device_endpoint: int
+    columns: CommandColumns
 
 
 @dataclass(frozen=True)
@@ -180,22 +212,27 @@ def decisions_persist(
     if not decisions:
         return []
     first = [d for d in decisions if d.won_by is None]
-    insert_ignore_returning(AutomationRuleExecution, [_execution(d, None, now) for d in first])
+    insert_ignore_returning(
+        AutomationRuleExecution, [as_row(_execution(d, None, now)) for d in first]
+    )
     ids = _execution_ids(decisions)
     rest = [d for d in decisions if d.won_by is not None]
     insert_ignore_returning(
         AutomationRuleExecution,
-        [_execution(d, ids.get(d.won_by.identity) if d.won_by else None, now) for d in rest],
+        [
+            as_row(_execution(d, ids.get(d.won_by.identity) if d.won_by else None, now))
+            for d in rest
+        ],
     )
     wanted = [d for d in first if d.outcome == ExecutionOutcome.INTENT_CREATED]
     # Insert in trigger order, so on each endpoint the newest decision's command has the
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: d.trigger.order)
     intents = [_intent(d, ids[d.identity], now) for d in wanted if d.identity in ids]
-    insert_ignore_returning(DeviceCommand, intents)
+    insert_ignore_returning(DeviceCommand, [as_row(i) for i in intents])
     created = list(
         DeviceCommand.objects.filter(
-            idempotency_key__in=[i["idempotency_key"] for i in intents],
+            idempotency_key__in=[i.columns.idempotency_key for i in intents],
             status=CommandStatus.PENDING_DISPATCH,
         )
         .order_by("pk")
@@ -204,21 +241,21 @@ def decisions_persist(
     return commands_supersede_unsent(targets, created, now)
 
 
-def _execution(d: Decision, won_by: int | None, now: datetime) -> dict[str, Any]:
-    return {
-        "event": d.trigger.event.pk if d.trigger.event is not None else None,
-        "occurrence": d.trigger.occurrence_id,
-        "rule": d.rule.pk,
-        "target_endpoint": d.action.endpoint.pk,
-        "outcome": d.outcome,
-        "failure_reason": d.reason,
-        "suppressed_by": d.suppressed_by,
-        "won_by": won_by if won_by is not None else d.won_by_execution,
-        "created_at": now,
-    }
+def _execution(d: Decision, won_by: int | None, now: datetime) -> ExecutionRow:
+    return ExecutionRow(
+        event=d.trigger.event.pk if d.trigger.event is not None else None,
+        occurrence=d.trigger.occurrence_id,
+        rule=d.rule.pk,
+        target_endpoint=d.action.endpoint.pk,
+        outcome=d.outcome,
+        failure_reason=d.reason,
+        suppressed_by=d.suppressed_by,
+        won_by=won_by if won_by is not None else d.won_by_execution,
+        created_at=now,
+    )
 
 
-def _execution_ids(decisions: Sequence[Decision]) -> dict[tuple[Any, ...], int]:
+def _execution_ids(decisions: Sequence[Decision]) -> dict[Identity, int]:
     """(event, occurrence, rule, endpoint) → execution id, for the batch's decisions that
     ended as decided here (a concurrent worker may have recorded another outcome first)."""
     events = {d.trigger.event.pk for d in decisions if d.trigger.event is not None}
@@ -235,7 +272,7 @@ def _execution_ids(decisions: Sequence[Decision]) -> dict[tuple[Any, ...], int]:
     }
 
 
-def _intent(d: Decision, execution_id: int, now: datetime) -> dict[str, Any]:
+def _intent(d: Decision, execution_id: int, now: datetime) -> CommandRow:
     rule, target, value = d.rule, d.action.endpoint, d.action.value
     if d.trigger.event is not None:
         origin = CommandOrigin.RULE
@@ -253,11 +290,11 @@ def _intent(d: Decision, execution_id: int, now: datetime) -> dict[str, Any]:
             target_value=value,
             occurrence_id=d.trigger.occurrence_id or 0,
         )
-    return {
-        "origin": origin,
-        "rule_execution": execution_id,
-        "rule": rule.pk,
-        "target_device": target.device_id,
-        "target_device_endpoint": target.pk,
-        **command_fields(target, value, key=key, now=now),
-    }
+    return CommandRow(
+        origin=origin,
+        rule_execution=execution_id,
+        rule=rule.pk,
+        target_device=target.device_id,
+        target_device_endpoint=target.pk,
+        columns=command_fields(target, value, key=key, now=now),
+    )

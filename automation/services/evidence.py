@@ -8,7 +8,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from automation.models import (
     AutomationEndpointEvent,
@@ -17,6 +16,10 @@ from automation.models import (
     ReceiptType,
 )
 from automation.operators import values_equal
+from common.json_types import JsonObject, JsonValue
+
+# A stored receipt: (receipt type, payload, attempt, received at).
+Receipt = tuple[str, JsonObject, int, datetime]
 
 
 @dataclass(frozen=True)
@@ -28,18 +31,29 @@ class Evidence:
     deadline_at: datetime | None
     acknowledged_at: datetime | None
     param_key: str
-    target_value: Any
+    target_value: JsonValue
     responses: Sequence[tuple[int, str, str, datetime]] = ()  # (attempt, status, code, at)
-    states: Sequence[dict[str, Any]] = ()  # reportedState of each state report
+    states: Sequence[JsonObject] = ()  # reportedState of each state report
     # The reading that proves the command (received after the request was published, equal
     # to the target, unlike the value reported before it), described for the audit row.
     telemetry_reading: str = ""
     endpoint_key: str = ""  # the endpoint's own name, which a state report may use too
 
 
+def reported_state(payload: JsonObject) -> JsonObject:
+    """A state report's ``reportedState`` (an object: the contract checked it on receipt)."""
+    state = payload.get("reportedState")
+    return state if isinstance(state, dict) else {}
+
+
+def _text(value: JsonValue) -> str:
+    """A response's ``status`` or ``resultCode`` (a string: the contract checked it)."""
+    return value if isinstance(value, str) else ""
+
+
 def evidence_batch(intents: Sequence[DeviceCommand]) -> dict[int, Evidence]:
     """The evidence of every intent of a batch, in two reads (receipts, readings)."""
-    by_intent: dict[int, list[tuple[str, dict[str, Any], int, datetime]]] = defaultdict(list)
+    by_intent: dict[int, list[Receipt]] = defaultdict(list)
     receipts = (
         DeviceCommandReceipt.objects.filter(intent_id__in=[i.pk for i in intents], mismatch=False)
         .order_by("received_at", "pk")
@@ -53,16 +67,16 @@ def evidence_batch(intents: Sequence[DeviceCommand]) -> dict[int, Evidence]:
 
 def _evidence(
     intent: DeviceCommand,
-    receipts: Sequence[tuple[str, dict[str, Any], int, datetime]],
+    receipts: Sequence[Receipt],
     telemetry_reading: str,
 ) -> Evidence:
     responses = [
-        (attempt, payload.get("status", ""), payload.get("resultCode", ""), at)
+        (attempt, _text(payload.get("status")), _text(payload.get("resultCode")), at)
         for kind, payload, attempt, at in receipts
         if kind in (ReceiptType.RPC_ACK, ReceiptType.RPC_RESULT)
     ]
     states = [
-        payload.get("reportedState") or {}
+        reported_state(payload)
         for kind, payload, _, _ in receipts
         if kind == ReceiptType.STATE_REPORT
     ]
@@ -95,7 +109,8 @@ def _telemetry_proofs(intents: Sequence[DeviceCommand]) -> dict[int, str]:
     if not published:
         return {}
     since = min(published.values())
-    readings: dict[int, list[tuple[int, Any, datetime, datetime]]] = defaultdict(list)
+    # Per endpoint: (event id, value, created at, received at).
+    readings: dict[int, list[tuple[int, JsonValue, datetime, datetime]]] = defaultdict(list)
     rows = (
         AutomationEndpointEvent.objects.filter(
             device_instance_endpoint_id__in={

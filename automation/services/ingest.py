@@ -10,7 +10,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -20,6 +19,8 @@ from django.utils.dateparse import parse_datetime
 
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
+from automation.services.rows import as_row
+from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
 from devices.models import (
@@ -55,9 +56,24 @@ class _Parsed:
     message: InboundTelemetry
     device: Device
     ts: datetime
-    values: dict[str, Any]
+    values: JsonObject
     fingerprint: str
     stamped: bool  # False: no ``ts``, timed by its arrival
+
+
+@dataclass(frozen=True)
+class _EventRow:
+    """An ``AutomationEndpointEvent`` as a batch inserts it (foreign keys by id)."""
+
+    organization: int
+    farm: int
+    device: int
+    device_instance_endpoint: int
+    source_telemetry: int
+    event_timestamp: datetime
+    normalized_value: JsonValue
+    dedupe_key: str
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -94,7 +110,7 @@ class IngestResult:
     rejected: list[MessageRejection] = field(default_factory=list)  # in batch order
 
 
-def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, bool, dict[str, Any]]:
+def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, bool, JsonObject]:
     """The device time (``received_at`` when the message has no ``ts``), whether the message
     carried one, and its values."""
     if len(payload.encode("utf-8", "surrogatepass")) > MAX_TELEMETRY_BYTES:
@@ -131,7 +147,7 @@ def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, bool, di
     return ts, True, values
 
 
-def _storable(data_type: str, value: Any) -> bool:
+def _storable(data_type: str, value: JsonValue) -> bool:
     """``value_has_type`` plus what the event's jsonb column needs: an integer too large for
     a float fails the type instead of raising, a lone surrogate is no text."""
     try:
@@ -206,7 +222,8 @@ def telemetry_ingest(
         fresh = _persist_telemetry(parsed)
         events, value_refusals = _build_events(fresh, endpoints, now)
         refused = sorted([*refused, *value_refusals], key=lambda r: r.index)
-        event_ids = [row[0] for row in insert_ignore_returning(AutomationEndpointEvent, events)]
+        inserted = insert_ignore_returning(AutomationEndpointEvent, [as_row(e) for e in events])
+        event_ids = [row[0] for row in inserted]
         device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
         _update_last_values(events)
@@ -273,10 +290,10 @@ def _build_events(
     fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
-) -> tuple[list[dict[str, Any]], list[_Refused]]:
+) -> tuple[list[_EventRow], list[_Refused]]:
     """One event per value of a known endpoint; a value of the wrong type is one rejection,
     the keys with no endpoint on the device one more per message: the rest goes through."""
-    events: dict[str, dict[str, Any]] = {}
+    events: dict[str, _EventRow] = {}
     refused: list[_Refused] = []
     for p, telemetry_id in fresh:
         unknown: list[str] = []
@@ -291,7 +308,7 @@ def _build_events(
                 refused.append(_Refused(p.index, False, row))
                 continue
             event = _event_row(p, telemetry_id, endpoint, value, now)
-            events[event["dedupe_key"]] = event
+            events[event.dedupe_key] = event
         if unknown:
             detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
             row = _rejection(p.message, Reason.UNKNOWN_ENDPOINT, detail)
@@ -303,9 +320,9 @@ def _event_row(
     p: _Parsed,
     telemetry_id: int,
     endpoint: DeviceInstanceEndpoint,
-    value: Any,
+    value: JsonValue,
     now: datetime,
-) -> dict[str, Any]:
+) -> _EventRow:
     """The event keeps the value and the telemetry row it came from; the message itself
     (key, value, device time) stays on that row only."""
     device = p.device
@@ -316,17 +333,17 @@ def _event_row(
         value=value,
         fingerprint=p.fingerprint,
     )
-    return {
-        "organization": device.farm.organization_id,
-        "farm": device.farm_id,
-        "device": device.pk,
-        "device_instance_endpoint": endpoint.pk,
-        "source_telemetry": telemetry_id,
-        "event_timestamp": p.ts,
-        "normalized_value": value,
-        "dedupe_key": dedupe,
-        "created_at": now,
-    }
+    return _EventRow(
+        organization=device.farm.organization_id,
+        farm=device.farm_id,
+        device=device.pk,
+        device_instance_endpoint=endpoint.pk,
+        source_telemetry=telemetry_id,
+        event_timestamp=p.ts,
+        normalized_value=value,
+        dedupe_key=dedupe,
+        created_at=now,
+    )
 
 
 def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
@@ -335,12 +352,10 @@ def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
         Device.objects.filter(pk__in=device_ids).update(last_seen_at=now)
 
 
-def _update_last_values(events: Sequence[dict[str, Any]]) -> None:
+def _update_last_values(events: Sequence[_EventRow]) -> None:
     endpoint_reported_values_update(
         readings=(
-            ReportedValue(
-                e["device_instance_endpoint"], e["normalized_value"], e["event_timestamp"]
-            )
+            ReportedValue(e.device_instance_endpoint, e.normalized_value, e.event_timestamp)
             for e in events
         )
     )

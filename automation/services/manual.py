@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
@@ -37,10 +37,12 @@ from django.utils import timezone
 from automation.gates import command_gate_failure
 from automation.keys import manual_intent_idempotency_key
 from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
-from automation.services.commands import command_fields
+from automation.services.commands import CommandColumns, command_fields
+from automation.services.rows import as_row
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.handoff import commands_dispatch_on_commit
+from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 from scheduler.services.support import support_note
 
@@ -83,7 +85,7 @@ class ManualCommand:
     hold_until: datetime | None
 
 
-def manual_command_refusal(target: DeviceInstanceEndpoint, value: Any) -> ReasonCode | None:
+def manual_command_refusal(target: DeviceInstanceEndpoint, value: JsonValue) -> ReasonCode | None:
     """The gate that refuses sending ``value`` to ``target`` by hand, known before dispatch
     (dispatch adds freshness: an offline device is retried, as for a rule's command)."""
     return command_gate_failure(None, target, value=value)
@@ -92,7 +94,7 @@ def manual_command_refusal(target: DeviceInstanceEndpoint, value: Any) -> Reason
 def endpoint_command_manual(
     *,
     endpoint_id: int,
-    value: Any,
+    value: JsonValue,
     actor: Actor,
     reason: str,
     request_key: str | None = None,
@@ -125,7 +127,7 @@ def endpoint_command_manual(
         try:
             with transaction.atomic():
                 intent = DeviceCommand.objects.create(
-                    **_intent_fields(target, value, key, user_id, reason.strip(), now)
+                    **as_row(_intent_row(target, value, key, user_id, reason.strip(), now))
                 )
         except IntegrityError:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
@@ -148,22 +150,46 @@ def endpoint_command_manual(
     return ManualCommand(intent, True, until if until > now else None)
 
 
-def _intent_fields(
+@dataclass(frozen=True)
+class _ManualCommandRow:
+    """A manual ``DeviceCommand`` as ``objects.create`` takes it (foreign keys by their ids)."""
+
+    origin: CommandOrigin
+    requested_by_id: int | None
+    request_reason: str
+    target_device_id: int
+    target_device_endpoint_id: int
+    columns: CommandColumns
+
+
+def _intent_row(
     target: DeviceInstanceEndpoint,
-    value: Any,
+    value: JsonValue,
     key: str,
     user_id: int | None,
     reason: str,
     now: datetime,
-) -> dict[str, Any]:
-    return {
-        "origin": CommandOrigin.MANUAL,
-        "requested_by_id": user_id,
-        "request_reason": reason[:400],
-        "target_device_id": target.device_id,
-        "target_device_endpoint_id": target.pk,
-        **command_fields(target, value, key=key, now=now),
-    }
+) -> _ManualCommandRow:
+    return _ManualCommandRow(
+        origin=CommandOrigin.MANUAL,
+        requested_by_id=user_id,
+        request_reason=reason[:400],
+        target_device_id=target.device_id,
+        target_device_endpoint_id=target.pk,
+        columns=command_fields(target, value, key=key, now=now),
+    )
+
+
+class _HoldFields(TypedDict):
+    """What moving a hold to a new command writes, whether it updates the row or creates it."""
+
+    intent: DeviceCommand
+    requested_by_id: int | None
+    until: datetime
+    cancelled_at: None
+    cancelled_by_id: None
+    cancel_reason: str
+    updated_at: datetime
 
 
 def _hold_move(
@@ -175,7 +201,7 @@ def _hold_move(
 ) -> None:
     """The endpoint's hold now belongs to ``intent``, until ``until`` (a cancelled or expired
     hold is reopened). Called under the endpoint's lock, so no other hold write interleaves."""
-    fields: dict[str, Any] = {
+    fields: _HoldFields = {
         "intent": intent,
         "requested_by_id": user_id,
         "until": until,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,6 +17,9 @@ from django.utils.dateparse import parse_datetime
 from automation import coordination
 from automation.keys import receipt_dedupe_key
 from automation.models import DeviceCommand, DeviceCommandReceipt, ReceiptType
+from automation.services.evidence import reported_state
+from automation.services.rows import as_row
+from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint, DeviceMessageKind, DeviceMessageRejection
 from devices.mqtt.contract import (
@@ -32,6 +36,22 @@ from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
 
 
+@dataclass(frozen=True)
+class ReceiptRow:
+    """A ``DeviceCommandReceipt`` as a batch inserts it (foreign keys by id)."""
+
+    intent: int
+    device: int | None  # None for a mismatch: the message came from another device
+    serial_number: str
+    receipt_type: str  # a ReceiptType value
+    payload: JsonObject  # the parsed message, which the contract checked is an object
+    correlation_key: str
+    dedupe_key: str
+    attempt: int
+    mismatch: bool
+    received_at: datetime
+
+
 def _parse(message: DeviceMessage) -> RpcResponse | StateReport:
     if message.bad_encoding:
         raise ContractError("invalid_encoding", "payload is not valid UTF-8")  # type: ignore[arg-type]
@@ -43,7 +63,7 @@ def _parse(message: DeviceMessage) -> RpcResponse | StateReport:
     raise ContractError("invalid_field", f"unknown message kind {message.kind!r}")  # type: ignore[arg-type]
 
 
-def _storable(document: Any) -> bool:
+def _storable(document: JsonValue) -> bool:
     """False when a string (key or value) holds NUL (no jsonb/text column stores it) or a lone
     surrogate (no driver encodes it). Iterative: a parsed document may be deeply nested."""
     stack = [document]
@@ -111,7 +131,7 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
             detail = device_time_detail("appliedAt", body.applied_at, now)
             rejections.append(_reject(message, clock, detail))
     intents = _intents_by_command({p.command_id for _, p in parsed})
-    rows: list[dict[str, Any]] = []
+    rows: list[ReceiptRow] = []
     for message, body in parsed:
         intent = intents.get(body.command_id)
         if intent is None:
@@ -120,24 +140,22 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
         rows.append(_receipt_row(message, body, intent))
     with transaction.atomic():
         inserted = insert_ignore_returning(
-            DeviceCommandReceipt, rows, ("intent", "mismatch", "dedupe_key")
+            DeviceCommandReceipt, [as_row(r) for r in rows], ("intent", "mismatch", "dedupe_key")
         )
         device_message_rejections_record(rejections=rejections)
         fresh = {key for _, mismatch, key in inserted if not mismatch}
-        _reported_state_record([r for r in rows if r["dedupe_key"] in fresh], intents)
+        _reported_state_record([r for r in rows if r.dedupe_key in fresh], intents)
     return sorted({intent_id for intent_id, mismatch, _ in inserted if not mismatch})
 
 
-def _reported_state_record(
-    rows: Sequence[dict[str, Any]], intents: dict[str, DeviceCommand]
-) -> None:
+def _reported_state_record(rows: Sequence[ReceiptRow], intents: dict[str, DeviceCommand]) -> None:
     """A state report says what the device holds now: its values become the endpoints'
     reported values (newest by ``appliedAt``), as telemetry's do, so the next decision knows
     the command's effect before the device's next telemetry arrives."""
     reports = [
-        (intents[r["correlation_key"]].target_device_id, r["payload"])
+        (intents[r.correlation_key].target_device_id, r.payload)
         for r in rows
-        if r["receipt_type"] == ReceiptType.STATE_REPORT
+        if r.receipt_type == ReceiptType.STATE_REPORT
     ]
     if not reports:
         return
@@ -149,7 +167,7 @@ def _reported_state_record(
     readings: list[ReportedValue] = []
     for device_id, payload in reports:
         applied_at = parse_datetime(str(payload.get("appliedAt", "")))
-        state = payload.get("reportedState") or {}
+        state = reported_state(payload)
         if applied_at is None:
             continue
         for endpoint in endpoints.get(device_id, []):
@@ -163,26 +181,26 @@ def _reported_state_record(
 
 def _receipt_row(
     message: DeviceMessage, body: RpcResponse | StateReport, intent: DeviceCommand
-) -> dict[str, Any]:
+) -> ReceiptRow:
     if isinstance(body, RpcResponse):
         kind = ReceiptType.RPC_ACK if body.accepted else ReceiptType.RPC_RESULT
     else:
         kind = ReceiptType.STATE_REPORT
     mismatch = message.serial != intent.target_serial_number
-    return {
-        "intent": intent.pk,
-        "device": None if mismatch else intent.target_device_id,
-        "serial_number": message.serial[:64],
-        "receipt_type": kind.value,
-        "payload": json.loads(message.payload),
-        "correlation_key": body.command_id,
-        "dedupe_key": receipt_dedupe_key(
+    return ReceiptRow(
+        intent=intent.pk,
+        device=None if mismatch else intent.target_device_id,
+        serial_number=message.serial[:64],
+        receipt_type=kind.value,
+        payload=json.loads(message.payload),
+        correlation_key=body.command_id,
+        dedupe_key=receipt_dedupe_key(
             serial=message.serial,
             kind=message.kind,
             payload=message.payload,
             attempt=intent.attempt_count,
         ),
-        "attempt": intent.attempt_count,
-        "mismatch": mismatch,
-        "received_at": message.received_at,
-    }
+        attempt=intent.attempt_count,
+        mismatch=mismatch,
+        received_at=message.received_at,
+    )

@@ -9,7 +9,7 @@ Errors are field name -> message; a nested list's errors are a list with one dic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import time
 from typing import Any, NotRequired, TypedDict
 
@@ -18,6 +18,7 @@ from automation.models import Operator
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
 from automation.models.schedules import EVERY_DAY
 from automation.states import ReasonCode
+from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint, Farm
 from devices.values import value_has_type
 
@@ -35,16 +36,43 @@ _TARGET_MESSAGES = {
 RuleErrors = dict[str, Any]  # a message, or for a nested list one dict of messages per item
 
 
+class _RuleOwnFields(TypedDict, total=False):
+    name: str
+    trigger_endpoint: DeviceInstanceEndpoint | None  # None: a schedule-only rule
+    operator: str  # "" with no trigger endpoint
+    threshold_value: JsonValue
+    threshold_value_high: JsonValue  # the upper bound of between/outside
+    target_value: JsonValue
+    priority: int
+    condition_window_s: int
+    is_active: bool
+
+
+class RuleFields(_RuleOwnFields):
+    """A new rule's own fields (``RULE_FIELDS``): the relations as model instances; farm and
+    target endpoint required, the rest with the model's defaults."""
+
+    farm: Farm
+    target_endpoint: DeviceInstanceEndpoint
+
+
+class RuleChanges(_RuleOwnFields, total=False):
+    """Those of a rule's own fields an update changes."""
+
+    farm: Farm
+    target_endpoint: DeviceInstanceEndpoint
+
+
 class ConditionInput(TypedDict):
     endpoint: DeviceInstanceEndpoint
     operator: str
-    threshold_value: Any
-    threshold_value_high: NotRequired[Any]
+    threshold_value: JsonValue
+    threshold_value_high: NotRequired[JsonValue]
 
 
 class ActionInput(TypedDict):
     target_endpoint: DeviceInstanceEndpoint
-    target_value: Any
+    target_value: JsonValue
 
 
 class ScheduleInput(TypedDict):
@@ -67,7 +95,7 @@ def _on_farm(endpoint: DeviceInstanceEndpoint, farm: Farm) -> bool:
 
 
 def _target_errors(
-    endpoint: DeviceInstanceEndpoint, value: Any, farm: Farm, *, names: tuple[str, str]
+    endpoint: DeviceInstanceEndpoint, value: JsonValue, farm: Farm, *, names: tuple[str, str]
 ) -> dict[str, str]:
     """The gates' refusal of driving ``endpoint`` to ``value``, on the endpoint's field or on
     the value's (``names``)."""
@@ -84,7 +112,7 @@ def _target_errors(
 
 
 def _threshold_errors(
-    endpoint: DeviceInstanceEndpoint, operator: str, low: Any, high: Any
+    endpoint: DeviceInstanceEndpoint, operator: str, low: JsonValue, high: JsonValue
 ) -> dict[str, str]:
     """An operator and its threshold(s), of the endpoint's data type."""
     errors: dict[str, str] = {}
@@ -100,7 +128,7 @@ def _threshold_errors(
     return errors
 
 
-def _trigger_errors(fields: dict[str, Any], *, has_schedule: bool) -> dict[str, str]:
+def _trigger_errors(fields: Mapping[str, Any], *, has_schedule: bool) -> dict[str, str]:
     trigger = fields.get("trigger_endpoint")
     operator = fields.get("operator") or ""
     low, high = fields.get("threshold_value"), fields.get("threshold_value_high")
@@ -123,7 +151,7 @@ def _trigger_errors(fields: dict[str, Any], *, has_schedule: bool) -> dict[str, 
     return errors
 
 
-def _bound_errors(fields: dict[str, Any]) -> dict[str, str]:
+def _bound_errors(fields: Mapping[str, Any]) -> dict[str, str]:
     errors: dict[str, str] = {}
     bounds = {
         "priority": (PRIORITY_MIN, PRIORITY_MAX),
@@ -138,7 +166,8 @@ def _bound_errors(fields: dict[str, Any]) -> dict[str, str]:
     return errors
 
 
-def _whole_in(value: Any, low: int, high: int) -> bool:
+def _whole_in(value: object, low: int, high: int) -> bool:
+    """Whatever the caller passed (a form may pass a string): an int, not a bool, in range."""
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
@@ -217,7 +246,7 @@ def _schedule_errors(schedules: Sequence[ScheduleInput]) -> list[dict[str, str]]
 
 
 def rule_errors(
-    fields: dict[str, Any],
+    fields: Mapping[str, Any],
     *,
     conditions: Sequence[ConditionInput] = (),
     actions: Sequence[ActionInput] = (),

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TypedDict
 
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
@@ -38,6 +38,7 @@ from automation.services.decisions import (
 from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import ExecutionOutcome, ReasonCode
 from common.handoff import commands_dispatch_on_commit
+from common.json_types import JsonValue
 from common.localtime import LocalTimeRule, local_to_utc
 from scheduler.keys import (
     RuleScheduleKey,
@@ -73,7 +74,14 @@ class RuleOccurrence:
     schedule: AutomationRuleSchedule
 
 
-def _active_schedules() -> Prefetch[Any]:
+class RuleOccurrenceInput(TypedDict):
+    """What an occurrence's scheduler row is hashed from: its identity only."""
+
+    rule: int
+    at: datetime
+
+
+def _active_schedules() -> Prefetch[str, QuerySet[AutomationRuleSchedule]]:
     return Prefetch(
         "schedules",
         queryset=AutomationRuleSchedule.objects.filter(is_active=True).order_by("local_time"),
@@ -99,7 +107,7 @@ def rule_occurrences(rule: AutomationRule, start: datetime, end: datetime) -> li
     return [found[at] for at in sorted(found)]
 
 
-def rule_occurrence_input(rule_id: int, at: datetime) -> dict[str, Any]:
+def rule_occurrence_input(rule_id: int, at: datetime) -> RuleOccurrenceInput:
     """Identity only: the rule's actions and conditions are read when the occurrence runs."""
     return {"rule": rule_id, "at": at}
 
@@ -246,7 +254,10 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
     trigger = Trigger(at=job.scheduled_on, occurrence_id=job.scheduler_id)
     actions = rule_actions(rule)
     late_s = (job.now - job.scheduled_on).total_seconds()
-    coordinates: dict[str, Any] = {"rule": rule.pk, "localTimeRule": occurrence.local_time_rule}
+    coordinates: dict[str, JsonValue] = {
+        "rule": rule.pk,
+        "localTimeRule": occurrence.local_time_rule,
+    }
     with transaction.atomic():
         endpoints = [a.endpoint.pk for a in actions]
         targets_lock(endpoints)

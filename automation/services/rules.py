@@ -6,8 +6,8 @@ refused with the field that is wrong, wherever it comes from (API, admin, code).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar, Unpack
 
 from django.db import models, transaction
 from django.utils import timezone
@@ -23,7 +23,9 @@ from automation.services.rule_checks import (
     RANGE_OPERATORS,
     ActionInput,
     ConditionInput,
+    RuleChanges,
     RuleErrors,
+    RuleFields,
     RuleInvalid,
     ScheduleInput,
     rule_errors,
@@ -37,6 +39,8 @@ __all__ = [
     "RULE_FIELDS",
     "ActionInput",
     "ConditionInput",
+    "RuleChanges",
+    "RuleFields",
     "RuleInvalid",
     "ScheduleInput",
     "rule_create",
@@ -61,7 +65,7 @@ RULE_FIELDS = (
 )
 
 # What a schedule left out of a write is: a replaced list's items are whole.
-SCHEDULE_DEFAULTS: dict[str, Any] = {
+SCHEDULE_DEFAULTS: dict[str, int | bool] = {
     "weekdays": EVERY_DAY,
     "max_lateness_s": 900,
     "is_active": True,
@@ -69,7 +73,7 @@ SCHEDULE_DEFAULTS: dict[str, Any] = {
 
 
 def _cycle_errors(
-    fields: dict[str, Any],
+    fields: Mapping[str, Any],
     rule_id: int | None,
     conditions: Sequence[ConditionInput],
     actions: Sequence[ActionInput],
@@ -96,7 +100,7 @@ def _cycle_errors(
 
 
 def rule_problems(
-    fields: dict[str, Any],
+    fields: Mapping[str, Any],
     *,
     rule_id: int | None,
     conditions: Sequence[ConditionInput],
@@ -104,13 +108,14 @@ def rule_problems(
     schedules: Sequence[ScheduleInput],
 ) -> RuleErrors:
     """Everything ``rule_create``/``rule_update`` would refuse (the cycle check included,
-    once the rest passes), for a form to show before it saves; {} when nothing."""
+    once the rest passes), for a form to show before it saves; {} when nothing. ``fields``
+    are ``RuleFields``, or a form's cleaned data that has not been narrowed to them."""
     errors = rule_errors(fields, conditions=conditions, actions=actions, schedules=schedules)
     return errors or _cycle_errors(fields, rule_id, conditions, actions)
 
 
 def _checked(
-    fields: dict[str, Any],
+    fields: Mapping[str, Any],
     rule_id: int | None,
     conditions: Sequence[ConditionInput],
     actions: Sequence[ActionInput],
@@ -125,22 +130,27 @@ def _checked(
         raise RuleInvalid(errors)
 
 
+_Nested = TypeVar("_Nested", bound=models.Model)  # a rule's condition, action or schedule
+
+
 def _replace(
     rule: AutomationRule,
-    model: type[models.Model],
+    model: type[_Nested],
     key: str,
-    items: Sequence[dict[str, Any]],
+    items: Sequence[Mapping[str, object]],
 ) -> None:
     """The rule's rows of ``model`` become ``items``: rows are matched on ``key`` (their
     unique field within the rule), so a kept row keeps its id and is written only if it
     changes; the others are deleted."""
-    manager: Any = model._default_manager
+    manager = model._default_manager
     existing = {getattr(row, key): row for row in manager.filter(rule=rule)}
     wanted = {_key_of(item[key.removesuffix("_id")]): item for item in items}
     gone = [row.pk for value, row in existing.items() if value not in wanted]
     if gone:
         manager.filter(pk__in=gone).delete()
-    changed, created, names = [], [], {"updated_at"} & {f.name for f in model._meta.fields}
+    changed: list[_Nested] = []
+    created: list[_Nested] = []
+    names = {"updated_at"} & {f.name for f in model._meta.fields}
     for value, item in wanted.items():
         row = existing.get(value)
         if row is None:
@@ -162,7 +172,8 @@ def _replace(
         manager.bulk_create(created)
 
 
-def _key_of(value: Any) -> Any:
+def _key_of(value: object) -> object:
+    """What a nested row is compared on: a related row by its id, any other value as is."""
     return value.pk if isinstance(value, models.Model) else value
 
 
@@ -173,13 +184,13 @@ def _save_nested(
     schedules: Sequence[ScheduleInput] | None,
 ) -> None:
     if conditions is not None:
-        rows = [{"threshold_value_high": None, **c} for c in conditions]
-        _replace(rule, AutomationRuleCondition, "endpoint_id", rows)
+        conditioned = [{"threshold_value_high": None, **c} for c in conditions]
+        _replace(rule, AutomationRuleCondition, "endpoint_id", conditioned)
     if actions is not None:
         _replace(rule, AutomationRuleAction, "target_endpoint_id", [dict(a) for a in actions])
     if schedules is not None:
-        rows = [SCHEDULE_DEFAULTS | s for s in schedules]
-        _replace(rule, AutomationRuleSchedule, "local_time", rows)
+        scheduled = [{**SCHEDULE_DEFAULTS, **s} for s in schedules]
+        _replace(rule, AutomationRuleSchedule, "local_time", scheduled)
     rule._prefetched_objects_cache = {}  # type: ignore[attr-defined]  # read the new rows
 
 
@@ -218,7 +229,7 @@ def rule_create(
     conditions: Sequence[ConditionInput] = (),
     actions: Sequence[ActionInput] = (),
     schedules: Sequence[ScheduleInput] = (),
-    **fields: Any,
+    **fields: Unpack[RuleFields],
 ) -> AutomationRule:
     """Raises ``RuleInvalid`` naming the fields that are wrong; nothing is written then."""
     with transaction.atomic():
@@ -235,12 +246,12 @@ def rule_update(
     conditions: Sequence[ConditionInput] | None = None,
     actions: Sequence[ActionInput] | None = None,
     schedules: Sequence[ScheduleInput] | None = None,
-    **changes: Any,
+    **changes: Unpack[RuleChanges],
 ) -> AutomationRule:
     """Apply ``changes`` to ``rule`` and replace each nested list given (None keeps it) if the
     result passes; raises ``RuleInvalid`` otherwise. An edit lifts the rule's cool-downs
     (``updated_at`` moves)."""
-    merged = {name: getattr(rule, name) for name in RULE_FIELDS} | changes
+    merged = {**{name: getattr(rule, name) for name in RULE_FIELDS}, **changes}
     saved_conditions, saved_actions, saved_schedules = rule_nested(rule)
     with transaction.atomic():
         _checked(

@@ -13,7 +13,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from django.db import connection
 
@@ -22,6 +21,7 @@ from automation.operators import values_equal
 from automation.services.conditions import Reading
 from automation.services.transitions import GuardedTransition, Transition, commands_transition
 from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
+from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 
 # First key of the advisory locks that serialise evaluation per target endpoint.
@@ -33,19 +33,19 @@ class TargetState:
     """What one target endpoint will end with, as far as its live commands tell: kept up to
     date while a batch is decided, so two rules on one target in one batch agree."""
 
-    live: list[tuple[int, Any]] = field(default_factory=list)  # (id, value), oldest first
+    live: list[tuple[int, JsonValue]] = field(default_factory=list)  # (id, value), oldest first
     # (priority, execution) of the live commands a rule or schedule decided: a decision of a
     # lower-priority rule does not replace them (``automation.services.priority``).
     ranked: list[tuple[int, int]] = field(default_factory=list)
     unsent: list[int] = field(default_factory=list)  # live commands never sent: replaceable
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
     # What the device last reported, read after the live commands (see target_states_load).
-    reported: Any = None
+    reported: JsonValue = None
     edited_at: datetime | None = None  # the endpoint's last configuration edit
     replaced: list[int] = field(default_factory=list)  # unsent commands a decision replaced
     creates: bool = False  # the last decision creates a command
 
-    def newest_live_value(self) -> tuple[bool, Any]:
+    def newest_live_value(self) -> tuple[bool, JsonValue]:
         return (True, self.live[-1][1]) if self.live else (False, None)
 
 
@@ -121,7 +121,7 @@ def targets_lock(endpoint_ids: Iterable[int]) -> None:
         )
 
 
-def target_state_track(target: TargetState, outcome: ExecutionOutcome, value: Any) -> None:
+def target_state_track(target: TargetState, outcome: ExecutionOutcome, value: JsonValue) -> None:
     """Update the target's picture with a decision, before the next one is made. Any decision
     that does not leave the newest live command in place replaces the unsent ones."""
     if outcome == ExecutionOutcome.BLOCKED:

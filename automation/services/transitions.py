@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from django.db import transaction
 
@@ -21,6 +21,7 @@ from automation import coordination
 from automation.models import CommandTransition, DeviceCommand
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from common.handoff import COMMANDS_DISPATCH, enqueue
+from common.json_types import JsonValue
 from common.sql import update_returning
 from config.metrics import metrics_transitions_recorded
 
@@ -41,8 +42,19 @@ class CommandFields(TypedDict, total=False):
     lease_expires_at: datetime | None
     mqtt_request_id: str
     next_attempt_at: datetime | None
-    prior_value: object
+    prior_value: JsonValue
     prior_value_at: datetime | None
+
+
+class CommandUpdates(CommandFields, total=False):
+    """What one UPDATE of a transition writes: its ``CommandFields`` plus the status and the
+    columns every move sets (``updated_at``) or every end clears."""
+
+    updated_at: datetime
+    status: CommandStatus
+    status_reason: ReasonCode
+    inflight_endpoint: None  # only ever released here; the claim takes it
+    finished_at: datetime
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,7 @@ def commands_transition(
     moves = [m for m in moves if m.path or m.fields]
     if not moves:
         return []
-    groups: dict[tuple[str, ...], list[tuple[GuardedTransition, dict[str, Any]]]] = defaultdict(
+    groups: dict[tuple[str, ...], list[tuple[GuardedTransition, CommandUpdates]]] = defaultdict(
         list
     )
     for move in moves:
@@ -90,7 +102,7 @@ def commands_transition(
             rows = [
                 (
                     {"id": m.intent.pk, "status": m.intent.status, "version": m.intent.version},
-                    updates,
+                    dict(updates),
                 )
                 for m, updates in members
             ]
@@ -118,24 +130,20 @@ def commands_transition(
     return done
 
 
-def _updates(move: GuardedTransition, now: datetime) -> dict[str, Any]:
-    updates: dict[str, Any] = {"updated_at": now, **move.fields}
+def _updates(move: GuardedTransition, now: datetime) -> CommandUpdates:
+    updates: CommandUpdates = {"updated_at": now, **move.fields}
     if move.path:
-        updates.update(status=move.to, status_reason=move.path[-1].reason)
+        updates["status"], updates["status_reason"] = move.to, move.path[-1].reason
         if move.to in COMMAND_TERMINAL:
-            updates.update(
-                inflight_endpoint=None, finished_at=now, lease_expires_at=None, next_attempt_at=None
-            )
+            updates["inflight_endpoint"], updates["finished_at"] = None, now
+            updates["lease_expires_at"], updates["next_attempt_at"] = None, None
     return updates
 
 
-def _apply_in_memory(move: GuardedTransition, updates: dict[str, Any]) -> None:
+def _apply_in_memory(move: GuardedTransition, updates: CommandUpdates) -> None:
     intent = move.intent
     for name, value in updates.items():
-        if name == "inflight_endpoint":
-            intent.inflight_endpoint_id = value
-        else:
-            setattr(intent, name, value)
+        setattr(intent, "inflight_endpoint_id" if name == "inflight_endpoint" else name, value)
     intent.version += 1
 
 
