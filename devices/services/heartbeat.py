@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from common.json_types import JsonObject
 from devices.models import BridgeHeartbeat
 from devices.selectors import bridge_heartbeat_latest
 
@@ -23,7 +23,7 @@ def bridge_heartbeat(
     )
 
 
-def bridge_health(now: datetime) -> dict[str, Any]:
+def bridge_health(now: datetime) -> JsonObject:
     """``/health``'s bridge check: a connected bridge heard from recently. The bridge's MQTT
     client id is not shown: a device logging in with it would take the bridge's session."""
     latest = bridge_heartbeat_latest()

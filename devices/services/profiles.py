@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from common.json_types import JsonValue
 from common.models import Organization
 from devices.models import DeviceProfile, DeviceProfileEndpoint, EndpointDataType
 from devices.services.provisioning import ProvisioningRefused, profile_endpoints_sync
@@ -30,7 +30,7 @@ class EndpointSpec:
     writable: bool = False
     min_value: float | None = None
     max_value: float | None = None
-    allowed_values: list[Any] | None = None
+    allowed_values: list[JsonValue] | None = None
     rpc_method: str = ""
     rpc_param_key: str = ""
 
@@ -60,7 +60,7 @@ def endpoint_spec_problems(spec: EndpointSpec) -> dict[str, str]:
     return problems
 
 
-def _allowed_values_problem(data_type: str, allowed: Any) -> str | None:
+def _allowed_values_problem(data_type: str, allowed: list[JsonValue]) -> str | None:
     if data_type == EndpointDataType.BOOL:
         return "a bool endpoint takes no allowed values"
     if not isinstance(allowed, list) or not allowed:

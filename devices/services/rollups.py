@@ -31,13 +31,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Field, Max
 from django.utils import timezone
 
+from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from devices.models import (
     DeviceInstanceEndpoint,
@@ -225,7 +225,7 @@ def _hours(
     return hours
 
 
-def _values(payload: str) -> dict[str, Any]:
+def _values(payload: str) -> JsonObject:
     """The payload's ``values`` (a stored row passed ingest's checks; anything else is none)."""
     try:
         body = json.loads(payload)
@@ -235,8 +235,10 @@ def _values(payload: str) -> dict[str, Any]:
     return values if isinstance(values, dict) else {}
 
 
-def _reading(data_type: str, value: Any) -> float | None:
+def _reading(data_type: str, value: JsonValue) -> float | None:
     """The value as a number when ingest would have stored it as a reading."""
+    if not isinstance(value, int | float):  # numbers and booleans: enums are not rolled up
+        return None
     try:
         return float(value) if value_has_type(data_type, value) else None
     except OverflowError:  # an integer too large for a float: ingest refuses it too
@@ -252,9 +254,9 @@ def _upsert(hours: dict[tuple[int, datetime], _Hour]) -> None:
     meta = TelemetryRollup._meta
     qn = connection.ops.quote_name
     table = qn(meta.db_table)
-    columns = [qn(cast(Any, meta.get_field(name)).column) for name in _FIELDS]
+    columns = [qn(_column(name)) for name in _FIELDS]
     postgres = connection.vendor == "postgresql"
-    stamp: Callable[[datetime], Any] = (
+    stamp: Callable[[datetime], datetime | str | None] = (
         (lambda at: at) if postgres else connection.ops.adapt_datetimefield_value
     )
     rows = [
@@ -263,7 +265,8 @@ def _upsert(hours: dict[tuple[int, datetime], _Hour]) -> None:
     ]
     if postgres:
         source = f"SELECT * FROM unnest({', '.join(f'%s::{t}[]' for t in _PG_TYPES)})"
-        params: list[Any] = [list(column) for column in zip(*rows, strict=True)]
+        # One array per column (PostgreSQL), or the whole batch as one JSON text (SQLite).
+        params: list[list[object] | str] = [list(column) for column in zip(*rows, strict=True)]
     else:
         picks = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(columns)))
         source = f"SELECT {picks} FROM json_each(%s) WHERE true"  # WHERE: SQLite's upsert parse
@@ -287,6 +290,14 @@ def _upsert(hours: dict[tuple[int, datetime], _Hour]) -> None:
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def _column(name: str) -> str:
+    """The field's column as SQL names it (a foreign key's ends in ``_id``)."""
+    field = TelemetryRollup._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise TypeError(f"{name} is not a column of {TelemetryRollup._meta.db_table}")
+    return field.column
 
 
 def telemetry_rollups_prune(

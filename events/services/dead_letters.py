@@ -7,7 +7,6 @@ import json
 import logging
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 from django.db.models import F
@@ -35,7 +34,7 @@ class DeadLetterNotReplayable(ValueError):
 
 def dead_letter_record(
     *,
-    message: Mapping[str, Any],
+    message: Mapping[str, object],
     event_type: str,
     idempotency_key: str,
     handler: str,
@@ -45,7 +44,8 @@ def dead_letter_record(
     now: datetime,
 ) -> int | None:
     """Store a dead letter and alert after commit; None when one is already open for
-    (handler, key): a redelivered dead event adds no row and no alert."""
+    (handler, key): a redelivered dead event adds no row and no alert. ``message`` is what
+    arrived, whatever it holds: a value JSON cannot take is stored as its ``repr``."""
     row = {
         "envelope": json.loads(json.dumps(message, default=repr)),
         "event_type": event_type[:TYPE_MAX_LENGTH],

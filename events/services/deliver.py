@@ -13,7 +13,6 @@ import random
 import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -23,7 +22,7 @@ from django.utils import timezone
 from common.sql import insert_ignore_returning
 from events.envelope import Envelope, EnvelopeMalformed
 from events.models import EventHandlerAttempt, EventInbox
-from events.registry import EventHandler, EventRejected, EventType, registry
+from events.registry import EventHandler, EventRejected, EventType, P, registry
 from events.selectors import dead_letter_is_open, inbox_has
 from events.services.dead_letters import LAST_ERROR_MAX_CHARS, dead_letter_record
 from events.states import EVENT_LEVEL_HANDLER, DeadLetterReason, HandlerOutcome
@@ -84,7 +83,7 @@ def event_deliver(*, message: object, now: datetime | None = None) -> DeliveryRe
 
 
 def handler_run(
-    *, handler: EventHandler, event: Envelope, declared: EventType[Any], now: datetime
+    *, handler: EventHandler, event: Envelope, declared: EventType[P], now: datetime
 ) -> tuple[HandlerOutcome, int]:
     """One handler, one event: (outcome, failed attempts so far)."""
     key = event.idempotency_key
@@ -126,7 +125,7 @@ def handler_run(
 
 
 def _as_accepted(
-    event: Envelope, declared: EventType[Any], accepts: frozenset[int]
+    event: Envelope, declared: EventType[P], accepts: frozenset[int]
 ) -> tuple[Envelope | None, str]:
     """The envelope upcast to a version the handler accepts, or None and why not."""
     payload = copy.deepcopy(event.payload)

@@ -6,27 +6,26 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
 
 from celery import Celery
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.json_types import JsonObject
 from events.envelope import Envelope, event_id_new, occurred_at_format
 from events.models import KEY_MAX_LENGTH
-from events.registry import EventType
+from events.registry import EventType, P
 
 logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "events.event_deliver"
 EVENTS_QUEUE = "events"
 
-P = TypeVar("P", bound=Mapping[str, Any])
-EventTransport = Callable[[dict[str, Any]], None]
+EventTransport = Callable[[JsonObject], None]
 
 
 class EventPayloadInvalid(ValueError):
@@ -37,7 +36,7 @@ class EventPayloadInvalid(ValueError):
 def celery_transport(app: Celery) -> EventTransport:
     """Send each envelope as one ``events.event_deliver`` message on the ``events`` queue."""
 
-    def send(message: dict[str, Any]) -> None:
+    def send(message: JsonObject) -> None:
         app.send_task(DELIVER_TASK, args=[message], queue=EVENTS_QUEUE)
 
     return send

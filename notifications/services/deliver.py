@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from notifications.channels import Attachment, Delivery, SendResult, channel_get
 from notifications.models import Notification, NotificationAttempt
-from notifications.services.context import context_decode, context_plain
+from notifications.services.context import ContextValue, context_decode, context_plain
 from notifications.services.moves import notification_move, notification_touch
 from notifications.services.recipients import channel_choice
 from notifications.services.render import RenderError, notification_render
@@ -105,16 +105,16 @@ def _ensure_rendered(notification: Notification, *, now: datetime) -> bool:
     )
 
 
-def _render_context(notification: Notification) -> dict[str, object]:
-    context = context_decode(notification.context)
-    if not isinstance(context, dict):
-        context = {}
+def _render_context(notification: Notification) -> dict[str, ContextValue]:
+    decoded = context_decode(notification.context)
+    context = decoded if isinstance(decoded, dict) else {}
     context.setdefault("recipient_key", notification.recipient_key)
     return context
 
 
 def _send(notification: Notification, attempt: int) -> SendResult:
     """The channel call: any exception it leaks is a transient error, never a lost row."""
+    plain = context_plain(notification.context)
     delivery = Delivery(
         notification_id=notification.pk,
         source_key=notification.source_key,
@@ -128,7 +128,7 @@ def _send(notification: Notification, attempt: int) -> SendResult:
         subject=notification.subject,
         body=notification.body,
         body_html=notification.body_html,
-        context=context_plain(notification.context),
+        context=plain if isinstance(plain, dict) else {},
         attempt=attempt,
         attachments=tuple(Attachment(**a) for a in notification.attachments or ()),
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import TypedDict, Unpack
 
 from django.db import transaction
 
@@ -24,6 +24,22 @@ logger = logging.getLogger(__name__)
 DETAIL_MAX_CHARS = 500
 
 
+class NotificationFields(TypedDict, total=False):
+    """The columns a move or touch sets beside status, reason and version: the one list of
+    them, so a typo or a value of the wrong type is a type error, not a silent extra column."""
+
+    attempt_count: int
+    body: str
+    body_html: str
+    last_error: str
+    lease_expires_at: datetime | None
+    max_attempts: int
+    next_attempt_at: datetime | None
+    rendered_at: datetime | None
+    sent_at: datetime
+    subject: str
+
+
 def notification_move(
     notification: Notification,
     to: NotificationStatus,
@@ -32,22 +48,22 @@ def notification_move(
     now: datetime,
     detail: str = "",
     actor: str = "",
-    **fields: Any,
+    **fields: Unpack[NotificationFields],
 ) -> bool:
     """Move ``notification`` from the status and version it was read with; False if it moved
     meanwhile. Updates the instance in place on success."""
     if not notification_can_move(notification.status, to):
         return False
-    updates: dict[str, Any] = {
+    if to in NOTIFICATION_TERMINAL:
+        fields.setdefault("lease_expires_at", None)
+        fields.setdefault("next_attempt_at", None)
+    updates = {
         "status": to,
         "status_reason": reason,
         "status_detail": detail[:DETAIL_MAX_CHARS],
         "updated_at": now,
         **fields,
     }
-    if to in NOTIFICATION_TERMINAL:
-        updates.setdefault("lease_expires_at", None)
-        updates.setdefault("next_attempt_at", None)
     before = notification.status
     with transaction.atomic():
         if not row_compare_and_set(notification, updates):
@@ -72,6 +88,8 @@ def notification_move(
     return True
 
 
-def notification_touch(notification: Notification, *, now: datetime, **fields: Any) -> bool:
+def notification_touch(
+    notification: Notification, *, now: datetime, **fields: Unpack[NotificationFields]
+) -> bool:
     """Compare-and-set of non-status fields (the rendered text) on the version read."""
     return row_compare_and_set(notification, {"updated_at": now, **fields})

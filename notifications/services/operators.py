@@ -5,14 +5,13 @@ alert sends nothing new."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from events.registry import DeadLetterAlert
 from notifications.services.recipients import operators_resolve
-from notifications.services.schedule import notifications_create
+from notifications.services.schedule import NotificationCoordinates, notifications_create
 from notifications.states import Channel
 
 DEAD_LETTER_TEMPLATE = "operator_dead_letter"
@@ -21,7 +20,7 @@ OPERATOR_CHANNELS = (Channel.EMAIL, Channel.INBOX)
 
 def dead_letter_notify_operators(
     *, alert: DeadLetterAlert, now: datetime | None = None
-) -> list[dict[str, Any]]:
+) -> list[NotificationCoordinates]:
     """One notification per operator and channel for the dead letter ``alert`` names."""
     now = now or timezone.now()
     with transaction.atomic():

@@ -9,13 +9,13 @@ import functools
 import re
 import zoneinfo
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 from django.template import Context, Engine, TemplateDoesNotExist, TemplateSyntaxError
 from django.template.backends.django import get_installed_libraries
 from django.utils import timezone, translation
 
+from notifications.services.context import ContextValue
 from notifications.states import NotificationReason
 
 TEMPLATE_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
@@ -75,8 +75,8 @@ def _engine(autoescape: bool, dirs: tuple[str, ...], debug: bool) -> Engine:
 
 
 def _engine_for(autoescape: bool) -> Engine:
-    backend: dict[str, Any] = settings.TEMPLATES[0]
-    dirs = tuple(str(d) for d in backend.get("DIRS", []))
+    configured = settings.TEMPLATES[0].get("DIRS", [])
+    dirs = tuple(str(d) for d in configured) if isinstance(configured, list | tuple) else ()
     return _engine(autoescape, dirs, bool(settings.DEBUG))
 
 
@@ -84,7 +84,9 @@ def _missing(exc: TemplateDoesNotExist, name: str) -> str:
     return str(exc.args[0]) if exc.args else name
 
 
-def _render_one(name: str, context: dict[str, Any], *, autoescape: bool, optional: bool) -> str:
+def _render_one(
+    name: str, context: dict[str, ContextValue], *, autoescape: bool, optional: bool
+) -> str:
     try:
         template = _engine_for(autoescape).get_template(name)
     except TemplateDoesNotExist as exc:
@@ -106,7 +108,7 @@ def _render_one(name: str, context: dict[str, Any], *, autoescape: bool, optiona
 
 
 def notification_render(
-    *, template_name: str, context: dict[str, Any], locale: str, time_zone: str
+    *, template_name: str, context: dict[str, ContextValue], locale: str, time_zone: str
 ) -> Rendered:
     """Subject (one line), text body and optional HTML body, with dates in ``time_zone`` and
     formats of ``locale``. Raises :class:`RenderError`."""

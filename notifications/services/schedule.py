@@ -5,10 +5,10 @@ event find the existing rows instead of sending twice."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 
 from django.conf import settings
 from django.db import transaction
@@ -25,10 +25,23 @@ from notifications.models import (
     NotificationProfile,
     NotificationTransition,
 )
-from notifications.services.context import context_encode
-from notifications.services.recipients import channel_choices, recipients_resolve
+from notifications.services.context import ContextValue, context_encode
+from notifications.services.recipients import (
+    ChannelChoice,
+    channel_choices,
+    recipients_resolve,
+)
 from notifications.services.render import template_name_validate
 from notifications.states import NotificationReason, NotificationStatus
+
+
+class NotificationCoordinates(TypedDict):
+    """One row of a hand-off, as the scheduler's DispatchResultJson and trace keep it."""
+
+    notification_id: int
+    recipient: str
+    channel: str
+    status: str
 
 
 def notification_schedule(
@@ -38,10 +51,10 @@ def notification_schedule(
     recipient_policy: str,
     template_name: str,
     channels: Sequence[str],
-    context: dict[str, Any],
+    context: Mapping[str, ContextValue],
     attachments: Sequence[Attachment] = (),
     now: datetime | None = None,
-) -> list[dict[str, Any]]:
+) -> list[NotificationCoordinates]:
     """One Notification per (source_key, recipient, channel) — the unique idempotency key —
     queued for delivery after commit. Returns small coordinates for the scheduler's
     DispatchResultJson: [{"notification_id", "recipient", "channel", "status"}]."""
@@ -79,10 +92,10 @@ def notifications_create(
     recipient_policy: str,
     template_name: str,
     channels: Sequence[str],
-    context: dict[str, Any],
+    context: Mapping[str, ContextValue],
     attachments: Sequence[Attachment] = (),
     now: datetime | None = None,
-) -> list[dict[str, Any]]:
+) -> list[NotificationCoordinates]:
     """Insert the rows for already resolved ``recipients`` (ignoring existing ones) and queue
     the new queued rows after commit. Validates everything before writing anything."""
     now = now or timezone.now()
@@ -151,7 +164,7 @@ def notifications_create(
 
 
 def _initial_status(
-    unreachable: tuple[NotificationReason, str] | None, choice: Any
+    unreachable: tuple[NotificationReason, str] | None, choice: ChannelChoice | None
 ) -> tuple[str, str, str]:
     """Queued, or skipped with the reason a person can read later."""
     if unreachable is not None:
@@ -164,7 +177,7 @@ def _initial_status(
 
 def notification_coordinates(
     *, source_key: str, recipient_keys: Sequence[str], channels: Sequence[str]
-) -> list[dict[str, Any]]:
+) -> list[NotificationCoordinates]:
     """The rows of one hand-off as small coordinates, in a stable order."""
     rows = (
         Notification.objects.filter(
@@ -174,6 +187,6 @@ def notification_coordinates(
         .values_list("pk", "recipient_key", "channel", "status")
     )
     return [
-        {"notification_id": pk, "recipient": key, "channel": channel, "status": status}
+        NotificationCoordinates(notification_id=pk, recipient=key, channel=channel, status=status)
         for pk, key, channel, status in rows
     ]

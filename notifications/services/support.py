@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from common.handoff import notifications_deliver_on_commit
 from notifications.models import Notification
-from notifications.services.moves import notification_move
+from notifications.services.moves import NotificationFields, notification_move
 from notifications.states import (
     NOTIFICATION_CANCELLABLE,
     NOTIFICATION_RETRYABLE,
@@ -41,13 +41,13 @@ def notification_retry(
     notification = _get(notification_id)
     if notification.status not in NOTIFICATION_RETRYABLE:
         return False
-    fields: dict[str, object] = {
+    fields: NotificationFields = {
         "max_attempts": notification.attempt_count + int(settings.NOTIFY_MAX_ATTEMPTS),
         "next_attempt_at": None,
         "lease_expires_at": None,
     }
     if notification.status_reason in TEMPLATE_REASONS:
-        fields.update(subject="", body="", body_html="", rendered_at=None)
+        fields.update({"subject": "", "body": "", "body_html": "", "rendered_at": None})
     with transaction.atomic():
         moved = notification_move(
             notification,

@@ -22,13 +22,14 @@ from scheduler.services.finish import (
     scheduler_release_stale,
     scheduler_unclaim,
 )
-from scheduler.services.moves import FinishOutcome, scheduler_backoff, scheduler_move
+from scheduler.services.moves import scheduler_backoff, scheduler_move
 from scheduler.services.trace import (
     TraceBatch,
     TracePruneResult,
     scheduler_trace_prune,
     trace_records_write,
 )
+from scheduler.states import FinishOutcome
 
 __all__ = [
     "ClaimStrategy",

@@ -22,16 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import transaction
 from django.utils import timezone
 
+from common.json_types import JsonObject
 from common.sql import insert_ignore_returning
 from scheduler.keys import SchedulerKeySpec, scheduler_key
 from scheduler.models import DueWork
-from scheduler.services.moves import scheduler_audit, scheduler_move
+from scheduler.services.moves import DueWorkFields, scheduler_audit, scheduler_move
 from scheduler.states import SCHEDULER_ENSURE_COMPATIBLE, SchedulerReason, SchedulerStatus
 
 S = SchedulerStatus
@@ -58,7 +58,7 @@ class EnsureResult:
     status: str
     version: int
     is_on_support_hold: bool
-    dispatch_result: dict[str, Any] | None
+    dispatch_result: JsonObject | None
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class _Wanted:
     input_hash: str
     farm_id: int | None
 
-    def schedule(self) -> dict[str, Any]:
+    def schedule(self) -> DueWorkFields:
         return {
             "scheduled_on": self.scheduled_on,
             "scheduled_local_date": self.scheduled_local_date,
@@ -179,16 +179,16 @@ def _apply(row: DueWork, wanted: _Wanted, now: datetime) -> EnsureResult | None:
     if row.status not in SCHEDULER_ENSURE_COMPATIBLE:
         raise RuntimeError(f"unknown scheduler status {row.status!r}")
     schedule = wanted.schedule()
+    fields: DueWorkFields = {**schedule, **_farm_fill(row, wanted)}
     if row.status == S.PENDING:
         if all(getattr(row, name) == value for name, value in schedule.items()):
             return _result(EnsureOutcome.UNCHANGED, row)
-        fields = {**schedule, **_farm_fill(row, wanted)}
         return _move(row, S.PENDING, EnsureOutcome.UPDATED, now, "rescheduled", fields)
-    fields = {**schedule, **_farm_fill(row, wanted), "processing_lease_expires_on": None}
+    fields["processing_lease_expires_on"] = None
     return _move(row, S.PENDING, EnsureOutcome.REACTIVATED, now, "reactivated", fields)
 
 
-def _farm_fill(row: DueWork, wanted: _Wanted) -> dict[str, Any]:
+def _farm_fill(row: DueWork, wanted: _Wanted) -> DueWorkFields:
     """Rows ensured before they carried a farm get it with their next write."""
     if row.farm_id is None and wanted.farm_id is not None:
         return {"farm_id": wanted.farm_id}
@@ -208,7 +208,7 @@ def _conflict(row: DueWork, wanted: _Wanted, now: datetime) -> EnsureResult | No
         f"ensure wanted input {wanted.input_hash[:16]} ({wanted.automation_type}/"
         f"{wanted.trigger_type}); row has {row.input_hash[:16]}"
     )
-    fields = {
+    fields: DueWorkFields = {
         "is_on_support_hold": True,
         "failure_reason_code": SchedulerReason.INPUT_HASH_CONFLICT,
         "processing_lease_expires_on": None,
@@ -231,7 +231,7 @@ def _move(
     outcome: EnsureOutcome,
     now: datetime,
     detail: str,
-    fields: dict[str, Any],
+    fields: DueWorkFields,
     reason: str = "",
 ) -> EnsureResult | None:
     version = scheduler_move(

@@ -17,12 +17,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from common.json_types import JsonObject, JsonValue
 from scheduler.registry import (
     Deactivate,
     HoldForSupport,
@@ -36,6 +36,7 @@ from scheduler.registry import (
 from scheduler.selectors import scheduler_claimed_job
 from scheduler.services.claim import ClaimedRow, scheduler_claim_due
 from scheduler.services.finish import (
+    RowEnd,
     scheduler_complete,
     scheduler_deactivate,
     scheduler_fail,
@@ -60,7 +61,7 @@ class _Attempt:
     outcome: FinishOutcome
     reason: str = ""
     detail: str = ""
-    coordinates: Mapping[str, Any] | None = None
+    coordinates: Mapping[str, JsonValue] | None = None
     blob: str = ""
 
 
@@ -156,13 +157,13 @@ def _run(job: SchedulerJob, handler: SchedulerHandler) -> _Attempt:
 def _record(job: SchedulerJob, outcome: SchedulerOutcome) -> _Attempt:
     blob = trace_blob_save(job, outcome.reason, outcome.trace)
     detail = outcome.detail[:500]
-    common: dict[str, Any] = {
-        "scheduler_id": job.scheduler_id,
-        "token": job.token,
-        "now": job.now,
-        "detail": detail,
-        "trace_blob_name": blob,
-    }
+    common = RowEnd(
+        scheduler_id=job.scheduler_id,
+        token=job.token,
+        now=job.now,
+        detail=detail,
+        trace_blob_name=blob,
+    )
     if isinstance(outcome, Deactivate):
         ok = scheduler_deactivate(reason=outcome.reason, **common)
         ended = FinishOutcome.DEACTIVATED if ok else FinishOutcome.LOST
@@ -175,7 +176,7 @@ def _record(job: SchedulerJob, outcome: SchedulerOutcome) -> _Attempt:
     return _Attempt(ended, reason=outcome.reason, detail=detail, blob=blob)
 
 
-def _small(coordinates: Mapping[str, Any]) -> dict[str, Any]:
+def _small(coordinates: Mapping[str, JsonValue]) -> JsonObject:
     """DispatchResultJson holds coordinates, not payloads (docs/spec.md §4)."""
     value = dict(coordinates)
     size = len(json.dumps(value, default=str).encode())

@@ -1,6 +1,9 @@
-"""Ending an attempt (complete, fail, deactivate, hold, unclaim), the event path's deactivate
-and cancel, support's hold release, and stale-lease cleanup. Every change is
-``WHERE version = token``: a worker whose lease expired cannot overwrite a newer claim."""
+"""Ending an attempt (complete, fail, deactivate, hold, unclaim, retry), the event path's
+deactivate and cancel, support's hold release, and stale-lease cleanup. Every change is
+``WHERE version = token``: a worker whose lease expired cannot overwrite a newer claim.
+
+Each way a row ends is one ``Ending`` below (where it goes, the columns that sets); the public
+functions only pick one and pass the caller's row, reason and detail to ``_end``."""
 
 from __future__ import annotations
 
@@ -8,157 +11,150 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import NotRequired, TypedDict, Unpack
 
 from django.conf import settings
 from django.utils import timezone
 
+from common.json_types import JsonValue
 from scheduler.models import DueWork
 from scheduler.selectors import scheduler_stale
-from scheduler.services.moves import (
-    FinishOutcome,
-    scheduler_move,
-    scheduler_retry_or_hold,
-)
+from scheduler.services.moves import DueWorkFields, scheduler_backoff, scheduler_move
 from scheduler.states import (
     SCHEDULER_DEACTIVATION_REASONS,
     SCHEDULER_OPEN,
+    FinishOutcome,
     SchedulerReason,
     SchedulerStatus,
 )
 
 logger = logging.getLogger(__name__)
-P = SchedulerStatus.PROCESSING
-# Every end of an attempt clears the lease.
-_LEASE_CLEARED: dict[str, Any] = {"processing_lease_expires_on": None}
+S = SchedulerStatus
+P = S.PROCESSING
 
 
-def _moved(
-    *,
-    scheduler_id: int,
-    token: int,
-    from_status: str,
-    to: SchedulerStatus,
-    now: datetime,
-    reason: str = "",
-    detail: str = "",
-    trace_blob_name: str = "",
-    **fields: Any,
+class RowEnd(TypedDict):
+    """Which row ends and when: its id, the version it is moved from (the claim's token, or
+    the version the event path read), the audit row's detail and the trace blob's name."""
+
+    scheduler_id: int
+    token: int
+    now: datetime
+    detail: NotRequired[str]
+    trace_blob_name: NotRequired[str]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """One way a row ends: its new status, the columns that sets beside it, whether the
+    move's reason is kept as ``failure_reason_code``, and the audit detail when none is given."""
+
+    to: SchedulerStatus
+    sets: DueWorkFields
+    keeps_reason: bool = False
+    detail: str = ""
+
+
+# Every end of an attempt clears the lease; only support's release leaves it (none is held).
+COMPLETE = Ending(S.COMPLETED, {"next_retry_on": None, "processing_lease_expires_on": None})
+FAIL = Ending(
+    S.FAILED, {"next_retry_on": None, "processing_lease_expires_on": None}, keeps_reason=True
+)
+RETRY = Ending(S.PENDING, {"processing_lease_expires_on": None}, keeps_reason=True)
+HOLD = Ending(
+    S.PENDING,
+    {"is_on_support_hold": True, "next_retry_on": None, "processing_lease_expires_on": None},
+    keeps_reason=True,
+    detail="support hold",
+)
+DEACTIVATE = Ending(S.DEACTIVATED, {"processing_lease_expires_on": None}, keeps_reason=True)
+CANCEL = Ending(S.CANCELLED, {"processing_lease_expires_on": None})
+UNCLAIM = Ending(S.PENDING, {"processing_lease_expires_on": None}, detail="claim handed back")
+RELEASE = Ending(S.PENDING, {"is_on_support_hold": False, "next_retry_on": None})
+
+
+def _end(
+    ending: Ending, from_status: str, reason: str, row: RowEnd, **extra: Unpack[DueWorkFields]
 ) -> bool:
-    """One guarded move with its audit row (``scheduler_move``); the trace blob's name is set
-    only when there is one. The ways a row ends below differ only in these arguments."""
-    if trace_blob_name:
-        fields["trace_blob_name"] = trace_blob_name
+    """One guarded move with its audit row (``scheduler_move``) along ``ending``; the trace
+    blob's name is set only when there is one. False: someone else moved the row first."""
+    fields = ending.sets.copy()
+    fields.update(extra)
+    if ending.keeps_reason:
+        fields["failure_reason_code"] = reason
+    if row.get("trace_blob_name"):
+        fields["trace_blob_name"] = row["trace_blob_name"]
     moved = scheduler_move(
-        scheduler_id=scheduler_id, token=token, from_status=from_status, to=to, now=now,
-        reason=reason, detail=detail, **fields,
+        scheduler_id=row["scheduler_id"], token=row["token"], from_status=from_status,
+        to=ending.to, now=row["now"], reason=reason,
+        detail=row.get("detail") or ending.detail, **fields,
     )  # fmt: skip
     return moved is not None
 
 
-def scheduler_complete(
-    *,
-    scheduler_id: int,
-    token: int,
-    coordinates: Mapping[str, Any],
-    now: datetime,
-    trace_blob_name: str = "",
-) -> bool:
+def scheduler_complete(*, coordinates: Mapping[str, JsonValue], **row: Unpack[RowEnd]) -> bool:
     """Processing → Completed: the delivery was queued. ``coordinates`` are small
     (docs/spec.md §4)."""
-    return _moved(
-        scheduler_id=scheduler_id, token=token, from_status=P, to=SchedulerStatus.COMPLETED,
-        now=now, trace_blob_name=trace_blob_name, dispatch_result_json=dict(coordinates),
-        next_retry_on=None, completed_on=now, **_LEASE_CLEARED,
-    )  # fmt: skip
+    now = row["now"]
+    return _end(COMPLETE, P, "", row, dispatch_result_json=dict(coordinates), completed_on=now)
 
 
 def scheduler_fail(
-    *,
-    scheduler_id: int,
-    token: int,
-    reason: SchedulerReason,
-    now: datetime,
-    retryable: bool = True,
-    detail: str = "",
-    trace_blob_name: str = "",
+    *, reason: SchedulerReason, retryable: bool = True, **row: Unpack[RowEnd]
 ) -> FinishOutcome:
     """A failed attempt. Retryable: the backoff ladder, then support hold. Otherwise Failed
     with the reason (ensure may reactivate it once the cause is fixed)."""
     retry_count = (
-        DueWork.objects.filter(pk=scheduler_id, status=P, version=token)
+        DueWork.objects.filter(pk=row["scheduler_id"], status=P, version=row["token"])
         .values_list("retry_count", flat=True)
         .first()
     )
     if retry_count is None:
         return FinishOutcome.LOST
     if retryable:
-        return scheduler_retry_or_hold(
-            scheduler_id=scheduler_id,
-            token=token,
-            retry_count=retry_count,
-            reason=reason,
-            now=now,
-            detail=detail,
-            trace_blob_name=trace_blob_name,
-        )
-    moved = _moved(
-        scheduler_id=scheduler_id, token=token, from_status=P, to=SchedulerStatus.FAILED,
-        now=now, reason=reason, detail=detail, trace_blob_name=trace_blob_name,
-        failure_reason_code=reason, next_retry_on=None, **_LEASE_CLEARED,
-    )  # fmt: skip
-    return FinishOutcome.FAILED if moved else FinishOutcome.LOST
+        return scheduler_retry_or_hold(retry_count=retry_count, reason=reason, **row)
+    return FinishOutcome.FAILED if _end(FAIL, P, reason, row) else FinishOutcome.LOST
+
+
+def scheduler_retry_or_hold(
+    *, retry_count: int, reason: SchedulerReason, **row: Unpack[RowEnd]
+) -> FinishOutcome:
+    """A Processing row whose attempt failed (or whose lease expired): RetryCount + 1 and
+    Pending on the backoff ladder, or on support hold after the last step."""
+    attempts = retry_count + 1
+    wait = scheduler_backoff(attempts)
+    note = f"attempt {attempts} failed" + (": support hold" if wait is None else "")
+    detail = row.get("detail")
+    row["detail"] = f"{note}; {detail}" if detail else note
+    if wait is None:
+        held = _end(HOLD, P, reason, row, retry_count=attempts)
+        return FinishOutcome.HELD if held else FinishOutcome.LOST
+    due = row["now"] + wait
+    moved = _end(RETRY, P, reason, row, retry_count=attempts, next_retry_on=due)
+    return FinishOutcome.RETRY_SCHEDULED if moved else FinishOutcome.LOST
 
 
 def scheduler_deactivate(
-    *,
-    scheduler_id: int,
-    token: int,
-    reason: SchedulerReason,
-    now: datetime,
-    from_status: str = P,
-    detail: str = "",
-    trace_blob_name: str = "",
+    *, reason: SchedulerReason, from_status: str = P, **row: Unpack[RowEnd]
 ) -> bool:
     """→ Deactivated: the source or setting is no longer valid. An outcome, not a failure.
     The executor passes its claim token; the event path passes the version it read."""
     if reason not in SCHEDULER_DEACTIVATION_REASONS:
         raise ValueError(f"{reason} is not a deactivation reason")
-    return _moved(
-        scheduler_id=scheduler_id, token=token, from_status=from_status,
-        to=SchedulerStatus.DEACTIVATED, now=now, reason=reason, detail=detail,
-        trace_blob_name=trace_blob_name, failure_reason_code=reason, **_LEASE_CLEARED,
-    )  # fmt: skip
+    return _end(DEACTIVATE, from_status, reason, row)
 
 
 def scheduler_cancel(
     *, scheduler_id: int, token: int, from_status: str, now: datetime, detail: str = ""
 ) -> bool:
     """→ Cancelled (e.g. a subscription was cancelled); a claimed row loses its token."""
-    return _moved(
-        scheduler_id=scheduler_id, token=token, from_status=from_status,
-        to=SchedulerStatus.CANCELLED, now=now, reason=SchedulerReason.CANCELLED, detail=detail,
-        **_LEASE_CLEARED,
-    )  # fmt: skip
+    row = RowEnd(scheduler_id=scheduler_id, token=token, now=now, detail=detail)
+    return _end(CANCEL, from_status, SchedulerReason.CANCELLED, row)
 
 
-def scheduler_hold(
-    *,
-    scheduler_id: int,
-    token: int,
-    from_status: str,
-    reason: SchedulerReason,
-    now: datetime,
-    detail: str = "",
-    trace_blob_name: str = "",
-) -> bool:
+def scheduler_hold(*, from_status: str, reason: SchedulerReason, **row: Unpack[RowEnd]) -> bool:
     """→ Pending on support hold: nothing runs until a person releases it."""
-    return _moved(
-        scheduler_id=scheduler_id, token=token, from_status=from_status,
-        to=SchedulerStatus.PENDING, now=now, reason=reason, detail=detail or "support hold",
-        trace_blob_name=trace_blob_name, is_on_support_hold=True, failure_reason_code=reason,
-        next_retry_on=None, **_LEASE_CLEARED,
-    )  # fmt: skip
+    return _end(HOLD, from_status, reason, row)
 
 
 def scheduler_unclaim(
@@ -170,27 +166,22 @@ def scheduler_unclaim(
 ) -> bool:
     """Processing → Pending without counting an attempt: the claim was never handed to a
     worker (the broker refused the task), so waiting for the lease would only add delay."""
-    return _moved(
-        scheduler_id=scheduler_id, token=token, from_status=P, to=SchedulerStatus.PENDING,
-        now=now, reason=reason, detail="claim handed back", **_LEASE_CLEARED,
-    )  # fmt: skip
+    return _end(UNCLAIM, P, reason, RowEnd(scheduler_id=scheduler_id, token=token, now=now))
 
 
 def scheduler_hold_release(*, scheduler_id: int, now: datetime, detail: str = "") -> bool:
     """Support's retry: a held row becomes due now. Attempts are kept, so one more failure
     holds it again (only approved long-running handlers would retry daily)."""
-    row = (
+    found = (
         DueWork.objects.filter(pk=scheduler_id, is_on_support_hold=True)
         .values_list("status", "version")
         .first()
     )
-    if row is None or row[0] not in (SchedulerStatus.PENDING, SchedulerStatus.FAILED):
+    if found is None or found[0] not in (S.PENDING, S.FAILED):
         return False
-    return _moved(
-        scheduler_id=scheduler_id, token=row[1], from_status=row[0], to=SchedulerStatus.PENDING,
-        now=now, reason=SchedulerReason.SUPPORT_RELEASED, detail=detail,
-        is_on_support_hold=False, next_retry_on=None,
-    )  # fmt: skip
+    status, version = found
+    row = RowEnd(scheduler_id=scheduler_id, token=version, now=now, detail=detail)
+    return _end(RELEASE, status, SchedulerReason.SUPPORT_RELEASED, row)
 
 
 def scheduler_deactivate_by_key(

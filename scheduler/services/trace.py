@@ -16,11 +16,11 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import router, transaction
 
+from common.json_types import JsonObject, JsonValue
 from scheduler.metrics import SCHEDULER_TRACE_WRITE_FAILURES
 from scheduler.models import DueWork, TraceRecord
 from scheduler.registry import SchedulerJob
@@ -36,7 +36,7 @@ def _worker() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"[:120]
 
 
-def _bounded(coordinates: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _bounded(coordinates: Mapping[str, JsonValue] | None) -> JsonObject | None:
     """The row's dispatch coordinates, as small as the row keeps them."""
     if coordinates is None:
         return None
@@ -62,7 +62,7 @@ class TraceBatch:
         duration_s: float,
         reason: str = "",
         detail: str = "",
-        coordinates: Mapping[str, Any] | None = None,
+        coordinates: Mapping[str, JsonValue] | None = None,
         trace_blob_name: str = "",
     ) -> None:
         duration_ms = max(0, round(duration_s * 1000))
