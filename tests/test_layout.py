@@ -1,10 +1,12 @@
 """The layout holds: no product module imports ``devtools`` (installed by the dev and test
-settings only), and no module grows past the size at which it should become a package.
-Read from the source files with ``ast``, never by importing them."""
+settings only), no module grows past the size at which it should become a package, and the
+services do not drift back to untyped values. Read from the source files, never by importing
+them."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,10 @@ NOT_PRODUCT = {"devtools", "tests"}
 MAX_MODULE_LINES = 400
 # Modules still over MAX_MODULE_LINES, each with why; remove an entry once it is split.
 OVER_MAX_LINES_ALLOWED: set[str] = set()
+# ``Any`` in the service layers (``*/services/``), counted as a word as a reviewer's grep
+# counts it (the import included): 191 when the typing review began, 174 before this cap;
+# the cap only falls.
+SERVICES_ANY_MAX = 20
 
 
 def _python_files() -> list[Path]:
@@ -80,3 +86,14 @@ def test_the_bridge_without_an_embedded_broker_starter_names_mqtt_url(settings) 
     settings.MQTT_EMBEDDED_BROKER_STARTER = None
     with pytest.raises(CommandError, match="MQTT_URL"):
         call_command("mqtt_bridge", "--duration", "0.1")
+
+
+def test_the_services_use_any_no_more_than_the_cap() -> None:
+    counts = {
+        str(path.relative_to(ROOT)): len(re.findall(r"\bAny\b", path.read_text(encoding="utf-8")))
+        for path in _python_files()
+        if "services" in path.relative_to(ROOT).parts[1:-1]
+    }
+    assert "automation/services/dispatch.py" in counts  # the walk finds the services
+    worst = sorted(counts.items(), key=lambda item: -item[1])[:5]
+    assert sum(counts.values()) <= SERVICES_ANY_MAX, f"Any in */services/: worst {worst}"
