@@ -70,7 +70,7 @@ from common.api import (
 from common.errors import Conflict
 from common.filters import IdFilter
 from common.permissions import RoleCheckedWrites, need_scope
-from common.roles import Need
+from common.roles import Need, action_roles
 from common.tenancy import OrgScope, scope_filter
 from devices.mqtt.messages import InboundTelemetry
 from devices.selectors import devices_by_serial
@@ -117,7 +117,7 @@ class SchedulerFilter(django_filters.FilterSet):
         fields = ("farm", "status", "automation_type", "trigger_type")
 
 
-_READ = {"list": Need.READ, "retrieve": Need.READ, "timeline": Need.READ}
+_READ = ("list", "retrieve", "timeline")
 
 
 class RuleViewSet(
@@ -129,12 +129,7 @@ class RuleViewSet(
     serializer_class = RuleSerializer
     queryset = AutomationRule.objects.none()
     filterset_class = RuleFilter
-    required_roles = {
-        **_READ,
-        "create": Need.CONFIGURE,
-        "update": Need.CONFIGURE,
-        "partial_update": Need.CONFIGURE,
-    }
+    required_roles = action_roles(read=_READ, configure=("create", "update", "partial_update"))
     organization_path = "farm.organization_id"
 
     def get_queryset(self) -> QuerySet[AutomationRule]:
@@ -161,7 +156,7 @@ class CommandIntentViewSet(ScopedViewSet):
     serializer_class = CommandIntentSerializer
     queryset = DeviceCommand.objects.none()
     filterset_class = CommandIntentFilter
-    required_roles = {**_READ, "retry": Need.OPERATE, "mark_failed": Need.OPERATE}
+    required_roles = action_roles(read=_READ, operate=("retry", "mark_failed"))
     organization_path = "target_device.farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceCommand]:
@@ -219,7 +214,7 @@ class RuleExecutionViewSet(ScopedViewSet):
     serializer_class = RuleExecutionSerializer
     queryset = AutomationRuleExecution.objects.none()
     filterset_class = RuleExecutionFilter
-    required_roles = _READ
+    required_roles = action_roles(read=_READ)
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
         return executions_visible(scope=scope).order_by("-pk")
@@ -236,7 +231,7 @@ class SchedulerViewSet(ScopedViewSet):
     serializer_class = SchedulerSerializer
     queryset = DueWork.objects.none()
     filterset_class = SchedulerFilter
-    required_roles = _READ
+    required_roles = action_roles(read=_READ)
 
     def scoped(self, scope: OrgScope) -> QuerySet[DueWork]:
         rows = scope_filter(DueWork.objects.all(), scope, "farm__organization_id")

@@ -33,6 +33,19 @@ ROLES_MEETING: dict[Need, frozenset[str]] = {
 }
 READ_ROLES = ROLES_MEETING[Need.READ]
 
+
+def action_roles(
+    *,
+    read: tuple[str, ...] = ("list", "retrieve"),
+    operate: tuple[str, ...] = (),
+    configure: tuple[str, ...] = (),
+) -> dict[str, Need]:
+    """A viewset's ``required_roles``, written as the actions each need allows: the table
+    reads as who may read, who may operate and who may configure."""
+    needs = ((read, Need.READ), (operate, Need.OPERATE), (configure, Need.CONFIGURE))
+    return {action: need for actions, need in needs for action in actions}
+
+
 # The admin's staff groups, one per role (created by common's migration 0005): what each
 # may do to the models of the product's apps. ``view`` lists and opens, ``operate`` runs the
 # actions that move devices or work (``common.operate``), ``configure`` adds, changes and

@@ -26,7 +26,7 @@ from common.api import ScopedViewSet, idempotent, request_scope
 from common.errors import BrokerUnavailable, Conflict
 from common.filters import IdFilter
 from common.permissions import require_organization
-from common.roles import Need
+from common.roles import action_roles
 from common.tenancy import OrgScope
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceStatus, Farm
 from devices.selectors import (
@@ -89,7 +89,6 @@ def _valid(serializer: Any) -> dict[str, Any]:
 
 
 # Reading is for viewers; every write of the devices part configures the farm.
-_CONFIGURED = {"list": Need.READ, "retrieve": Need.READ, "partial_update": Need.CONFIGURE}
 
 
 class _WritableViewSet(ScopedViewSet):
@@ -100,7 +99,7 @@ class _WritableViewSet(ScopedViewSet):
 class FarmViewSet(_WritableViewSet):
     serializer_class = FarmSerializer
     queryset = Farm.objects.none()
-    required_roles = {**_CONFIGURED, "create": Need.CONFIGURE}
+    required_roles = action_roles(configure=("create", "partial_update"))
     organization_path = "organization.pk"
 
     def scoped(self, scope: OrgScope) -> QuerySet[Farm]:
@@ -145,12 +144,9 @@ class DeviceViewSet(_WritableViewSet):
     serializer_class = DeviceSerializer
     queryset = Device.objects.none()
     filterset_class = DeviceFilter
-    required_roles = {
-        **_CONFIGURED,
-        "create": Need.CONFIGURE,
-        "credentials": Need.CONFIGURE,
-        "change_status": Need.CONFIGURE,
-    }
+    required_roles = action_roles(
+        configure=("create", "partial_update", "credentials", "change_status")
+    )
     organization_path = "farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[Device]:
@@ -227,7 +223,7 @@ class DeviceProfileViewSet(_WritableViewSet):
 
     serializer_class = DeviceProfileSerializer
     queryset = DeviceProfile.objects.none()
-    required_roles = {**_CONFIGURED, "create": Need.CONFIGURE, "endpoints_add": Need.CONFIGURE}
+    required_roles = action_roles(configure=("create", "partial_update", "endpoints_add"))
     organization_path = "organization.pk"  # a global profile (none): superusers only
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceProfile]:
@@ -280,7 +276,7 @@ class InstanceEndpointViewSet(_WritableViewSet):
     serializer_class = InstanceEndpointSerializer
     queryset = DeviceInstanceEndpoint.objects.none()
     filterset_class = InstanceEndpointFilter
-    required_roles = _CONFIGURED
+    required_roles = action_roles(configure=("partial_update",))
     organization_path = "device.farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:

@@ -29,7 +29,7 @@ from rest_framework.views import APIView
 from common.api import idempotent, request_scope
 from common.errors import error_body
 from common.filters import IdFilter, StrictBooleanFilter
-from common.roles import Need
+from common.roles import Need, action_roles
 from common.tenancy import scope_filter
 from notifications.models import (
     InboxItem,
@@ -107,12 +107,7 @@ class NotificationFilter(django_filters.FilterSet):
 class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = Notification.objects.none()
     filterset_class = NotificationFilter
-    required_roles = {
-        "list": Need.READ,
-        "retrieve": Need.READ,
-        "retry": Need.OPERATE,
-        "cancel": Need.OPERATE,
-    }
+    required_roles = action_roles(operate=("retry", "cancel"))
     organization_path = "farm.organization_id"  # farm-less (operators' alerts): superusers
 
     def get_serializer_class(self) -> type[BaseSerializer[Any]]:

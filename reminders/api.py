@@ -23,7 +23,7 @@ from rest_framework.routers import SimpleRouter
 from common.api import idempotent, request_scope
 from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import RoleCheckedWrites
-from common.roles import Need
+from common.roles import action_roles
 from common.tenancy import OrgScope, scope_filter
 from reminders.models import ReminderSetting, ReportSubscription
 from reminders.serializers import (
@@ -68,13 +68,7 @@ class ReportSubscriptionFilter(_FarmActiveFilter):
         fields = ("farm", "active")
 
 
-_CONFIGURED = {
-    "list": Need.READ,
-    "retrieve": Need.READ,
-    "create": Need.CONFIGURE,
-    "update": Need.CONFIGURE,
-    "partial_update": Need.CONFIGURE,
-}
+_CONFIGURED = ("create", "update", "partial_update")
 
 
 class _WritableScopedViewSet(
@@ -98,7 +92,7 @@ class ReminderSettingViewSet(_WritableScopedViewSet):
     serializer_class = ReminderSettingSerializer
     queryset = ReminderSetting.objects.none()
     filterset_class = ReminderSettingFilter
-    required_roles = {**_CONFIGURED, "deactivate": Need.CONFIGURE}
+    required_roles = action_roles(configure=(*_CONFIGURED, "deactivate"))
 
     def organization_of(self, row: Any) -> int | None:
         """A farm's setting belongs to the farm's organisation, else to its own."""
@@ -126,7 +120,7 @@ class ReportSubscriptionViewSet(_WritableScopedViewSet):
     serializer_class = ReportSubscriptionSerializer
     queryset = ReportSubscription.objects.none()
     filterset_class = ReportSubscriptionFilter
-    required_roles = {**_CONFIGURED, "run": Need.OPERATE}
+    required_roles = action_roles(configure=_CONFIGURED, operate=("run",))
     organization_path = "farm.organization_id"
 
     def get_queryset(self) -> QuerySet[ReportSubscription]:

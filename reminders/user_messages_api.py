@@ -33,7 +33,7 @@ from common.api import (
 from common.errors import Conflict
 from common.filters import IdFilter
 from common.permissions import require_organization
-from common.roles import Need
+from common.roles import action_roles
 from common.serializers import FixedFieldsMixin, StrictIntegerField, StrictModelSerializer
 from common.tenancy import OrgScope, scope_filter
 from devices.selectors import farms_visible
@@ -198,13 +198,7 @@ class UserMessageViewSet(ScopedViewSet):
     serializer_class = UserMessageSerializer
     queryset = UserMessage.objects.none()
     filterset_class = UserMessageFilter
-    required_roles = {
-        "list": Need.READ,
-        "retrieve": Need.READ,
-        "create": Need.OPERATE,
-        "partial_update": Need.OPERATE,
-        "cancel": Need.OPERATE,
-    }
+    required_roles = action_roles(operate=("create", "partial_update", "cancel"))
     organization_path = "farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[UserMessage]:

@@ -36,7 +36,7 @@ from common.members.services import (
 )
 from common.models import Organization, OrganizationMember
 from common.permissions import require_organization
-from common.roles import Need
+from common.roles import Need, action_roles
 from common.tenancy import OrgScope
 
 
@@ -76,13 +76,7 @@ class MemberViewSet(ScopedViewSet):
     serializer_class = MemberSerializer
     queryset = OrganizationMember.objects.none()
     filterset_class = MemberFilter
-    required_roles = {
-        "list": Need.READ,
-        "retrieve": Need.READ,
-        "create": Need.CONFIGURE,
-        "partial_update": Need.CONFIGURE,
-        "destroy": Need.CONFIGURE,
-    }
+    required_roles = action_roles(configure=("create", "partial_update", "destroy"))
     organization_path = "organization.pk"
 
     def scoped(self, scope: OrgScope) -> QuerySet[OrganizationMember]:
