@@ -20,8 +20,12 @@ setup: $(STAMP)
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
+# Two pytest-xdist workers: each has its own test database, cache and broker keys, and the
+# tests that share a server beyond those run in one group on one worker (tests/conftest.py).
+TEST_WORKERS ?= 2
+
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 demo: migrate
 	$(PY) manage.py demo

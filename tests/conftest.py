@@ -4,10 +4,17 @@ organisation and a staff user who is a member of it, for the admin and API tests
 
 from __future__ import annotations
 
+import functools
+import os
+import re
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import time_machine
@@ -16,16 +23,87 @@ from django.db import connection
 from django.test import Client
 
 from common.models import MemberRole
+from devtools.embedded_broker import LOOPBACK
 from devtools.runtime import private_task_queues
+from tests.chaos.report import rows_collect, tables_print
 from tests.common.factories import OrganizationMemberFactory
 from tests.devices.factories import FarmKit, make_farm
 
+if TYPE_CHECKING:
+    pass
+
 pytest_plugins = ["tests.mqtt_fixtures", "tests.browser"]
+
+
+# Under pytest-xdist (``make test`` runs two workers) each worker has its own test database,
+# coordination cache (config/settings/test.py), broker key space and MQTT broker
+# (``pytest_configure``). What they would still share runs in one group, one test after
+# another on one worker: end-to-end and chaos runs, and the tests that start processes on
+# the real servers (fixed Redis databases and ports, and a second such run beside them would
+# starve them of CPU).
+SHARED_SERVERS_GROUP = "shared-servers"
+_WORKER_BROKER = pytest.StashKey["PrivateMosquitto"]()
+SHARED_SERVER_MARKERS = ("e2e", "chaos")
+STARTS_PROCESSES = re.compile(
+    r"\bsubprocess\b|\bPopen\b|\bmultiprocessing\b|from tests\.(real_servers|chaos\.harness|"
+    r"devices\.deployed_broker|scheduler\.worker_process|config\.entry_points) import"
+)
+
+
+@functools.cache
+def _starts_processes(module: Path) -> bool:
+    return bool(STARTS_PROCESSES.search(module.read_text(encoding="utf-8")))
+
+
+def uses_shared_servers(item: pytest.Item) -> bool:
+    """Whether ``item`` must not run beside another such test on another xdist worker."""
+    if any(item.get_closest_marker(name) for name in SHARED_SERVER_MARKERS):
+        return True
+    return _starts_processes(item.path)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker other than the first gets an MQTT broker of its own when the suite
+    runs on a real one: a test's topics name serial numbers that another worker's factories
+    make too, and a command published there would reach this worker's devices."""
+    from django.conf import settings
+
+    from tests.mqtt_fixtures import PrivateMosquitto  # a plugin: imported after registration
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker == "gw0" or settings.MQTT.embedded:
+        return
+    if shutil.which("mosquitto") is None:
+        raise pytest.UsageError(f"xdist worker {worker} needs the mosquitto binary")
+    workdir = Path(tempfile.mkdtemp(prefix=f"farm-test-mqtt-{worker}-"))
+    config.add_cleanup(lambda: shutil.rmtree(workdir, ignore_errors=True))
+    broker = PrivateMosquitto(workdir)
+    broker.start()
+    config.stash[_WORKER_BROKER] = broker
+    settings.MQTT = broker.config(settings.MQTT)
+    os.environ["MQTT_URL"] = f"mqtt://{LOOPBACK}:{broker.port}"  # the processes it starts
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    broker = config.stash.get(_WORKER_BROKER, None)
+    if broker is not None:
+        broker.stop()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    rows_collect(report)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    tables_print(terminalreporter)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from django.conf import settings
 
+    for item in items:
+        if uses_shared_servers(item):
+            item.add_marker(pytest.mark.xdist_group(SHARED_SERVERS_GROUP))
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" in engine:
         return

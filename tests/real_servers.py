@@ -27,3 +27,14 @@ def private_servers_env(
         "MQTT_SHARED_GROUP": f"{name}-{run}",
         "BRIDGE_CLIENT_ID": f"farm-bridge/{name}-{run}",
     }
+
+
+def child_database_url() -> str:
+    """The test database as a ``DATABASE_URL``, for a process a test starts on its rows."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"

@@ -1,6 +1,6 @@
 """Chaos fixtures: a farm fleet in the test database, private servers, the project's processes
 started as an operator starts them, a webhook receiver that counts what reaches it, and a
-summary table of every scenario at the end of the run."""
+summary table of every scenario at the end of the run (``tests.chaos.report``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import shutil
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -26,7 +26,6 @@ from django.test.utils import override_settings, setup_databases, teardown_datab
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
-from config.tables import format_table
 from devices.models import BridgeHeartbeat
 from devices.mqtt.client import connect, new_client
 from devices.mqtt.contract import telemetry_payload, telemetry_topic
@@ -37,7 +36,7 @@ from notifications.services.contacts import external_contact_create
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
 from tests.chaos.harness import CHAOS_BRIDGE_ID, LOOPBACK_WEBHOOKS, Proc, Servers, Stack
-from tests.chaos.storms import LOADS, STORM_HEADERS, storm_rows
+from tests.chaos.report import rows_attach
 from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
 
@@ -57,30 +56,17 @@ FAULTS: tuple[str, ...] = (
 HIGH: dict[str, Any] = {"io1": True, "fan": 75, "mode": "manual"}
 LOW: dict[str, Any] = {"io1": False, "fan": 0, "mode": "auto"}
 START_TIMEOUT_S = 60.0
-SUMMARY: list[tuple[Any, ...]] = []
-SUMMARY_HEADERS = [
-    "scenario",
-    "readings",
-    "commands",
-    "applied",
-    "retried",
-    "uncertain",
-    "superseded",
-    "failed/expired",
-    "reminders sent",
-    "lost",
-    "duplicated",
-    "seconds",
-]
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if SUMMARY:
-        terminalreporter.write_sep("=", "chaos scenarios")
-        terminalreporter.write_line(format_table(SUMMARY_HEADERS, SUMMARY))
-    if LOADS:
-        terminalreporter.write_sep("=", "commands per relay per wave, by fault mode")
-        terminalreporter.write_line(format_table(STORM_HEADERS, storm_rows()))
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A scenario's table rows leave with its report (``tests.chaos.report``)."""
+    report = yield
+    if report.when == "call":
+        rows_attach(report)
+    return report
 
 
 @dataclass

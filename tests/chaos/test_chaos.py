@@ -30,8 +30,9 @@ from notifications.models import Notification
 from notifications.states import NotificationStatus
 from scheduler.models import DueWork
 from scheduler.states import SchedulerStatus
-from tests.chaos.conftest import FAULTS, HIGH, LOW, SUMMARY, Chaos
+from tests.chaos.conftest import FAULTS, HIGH, LOW, Chaos
 from tests.chaos.harness import FAST_TIMERS, SimulatorCounters, counters_read
+from tests.chaos.report import SUMMARY
 from tests.chaos.storms import wave_loads_record, wave_of
 from tests.waiting import wait_for
 

@@ -27,8 +27,9 @@ from automation.services.rule_schedules import rule_schedules_ensure
 from automation.states import COMMAND_TERMINAL, CommandOrigin, CommandStatus, ReasonCode
 from scheduler.models import DueWork, DueWorkTransition
 from scheduler.states import SchedulerStatus
-from tests.chaos.conftest import FAULTS, SUMMARY, Chaos
+from tests.chaos.conftest import FAULTS, Chaos
 from tests.chaos.harness import Proc, counters_read
+from tests.chaos.report import SUMMARY
 from tests.devices.factories import FarmKit
 from tests.waiting import wait_for
 

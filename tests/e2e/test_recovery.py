@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from automation.models import DeviceCommand
@@ -24,6 +23,7 @@ from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.messages import InboundTelemetry
 from devtools.simulator import FaultMode
 from tests.e2e.conftest import Pipeline, wait_final
+from tests.real_servers import child_database_url
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -31,18 +31,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def _child_env(mqtt: MqttConfig) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        DATABASE_URL=_database_url(),
+        DATABASE_URL=child_database_url(),
         MQTT_URL=f"mqtt://{mqtt.host}:{mqtt.port}",
         MQTT_PROTOCOL=str(mqtt.protocol),
         MQTT_SHARED_GROUP=mqtt.shared_group or "none",

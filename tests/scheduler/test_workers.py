@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from scheduler.models import AutomationType, DueWork, DueWorkTransition
@@ -28,6 +27,7 @@ from scheduler.services import (
     scheduler_release_stale,
 )
 from scheduler.states import SchedulerReason
+from tests.real_servers import child_database_url
 from tests.scheduler.conftest import RecordingHandler, due_rows, effect_counts, ensure_report
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,16 +38,8 @@ WORKERS = 8
 ROWS = 5000
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
 def _child(mode: str, table: str, *extra: str) -> subprocess.Popen[str]:
-    env = dict(os.environ, DATABASE_URL=_database_url())
+    env = dict(os.environ, DATABASE_URL=child_database_url())
     return subprocess.Popen(
         [sys.executable, str(SCRIPT), mode, table, *extra],
         cwd=ROOT,
