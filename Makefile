@@ -15,17 +15,30 @@ $(STAMP): requirements-pip.lock requirements.lock requirements-test.lock
 	$(PIP_INSTALL) -r requirements.lock -r requirements-test.lock
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The API client generator runs in a venv of its own (requirements-codegen.in says why);
+# the generated-client test uses it.
+CODEGEN_VENV := .venv-codegen
+CODEGEN_STAMP := $(CODEGEN_VENV)/.installed
+
+$(CODEGEN_STAMP): requirements-pip.lock requirements-codegen.lock
+	test -x $(CODEGEN_VENV)/bin/python || $(PYTHON) -m venv $(CODEGEN_VENV)
+	$(CODEGEN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--require-hashes -r requirements-pip.lock
+	$(CODEGEN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--require-hashes -r requirements-codegen.lock
+	touch $(CODEGEN_STAMP)
+
+setup: $(STAMP) $(CODEGEN_STAMP)
 
 migrate: setup
 	$(PY) manage.py migrate --noinput
 
 # Two pytest-xdist workers: each has its own test database, cache and broker keys, and the
-# tests that share a server beyond those run in one group on one worker (tests/conftest.py).
+# tests that share a server beyond those run in order on one worker (tests/conftest.py).
 TEST_WORKERS ?= 2
 
 test: setup
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 demo: migrate
 	$(PY) manage.py demo
@@ -97,4 +110,6 @@ lock:
 	$(LOCK) --extra test -c requirements.lock $(call NO_EMIT,requirements.lock) \
 		-o requirements-test.lock && \
 	$(LOCK) --extra test --extra lint -c requirements.lock -c requirements-test.lock \
-		$(call NO_EMIT,requirements.lock requirements-test.lock) -o requirements-lint.lock
+		$(call NO_EMIT,requirements.lock requirements-test.lock) -o requirements-lint.lock && \
+	"$$tools/bin/uv" pip compile requirements-codegen.in --quiet --universal --generate-hashes \
+		--custom-compile-command "make lock" $(LOCK_ARGS) -o requirements-codegen.lock

@@ -37,29 +37,42 @@ pytest_plugins = ["tests.mqtt_fixtures", "tests.browser"]
 
 # Under pytest-xdist (``make test`` runs two workers) each worker has its own test database,
 # coordination cache (config/settings/test.py), broker key space and MQTT broker
-# (``pytest_configure``). What they would still share runs in one group, one test after
-# another on one worker: end-to-end and chaos runs, and the tests that start processes on
-# the real servers (fixed Redis databases and ports, and a second such run beside them would
-# starve them of CPU).
-SHARED_SERVERS_GROUP = "shared-servers"
-_WORKER_BROKER = pytest.StashKey["PrivateMosquitto"]()
-SHARED_SERVER_MARKERS = ("e2e", "chaos")
-STARTS_PROCESSES = re.compile(
-    r"\bsubprocess\b|\bPopen\b|\bmultiprocessing\b|from tests\.(real_servers|chaos\.harness|"
-    r"devices\.deployed_broker|scheduler\.worker_process|config\.entry_points) import"
+# (``pytest_configure``). What they would still share runs as one unit of work, one test
+# after another on one worker (``pytest_xdist_make_scheduler``): the modules of end-to-end
+# and chaos tests, and those that start processes on the real servers (fixed Redis databases
+# and ports, and a second such run beside them would starve them of CPU). xdist's own
+# ``xdist_group`` marker is not used: pytest 9 no longer lets it rename node ids.
+SHARED_SERVERS = "shared-servers"
+SHARED_SERVER_DIRECTORIES = ("e2e", "chaos")
+SHARES_SERVERS = re.compile(
+    r"pytest\.mark\.(e2e|chaos)\b|\bsubprocess\b|\bPopen\b|\bmultiprocessing\b|"
+    r"from tests\.(real_servers|chaos\.harness|devices\.deployed_broker|"
+    r"scheduler\.worker_process|config\.entry_points) import"
 )
+_WORKER_BROKER = pytest.StashKey["PrivateMosquitto"]()
 
 
 @functools.cache
-def _starts_processes(module: Path) -> bool:
-    return bool(STARTS_PROCESSES.search(module.read_text(encoding="utf-8")))
-
-
-def uses_shared_servers(item: pytest.Item) -> bool:
-    """Whether ``item`` must not run beside another such test on another xdist worker."""
-    if any(item.get_closest_marker(name) for name in SHARED_SERVER_MARKERS):
+def module_shares_servers(module: Path) -> bool:
+    """Whether the tests of ``module`` must not run beside such tests on another worker."""
+    if module.parent.name in SHARED_SERVER_DIRECTORIES:
         return True
-    return _starts_processes(item.path)
+    return module.is_file() and bool(SHARES_SERVERS.search(module.read_text(encoding="utf-8")))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each test its own unit of work, but the tests of the modules that share servers one
+    unit, which one worker runs in order while the other takes the rest."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class SharedServersScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = root / nodeid.split("::", 1)[0]
+            return SHARED_SERVERS if module_shares_servers(module) else nodeid
+
+    return SharedServersScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,9 +114,6 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from django.conf import settings
 
-    for item in items:
-        if uses_shared_servers(item):
-            item.add_marker(pytest.mark.xdist_group(SHARED_SERVERS_GROUP))
     engine = settings.DATABASES["default"]["ENGINE"]
     if "postgresql" in engine:
         return

@@ -27,7 +27,7 @@ SERVICES_ANY_MAX = 20
 
 
 def _python_files() -> list[Path]:
-    skip = {".venv", ".git", "node_modules", "var"}
+    skip = {".venv", ".venv-codegen", ".git", "node_modules", "var"}
     return sorted(
         path
         for path in ROOT.rglob("*.py")

@@ -28,7 +28,10 @@ SUMMARY_HEADERS = [
 ]
 SCENARIOS_PROPERTY = "chaos-scenarios"
 LOADS_PROPERTY = "chaos-wave-loads"
-_PRINTED: list[tuple[Any, ...]] = []  # the lines that reached this process's reports
+# What reached this process's reports: kept apart from SUMMARY and LOADS, which the tests of
+# this process fill and ``rows_attach`` empties.
+_PRINTED: list[tuple[Any, ...]] = []
+_PRINTED_LOADS: dict[str, list[WaveLoad]] = {}
 
 
 def _plain(value: object) -> object:
@@ -60,13 +63,13 @@ def rows_collect(report: pytest.TestReport) -> None:
             _PRINTED.extend(tuple(row) for row in value)
         elif name == LOADS_PROPERTY:
             for fault, scenario, commands, requests in value:
-                LOADS.setdefault(fault, []).append(WaveLoad(scenario, commands, requests))
+                _PRINTED_LOADS.setdefault(fault, []).append(WaveLoad(scenario, commands, requests))
 
 
 def tables_print(terminalreporter: Any) -> None:
     if _PRINTED:
         terminalreporter.write_sep("=", "chaos scenarios")
         terminalreporter.write_line(format_table(SUMMARY_HEADERS, _PRINTED))
-    if LOADS:
+    if _PRINTED_LOADS:
         terminalreporter.write_sep("=", "commands per relay per wave, by fault mode")
-        terminalreporter.write_line(format_table(STORM_HEADERS, storm_rows()))
+        terminalreporter.write_line(format_table(STORM_HEADERS, storm_rows(_PRINTED_LOADS)))

@@ -59,9 +59,9 @@ def wave_loads_record(
         LOADS.setdefault(faults[serial], []).append(WaveLoad(scenario, count, requests))
 
 
-def storm_rows() -> list[tuple[Any, ...]]:
+def storm_rows(by_fault: dict[str, list[WaveLoad]]) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
-    for fault, loads in LOADS.items():
+    for fault, loads in by_fault.items():
         worst = max(loads, key=lambda load: load.requests)
         rows.append(
             (
