@@ -145,6 +145,26 @@ def clock_at_fixture_dates() -> Iterator[None]:
         yield
 
 
+@functools.cache
+def _migrated_apps() -> Any:
+    """The models as the migrations leave them (built once per process)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    return MigrationExecutor(connection).loader.project_state().apps
+
+
+@pytest.fixture
+def staff_groups(db: None) -> None:
+    """The staff groups common's migrations make, made again by the same function if a
+    transactional test earlier on this worker flushed every table, groups included."""
+    from django.contrib.auth.models import Group
+
+    from common.roles import STAFF_GROUPS, staff_groups_sync
+
+    if Group.objects.filter(name__in=list(STAFF_GROUPS)).count() < len(STAFF_GROUPS):
+        staff_groups_sync(_migrated_apps())
+
+
 @pytest.fixture
 def on_postgres() -> bool:
     return connection.vendor == "postgresql"

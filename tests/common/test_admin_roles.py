@@ -21,7 +21,10 @@ from tests.automation.conftest import dispatch, make_intent
 from tests.conftest import Tenant
 from tests.notifications.test_support import _notification
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("clock_at_fixture_dates", "staff_groups"),
+]
 INTENT_URL = "/admin/automation/devicecommand/"
 NOTIFICATION_URL = "/admin/notifications/notification/"
 
