@@ -1,11 +1,12 @@
 """The execution-core part of the REST API (``/api/v1/``): telemetry ingest over HTTP (the
 same ``telemetry_ingest`` service as the MQTT bridge), rules (validated like the safety
-gates), command intents (read-only, plus support's manual retry of an ended command), an
-operator's manual command on an endpoint and the cancel of its hold
+gates; a deleted rule is not found), command intents (read-only, plus support's manual retry
+of an ended command), an operator's manual command on an endpoint and the cancel of its hold
 (``automation.services.manual``), rule executions with their timelines, diagnostics, and the
 scheduler table (read-only). Every row is scoped to the caller's organisations (else 404);
 what each role may do is each view's ``required_roles`` (``common.permissions``); manual
-control lives in ``automation.manual_api``."""
+control lives in ``automation.manual_api``. Commands, executions and the scheduler table
+grow without bound: they page newest first by cursor (``common.pagination``), never counted."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ from automation.serializers import (
     TimelineSerializer,
 )
 from automation.services.ingest import telemetry_ingest
+from automation.services.rules import rule_delete
 from automation.services.support import (
     CommandRetryRefused,
     command_intent_mark_failed,
@@ -69,6 +71,7 @@ from common.api import (
 )
 from common.errors import Conflict
 from common.filters import IdFilter
+from common.pagination import NewestFirstCursor
 from common.permissions import RoleCheckedWrites, need_scope
 from common.roles import Need, action_roles
 from common.tenancy import OrgScope, scope_filter
@@ -124,19 +127,27 @@ class RuleViewSet(
     RoleCheckedWrites,
     mixins.CreateModelMixin,
     mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
     viewsets.ReadOnlyModelViewSet,  # type: ignore[type-arg]
 ):
+    """``DELETE`` deletes the rule (``rule_delete``): a 204, then the rule is not found (a
+    second ``DELETE`` is a 404); its executions and commands stay listed, naming it."""
+
     serializer_class = RuleSerializer
     queryset = AutomationRule.objects.none()
     filterset_class = RuleFilter
-    required_roles = action_roles(read=_READ, configure=("create", "update", "partial_update"))
+    required_roles = action_roles(
+        read=_READ, configure=("create", "update", "partial_update", "destroy")
+    )
     organization_path = "farm.organization_id"
 
     def get_queryset(self) -> QuerySet[AutomationRule]:
-        """With the nested lists prefetched: a page of rules is read in a fixed number of
-        queries, whatever its size."""
+        """The rules not deleted, with the nested lists prefetched: a page of rules is read
+        in a fixed number of queries, whatever its size."""
         rows = scope_filter(
-            AutomationRule.objects.all(), request_scope(self.request), "farm__organization_id"
+            AutomationRule.objects.filter(deleted_at__isnull=True),
+            request_scope(self.request),
+            "farm__organization_id",
         )
         return rows.prefetch_related(
             Prefetch("conditions", AutomationRuleCondition.objects.order_by("pk")),
@@ -151,11 +162,17 @@ class RuleViewSet(
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().create(request, *args, **kwargs)
 
+    def perform_destroy(self, instance: AutomationRule) -> None:
+        """A concurrent ``DELETE`` that won leaves nothing for this one: a 404, as after it."""
+        if not rule_delete(rule_id=instance.pk, actor=self.request.user.get_username()):
+            raise NotFound()
+
 
 class CommandIntentViewSet(ScopedViewSet):
     serializer_class = CommandIntentSerializer
     queryset = DeviceCommand.objects.none()
     filterset_class = CommandIntentFilter
+    pagination_class = NewestFirstCursor
     required_roles = action_roles(read=_READ, operate=("retry", "mark_failed"))
     organization_path = "target_device.farm.organization_id"
 
@@ -214,10 +231,13 @@ class RuleExecutionViewSet(ScopedViewSet):
     serializer_class = RuleExecutionSerializer
     queryset = AutomationRuleExecution.objects.none()
     filterset_class = RuleExecutionFilter
+    pagination_class = NewestFirstCursor
     required_roles = action_roles(read=_READ)
 
     def scoped(self, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
-        return executions_visible(scope=scope).order_by("-pk")
+        """Without the selector's joins: a row shows its relations' ids only, and a join to
+        the partitioned events probes every partition for each row of a page."""
+        return executions_visible(scope=scope).select_related(None).order_by("-pk")
 
     @extend_schema(responses=TimelineSerializer)
     @action(detail=True, methods=["get"])
@@ -226,16 +246,21 @@ class RuleExecutionViewSet(ScopedViewSet):
 
 
 class SchedulerViewSet(ScopedViewSet):
-    """Scoped through the row's farm: rows without a farm are visible to superusers only."""
+    """Scoped through the row's farm: rows without a farm are visible to superusers only.
+
+    Newest row first, like the other ledgers, not in due order: ``scheduled_on`` moves when a
+    row is rescheduled (a cursor over it would skip or repeat rows) and many rows share one
+    instant, and only the primary key orders every row of the table by an index."""
 
     serializer_class = SchedulerSerializer
     queryset = DueWork.objects.none()
     filterset_class = SchedulerFilter
+    pagination_class = NewestFirstCursor
     required_roles = action_roles(read=_READ)
 
     def scoped(self, scope: OrgScope) -> QuerySet[DueWork]:
         rows = scope_filter(DueWork.objects.all(), scope, "farm__organization_id")
-        return rows.order_by("scheduled_on", "pk")
+        return rows.order_by("-pk")
 
 
 class DiagnosticsApi(APIView):

@@ -44,8 +44,8 @@ def command_gate_failure(
     ``now``/``freshness_s`` enable the online check, which only dispatch can make.
     """
     device = target.device
-    if rule is not None and not rule.is_active:
-        return ReasonCode.RULE_INACTIVE
+    if rule is not None and (not rule.is_active or rule.farm.archived_at is not None):
+        return ReasonCode.RULE_INACTIVE  # an archived farm's rules are off
     if value is None and rule is not None:
         value = rule.target_value
     farm_id = device.farm_id if rule is None else rule.farm_id

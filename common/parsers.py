@@ -1,7 +1,12 @@
-"""The API's JSON body parser: DRF's, bounded. A body nested too deep is a 400 before any
-serializer sees it (DRF's parser lets Python's ``RecursionError`` through, a 500), and a
-number that overflows to infinity (``1e999``) is refused like ``NaN``. The body's size is
-bounded by Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``, read before parsing (413)."""
+"""The API's body parsers. The API reads JSON only: a form has no types (``true`` arrives as
+``"True"``, a nested object cannot be said at all), so a client that sends one is answered 415
+``unsupported_media_type``; only the browsable API's own HTML forms, which ask for HTML back,
+are still parsed as forms.
+
+The JSON parser is DRF's, bounded. A body nested too deep is a 400 before any serializer sees
+it (DRF's parser lets Python's ``RecursionError`` through, a 500), and a number that overflows
+to infinity (``1e999``) is refused like ``NaN``. The body's size is bounded by Django's
+``DATA_UPLOAD_MAX_MEMORY_SIZE``, read before parsing (413)."""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ import math
 from collections.abc import Mapping
 from typing import IO, Any
 
-from rest_framework.exceptions import ParseError
-from rest_framework.parsers import JSONParser
+from rest_framework.exceptions import ParseError, UnsupportedMediaType
+from rest_framework.parsers import BaseParser, FormParser, JSONParser, MultiPartParser
+from rest_framework.renderers import BrowsableAPIRenderer
 from rest_framework.utils.json import strict_constant
 
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
@@ -48,3 +54,30 @@ class BoundedJSONParser(JSONParser):
         if violation is not None:
             raise ParseError(f"JSON {violation.message}")
         return data
+
+
+def _browsable(parser_context: Mapping[str, Any] | None) -> bool:
+    """Whether the request asked for the browsable API's HTML (its forms do; content
+    negotiation has chosen the renderer before any body is read)."""
+    request = (parser_context or {}).get("request")
+    return isinstance(getattr(request, "accepted_renderer", None), BrowsableAPIRenderer)
+
+
+class _BrowsableFormsOnly(BaseParser):
+    def parse(
+        self,
+        stream: IO[Any],
+        media_type: str | None = None,
+        parser_context: Mapping[str, Any] | None = None,
+    ) -> Any:
+        if not _browsable(parser_context):
+            raise UnsupportedMediaType(media_type or self.media_type)
+        return super().parse(stream, media_type, parser_context)
+
+
+class BrowsableFormParser(_BrowsableFormsOnly, FormParser):
+    """A url-encoded form from the browsable API's pages; from any other client a 415."""
+
+
+class BrowsableMultiPartParser(_BrowsableFormsOnly, MultiPartParser):
+    """A multipart form from the browsable API's pages; from any other client a 415."""

@@ -32,6 +32,8 @@ API_RESOURCES = {
     "report-subscriptions": "report-subscription-list",
     "user-messages": "user-message-list",
     "notifications": "notification-list",
+    "contacts": "contact-list",
+    "channel-preferences": "channel-preference-list",
     "inbox": "inbox-list",
     "auth-token": "api-token",
     "schema": "schema",

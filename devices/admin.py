@@ -67,7 +67,7 @@ def _device_status_action(status: str, title: str) -> DeviceAction:
 @admin.register(Farm)
 class FarmAdmin(OrgScopedAdmin):
     org_path = "organization_id"
-    list_display = ("id", "name", "organization", "time_zone")
+    list_display = ("id", "name", "organization", "time_zone", "archived_at")
     list_filter = ("organization",)
     search_fields = ("name",)
 

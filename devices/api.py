@@ -1,8 +1,10 @@
-"""The devices part of the REST API (``/api/v1/``): farms, device profiles with their endpoint
-catalogue, devices (provisioning with a one-time MQTT login, rotation, status moves) and
-their endpoints. Rows are scoped to the caller's organisations (another organisation's row is
-a 404); what each role may do is each view's ``required_roles`` (``common.permissions``).
-Profiles are their organisation's, or global (read-only but for superusers)."""
+"""The devices part of the REST API (``/api/v1/``): farms (archived ones left out of the list
+unless ``?archived=true``), device profiles with their endpoint catalogue, devices
+(provisioning with a one-time MQTT login, rotation, status moves) and their endpoints with
+their readings per time bucket (``series/``). Rows are scoped to the caller's organisations
+(another organisation's row is a 404); what each role may do is each view's
+``required_roles`` (``common.permissions``). Profiles are their organisation's, or global
+(read-only but for superusers)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -24,7 +27,7 @@ from rest_framework.routers import SimpleRouter
 
 from common.api import ScopedViewSet, idempotent, request_scope
 from common.errors import BrokerUnavailable, Conflict
-from common.filters import IdFilter
+from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
 from common.roles import action_roles
 from common.tenancy import OrgScope
@@ -52,11 +55,13 @@ from devices.serializers import (
     ProfileUpdateSerializer,
     ProvisionedDeviceSerializer,
 )
+from devices.series_api import SeriesQuerySerializer, SeriesSerializer, endpoint_series_answer
 from devices.services import (
     ProvisioningRefused,
     device_provision,
     device_rename,
     device_status_change,
+    farm_archive,
     farm_create,
     farm_update,
     instance_endpoint_configure,
@@ -96,14 +101,39 @@ class _WritableViewSet(ScopedViewSet):
         return {**self.get_serializer_context(), "scope": request_scope(self.request)}
 
 
+class FarmFilter(django_filters.FilterSet):
+    archived = StrictBooleanFilter(
+        method="filter_archived",
+        help_text="true: only archived farms; false or absent: only farms in use (archived "
+        "farms are left out of the list unless asked for; each stays readable by its id)",
+    )
+
+    class Meta:
+        model = Farm
+        fields = ("archived",)
+
+    def filter_archived(self, rows: QuerySet[Farm], name: str, value: bool) -> QuerySet[Farm]:
+        return rows.filter(archived_at__isnull=not value)
+
+
 class FarmViewSet(_WritableViewSet):
     serializer_class = FarmSerializer
     queryset = Farm.objects.none()
-    required_roles = action_roles(configure=("create", "partial_update"))
+    filterset_class = FarmFilter
+    required_roles = action_roles(configure=("create", "partial_update", "archive"))
     organization_path = "organization.pk"
 
     def scoped(self, scope: OrgScope) -> QuerySet[Farm]:
         return farms_visible(scope=scope)
+
+    def filter_queryset(self, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        """The list leaves archived farms out unless ``?archived=`` says otherwise; a farm
+        is found by its id whether archived or not."""
+        rows: QuerySet[Any] = super().filter_queryset(queryset)
+        asked = self.request.query_params.get("archived", "")
+        if self.action == "list" and not asked:
+            rows = rows.filter(archived_at__isnull=True)
+        return rows
 
     @idempotent(request=FarmCreateSerializer, responses={201: FarmSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -120,6 +150,16 @@ class FarmViewSet(_WritableViewSet):
         with _refusals():
             farm = farm_update(farm=farm, **data)
         return Response(FarmSerializer(farm).data)
+
+    @idempotent(request=None, responses={200: FarmSerializer})
+    @action(detail=True, methods=["post"])
+    def archive(self, request: Request, pk: str | None = None) -> Response:
+        """Archive the farm: it leaves ``GET /farms/`` (``?archived=true`` lists it), its
+        rules stop deciding, its devices keep their history. Archiving an archived farm is a
+        no-op (200; the first archive's time and actor stay)."""
+        farm: Farm = self.get_object()
+        farm_archive(farm_id=farm.pk, actor=request.user.get_username())
+        return Response(FarmSerializer(self.get_object()).data)
 
 
 class DeviceFilter(django_filters.FilterSet):
@@ -276,11 +316,22 @@ class InstanceEndpointViewSet(_WritableViewSet):
     serializer_class = InstanceEndpointSerializer
     queryset = DeviceInstanceEndpoint.objects.none()
     filterset_class = InstanceEndpointFilter
-    required_roles = action_roles(configure=("partial_update",))
+    required_roles = action_roles(
+        read=("list", "retrieve", "series"), configure=("partial_update",)
+    )
     organization_path = "device.farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
         return instance_endpoints_visible(scope=scope)
+
+    @extend_schema(parameters=[SeriesQuerySerializer], responses={200: SeriesSerializer})
+    @action(detail=True, methods=["get"])
+    def series(self, request: Request, pk: str | None = None) -> Response:
+        """The endpoint's readings per time bucket (min, max, avg, last, count), computed by
+        the database; empty buckets are left out (``devices.series``)."""
+        endpoint = self.get_object()
+        body = endpoint_series_answer(endpoint, request.query_params, now=timezone.now())
+        return Response(body)
 
     @extend_schema(request=InstanceEndpointUpdateSerializer, responses=InstanceEndpointSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:

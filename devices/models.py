@@ -22,6 +22,10 @@ class Farm(models.Model):
         default=30, blank=True, validators=[MaxValueValidator(7 * 24 * 60)]
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set once by ``farm_archive`` (never by a form): an archived farm is left out of the
+    # farm list and its rules stop deciding; its devices, readings and history stay.
+    archived_at = models.DateTimeField(null=True, blank=True, editable=False)
+    archived_by = models.CharField(max_length=150, blank=True, default="", editable=False)
 
     class Meta:
         constraints = [

@@ -44,8 +44,14 @@ class FarmSerializer(serializers.ModelSerializer[Farm]):
             "time_zone",
             "manual_override_minutes",
             "created_at",
+            "archived_at",
+            "archived_by",
         )
         read_only_fields = fields
+        extra_kwargs = {
+            "archived_at": {"help_text": "when the farm was archived (null: it is not)"},
+            "archived_by": {"help_text": "who archived it"},
+        }
 
 
 # What a profile's catalogue entry says, read and written alike.
@@ -170,7 +176,11 @@ class FarmCreateSerializer(StrictModelSerializer[Farm]):
 
 
 class FarmUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[Farm]):
-    fixed_fields = {"organization": "a farm stays in its organisation; create a new farm"}
+    fixed_fields = {
+        "organization": "a farm stays in its organisation; create a new farm",
+        "archived_at": "archive with POST .../archive/",
+        "archived_by": "archive with POST .../archive/",
+    }
 
     class Meta:
         model = Farm

@@ -3,11 +3,14 @@
 The in-app inbox: ``GET /api/v1/inbox/`` (newest first, ``?unread=1``) and
 ``POST /api/v1/inbox/<id>/read/``; a user only ever sees their own items.
 
-Support's view: ``/api/v1/notifications/`` (filters ``status``, ``channel``, ``farm``), the
-detail with attempts and transitions, and ``retry/`` / ``cancel/`` with a required reason
+Support's view: ``/api/v1/notifications/`` (filters ``status``, ``channel``, ``farm``; newest
+first, paged by an opaque cursor: ``next``/``previous`` links, no count), the detail with
+attempts and transitions, and ``retry/`` / ``cancel/`` with a required reason
 (the support services record the user and the reason in the transition row). Rows are scoped
 to the caller's organisations through their farm; farm-less rows (operator alerts) are for
-superusers only."""
+superusers only.
+
+External contacts and their channel preferences: ``notifications.contacts_api``."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ from rest_framework.views import APIView
 from common.api import idempotent, request_scope
 from common.errors import error_body
 from common.filters import IdFilter, StrictBooleanFilter
+from common.pagination import NewestFirstCursor
 from common.roles import Need, action_roles
 from common.tenancy import scope_filter
 from notifications.models import (
@@ -50,6 +54,9 @@ from notifications.states import Channel, NotificationStatus
 
 
 class InboxPagination(PageNumberPagination):
+    """Page numbers with a count: one user's items, read on their (user, created_at) index
+    and bounded by the notifications' retention."""
+
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
@@ -106,6 +113,7 @@ class NotificationFilter(django_filters.FilterSet):
 
 class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     queryset = Notification.objects.none()
+    pagination_class = NewestFirstCursor  # append-heavy: no COUNT(*), no OFFSET
     filterset_class = NotificationFilter
     required_roles = action_roles(operate=("retry", "cancel"))
     organization_path = "farm.organization_id"  # farm-less (operators' alerts): superusers
@@ -166,4 +174,5 @@ urlpatterns = [
     path("inbox/", InboxListApi.as_view(), name="inbox-list"),
     path("inbox/<int:item_id>/read/", InboxMarkReadApi.as_view(), name="inbox-read"),
     path("", include(router.urls)),
+    path("", include("notifications.contacts_api")),
 ]

@@ -1,7 +1,9 @@
 """The rule page: endpoints picked by name (``SERIAL · key``, searched, org-scoped), values
 entered as the endpoint's type (``rule_values``), further conditions, actions and schedules as
 inlines (``rule_inlines``). Every check is the API's (``automation.services.rules``), shown on
-its field or its row, and the rule is saved with its rows through the same service."""
+its field or its row, and the rule is saved with its rows through the same service. Deleting
+is the API's too (``rule_delete``): the rule stays listed, read-only, with who deleted it and
+when, and its executions and commands are kept."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils.text import capfirst
 
 from automation.admin.rule_inlines import (
     FORMSETS_ATTR,
@@ -27,6 +30,7 @@ from automation.services.rules import (
     RULE_FIELDS,
     RuleInvalid,
     rule_create,
+    rule_delete,
     rule_nested,
     rule_problems,
     rule_update,
@@ -117,6 +121,21 @@ def schedule_summary(schedules: list[AutomationRuleSchedule]) -> str:
     return ", ".join(parts) or "—"
 
 
+class DeletedFilter(admin.SimpleListFilter):
+    title = "deleted"
+    parameter_name = "deleted"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "No"), ("yes", "Yes")]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[AutomationRule]
+    ) -> QuerySet[AutomationRule]:
+        if self.value() in ("no", "yes"):
+            return queryset.filter(deleted_at__isnull=self.value() == "no")
+        return queryset
+
+
 @admin.register(AutomationRule)
 class AutomationRuleAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
@@ -134,8 +153,9 @@ class AutomationRuleAdmin(OrgScopedAdmin):
         "target_value",
         "schedule",
         "is_active",
+        "deleted_at",
     )
-    list_filter = ("is_active", "farm")
+    list_filter = ("is_active", DeletedFilter, "farm")
     list_select_related = (
         "farm",
         "trigger_endpoint__device",
@@ -153,6 +173,39 @@ class AutomationRuleAdmin(OrgScopedAdmin):
     @admin.display(description="schedule")
     def schedule(self, rule: AutomationRule) -> str:
         return schedule_summary(list(rule.schedules.all()))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return (*fields, "deleted_at", "deleted_by") if obj and obj.deleted_at else fields
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """A deleted rule is history: shown, never changed again."""
+        if obj is not None and obj.deleted_at is not None:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.deleted_at is not None:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[str], dict[str, int], set[str], list[str]]:
+        """Only the rules: ``rule_delete`` keeps every row that points at them."""
+        rules = [rule for rule in objs if rule.deleted_at is None]
+        name = capfirst(str(self.opts.verbose_name))
+        shown = [
+            f"{name}: {rule} (deactivated; its executions and commands are kept)" for rule in rules
+        ]
+        return shown, {str(self.opts.verbose_name_plural): len(rules)}, set(), []
+
+    def delete_model(self, request: HttpRequest, obj: AutomationRule) -> None:
+        rule_delete(rule_id=obj.pk, actor=request.user.get_username())
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[AutomationRule]) -> None:
+        for rule_id in queryset.filter(deleted_at__isnull=True).values_list("pk", flat=True):
+            rule_delete(rule_id=rule_id, actor=request.user.get_username())
 
     def changeform_view(
         self,

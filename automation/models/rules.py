@@ -31,7 +31,8 @@ class AutomationRule(models.Model):
     """When every condition holds (the trigger endpoint's value satisfies the operator, and
     each further condition its own), drive the target endpoint and the further actions' ones.
 
-    A rule without a trigger endpoint fires only on its schedules."""
+    A rule without a trigger endpoint fires only on its schedules. A deleted rule
+    (``deleted_at``) is kept, inactive, as the subject of its history."""
 
     farm = models.ForeignKey(Farm, on_delete=models.CASCADE, related_name="rules")
     name = models.CharField(max_length=200)
@@ -60,12 +61,21 @@ class AutomationRule(models.Model):
         default=600, validators=[MinValueValidator(1), MaxValueValidator(7 * 86400)]
     )
     is_active = models.BooleanField(default=True)
+    # Deleted (``rule_delete``): inactive for good and hidden from the API; its executions,
+    # commands and their audit rows keep pointing at it. Who deleted it is its audit.
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    deleted_by = models.CharField(max_length=150, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [models.Index(fields=["trigger_endpoint", "is_active"])]
         constraints = [
+            # A deleted rule is never active again, whoever writes the row.
+            models.CheckConstraint(
+                condition=Q(deleted_at__isnull=True) | Q(is_active=False),
+                name="deleted_rule_inactive",
+            ),
             models.CheckConstraint(
                 condition=Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
                 name="rule_priority_in_range",

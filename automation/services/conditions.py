@@ -34,11 +34,13 @@ def rules_loaded(
     rules: QuerySet[AutomationRule], *, active_only: bool = True
 ) -> list[AutomationRule]:
     """The (active) rules with what deciding needs: targets, further conditions and actions
-    (three queries, whatever the number of rules)."""
+    (three queries, whatever the number of rules). A deleted rule is never active (a check
+    constraint), so active rules are never deleted ones; an archived farm's rules decide
+    nothing."""
     if active_only:
-        rules = rules.filter(is_active=True)
+        rules = rules.filter(is_active=True, farm__archived_at__isnull=True)
     return list(
-        rules.select_related(*_TARGET).prefetch_related(
+        rules.select_related("farm", *_TARGET).prefetch_related(
             "conditions",
             Prefetch("actions", queryset=AutomationRuleAction.objects.select_related(*_TARGET)),
         )

@@ -165,7 +165,9 @@ def _gate_batch(
     """Every safety gate of docs/spec.md §3.5 on fresh rows (two reads for the batch; a manual
     command has no rule to re-check); a briefly offline device is transient (docs/spec.md
     §3.4), any other failure final."""
-    rules = AutomationRule.objects.in_bulk({i.rule_id for i in claimed if i.rule_id})
+    rules = AutomationRule.objects.select_related("farm").in_bulk(
+        {i.rule_id for i in claimed if i.rule_id}
+    )
     targets = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").in_bulk(
         {i.target_device_endpoint_id for i in claimed}
     )

@@ -7,10 +7,10 @@
 * Beat ensures the rows up to ``HORIZON`` ahead (only the missing ones are written), and back
   to ``BACKFILL`` for an outage that also stopped beat, so a missed occurrence still ends
   visibly instead of vanishing.
-* At due time the handler reloads the rule: gone, inactive, or no longer wanting this instant
-  (an edited or removed schedule) deactivates the row. An occurrence run later than its
-  schedule's ``max_lateness_s`` records ``skipped``/``too_late`` for each action and sends
-  nothing; otherwise, when every condition holds on fresh readings, each action takes the
+* At due time the handler reloads the rule: gone or deleted, inactive, or no longer wanting
+  this instant (an edited or removed schedule) deactivates the row. An occurrence run later
+  than its schedule's ``max_lateness_s`` records ``skipped``/``too_late`` for each action and
+  sends nothing; otherwise, when every condition holds on fresh readings, each action takes the
   decision path of readings (``automation.services.decisions``), its commands of origin
   ``schedule``.
 """
@@ -113,14 +113,18 @@ def rule_occurrence_input(rule_id: int, at: datetime) -> RuleOccurrenceInput:
 
 
 def _scheduled_rules() -> QuerySet[AutomationRule]:
-    return AutomationRule.objects.filter(is_active=True, schedules__is_active=True).distinct()
+    return AutomationRule.objects.filter(
+        is_active=True, farm__archived_at__isnull=True, schedules__is_active=True
+    ).distinct()
 
 
 def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
     """Make the rows of these rules' occurrences exist up to the horizon; how many were
     written. Rows already there are not touched (two queries when none is missing)."""
     rules = list(
-        AutomationRule.objects.filter(pk__in=set(rule_ids), is_active=True)
+        AutomationRule.objects.filter(
+            pk__in=set(rule_ids), is_active=True, farm__archived_at__isnull=True
+        )
         .select_related("farm")
         .prefetch_related(_active_schedules())
     )
@@ -154,10 +158,13 @@ def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
     return written
 
 
-def rule_schedule_rows_sync(*, rule_id: int, now: datetime) -> tuple[int, int]:
+def rule_schedule_rows_sync(
+    *, rule_id: int, now: datetime, reason: SchedulerReason = SchedulerReason.SETTING_CHANGED
+) -> tuple[int, int]:
     """After an edit of a rule or its schedules: its pending rows the rule no longer wants are
-    deactivated (``setting_changed``) and the wanted ones ensured; (ensured, deactivated).
-    Completed rows stay as history; a row being processed is revalidated by its handler."""
+    deactivated (``reason``: ``setting_changed``, or ``source_no_longer_valid`` for a deleted
+    rule) and the wanted ones ensured; (ensured, deactivated). Completed rows stay as history;
+    a row being processed is revalidated by its handler."""
     rule = (
         AutomationRule.objects.filter(pk=rule_id)
         .select_related("farm")
@@ -180,9 +187,7 @@ def rule_schedule_rows_sync(*, rule_id: int, now: datetime) -> tuple[int, int]:
         scheduler_key__startswith=f"rule-schedule:{rule.pk}:",
     ).values_list("scheduler_key", flat=True)
     deactivated = sum(
-        scheduler_deactivate_by_key(
-            scheduler_key=key, reason=SchedulerReason.SETTING_CHANGED, now=now
-        )
+        scheduler_deactivate_by_key(scheduler_key=key, reason=reason, now=now)
         for key in pending
         if key not in wanted
     )
@@ -226,8 +231,12 @@ def rule_occurrence_resolve(job: SchedulerJob) -> tuple[AutomationRule, RuleOccu
     if not found:
         raise SourceNoLongerValid(f"rule {spec.rule_id} is gone")
     rule = found[0]
+    if rule.deleted_at is not None:
+        raise SourceNoLongerValid(f"rule {rule.pk} was deleted")
     if not rule.is_active:
         raise Deactivate(f"rule {rule.pk} is inactive", reason=SchedulerReason.SETTING_CHANGED)
+    if rule.farm.archived_at is not None:
+        raise Deactivate(f"farm {rule.farm_id} is archived", reason=SchedulerReason.SETTING_CHANGED)
     second = timedelta(seconds=1)
     occurrence = next(
         (

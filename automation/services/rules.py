@@ -2,11 +2,15 @@
 the same transaction, checked against the same configuration gates every command passes
 (``automation.services.rule_checks``) and refused when they would drive each other in a loop
 (``automation.services.rule_cycles``): a rule that could never act, or would act forever, is
-refused with the field that is wrong, wherever it comes from (API, admin, code)."""
+refused with the field that is wrong, wherever it comes from (API, admin, code).
+
+A rule is deleted by ``rule_delete``: the row stays, inactive for good, as the subject of its
+executions and commands, and only the admin still shows it; a deleted rule is never changed."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
 from django.db import models, transaction
@@ -33,6 +37,7 @@ from automation.services.rule_checks import (
 from automation.services.rule_cycles import rule_cycle
 from automation.services.rule_schedules import rule_schedule_rows_sync
 from devices.models import Farm
+from scheduler.states import SchedulerReason
 
 __all__ = [
     "RANGE_OPERATORS",
@@ -44,6 +49,7 @@ __all__ = [
     "RuleInvalid",
     "ScheduleInput",
     "rule_create",
+    "rule_delete",
     "rule_errors",
     "rule_nested",
     "rule_problems",
@@ -249,8 +255,8 @@ def rule_update(
     **changes: Unpack[RuleChanges],
 ) -> AutomationRule:
     """Apply ``changes`` to ``rule`` and replace each nested list given (None keeps it) if the
-    result passes; raises ``RuleInvalid`` otherwise. An edit lifts the rule's cool-downs
-    (``updated_at`` moves)."""
+    result passes; raises ``RuleInvalid`` otherwise, and for a deleted rule. An edit lifts the
+    rule's cool-downs (``updated_at`` moves)."""
     merged = {**{name: getattr(rule, name) for name in RULE_FIELDS}, **changes}
     saved_conditions, saved_actions, saved_schedules = rule_nested(rule)
     with transaction.atomic():
@@ -261,6 +267,7 @@ def rule_update(
             saved_actions if actions is None else actions,
             saved_schedules if schedules is None else schedules,
         )
+        _refuse_deleted(rule.pk)
         for name, value in changes.items():
             setattr(rule, name, value)
         rule.save()
@@ -268,3 +275,30 @@ def rule_update(
         # The occurrences follow at once: rows the edit no longer wants stop, new ones exist.
         rule_schedule_rows_sync(rule_id=rule.pk, now=timezone.now())
     return rule
+
+
+def _refuse_deleted(rule_id: int) -> None:
+    """Under the rule's row lock, so a concurrent ``rule_delete`` is either seen here or waits
+    for this edit: an edit never saves a deleted rule back to life."""
+    live = AutomationRule.objects.select_for_update().filter(pk=rule_id, deleted_at__isnull=True)
+    if not list(live.values_list("pk", flat=True)):
+        raise RuleInvalid({"non_field_errors": "the rule was deleted"})
+
+
+def rule_delete(*, rule_id: int, actor: str, now: datetime | None = None) -> bool:
+    """Delete the rule: inactive for good and hidden from the API, who and when on its row,
+    its pending schedule occurrences deactivated (``source_no_longer_valid``). Its executions,
+    commands and their audit rows stay and still point at it; a command of it not yet sent
+    ends at dispatch (``rule_inactive``), as for a deactivated rule. A compare-and-set on
+    ``deleted_at``: False when the rule is gone or was already deleted (nothing is written)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        moved = AutomationRule.objects.filter(pk=rule_id, deleted_at__isnull=True).update(
+            is_active=False, deleted_at=now, deleted_by=actor[:150], updated_at=now
+        )
+        if moved != 1:
+            return False
+        rule_schedule_rows_sync(
+            rule_id=rule_id, now=now, reason=SchedulerReason.SOURCE_NO_LONGER_VALID
+        )
+    return True

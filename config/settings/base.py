@@ -305,7 +305,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["common.permissions.RoleMatrix"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": env_int("API_PAGE_SIZE", 50, minimum=1),
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Operation ids and tags by resource (farms_create, endpoint_command; common/schema.py).
+    "DEFAULT_SCHEMA_CLASS": "common.schema.ApiAutoSchema",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # Anonymous requests are counted by AnonymousRequestThrottle (scope "anon"), refused
     # credentials by the authentication classes (scope "auth_failure"), both per client
@@ -324,14 +325,16 @@ REST_FRAMEWORK = {
 
 # Every API error in one JSON shape with a machine code (common/errors.py, docs/api-errors.md);
 # a JSON body nested too deep is a 400 (common/parsers.py), any body over
-# DATA_UPLOAD_MAX_MEMORY_SIZE a 413. Field types are strict (common/serializers.py).
+# DATA_UPLOAD_MAX_MEMORY_SIZE a 413. Field types are strict (common/serializers.py). Bodies
+# are JSON: a form is a 415, except from the browsable API's own pages (common/parsers.py).
 REST_FRAMEWORK |= {
     "EXCEPTION_HANDLER": "common.errors.api_exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "common.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        "common.parsers.BrowsableFormParser",
+        "common.parsers.BrowsableMultiPartParser",
     ],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",  # APIClient's bodies, as the API takes them
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # a telemetry batch of 500 messages needs ~100 KiB
 # How long an Idempotency-Key replays its first response; beat prunes older records.
@@ -356,6 +359,17 @@ SPECTACULAR_SETTINGS = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
+    ],
+    # For generated clients: a request body is JSON only (the browsable API's form parsers
+    # are left out) and has its own component without the read-only fields (FarmRequest);
+    # ids and tags leave out /api/v1/; every error status an operation can answer is listed
+    # with the Error component (common/schema.py, docs/api-errors.md).
+    "PARSER_WHITELIST": ["common.parsers.BoundedJSONParser"],
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api(/v[0-9]+)?",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "common.schema.error_responses",
     ],
 }
 # /metrics runs queries on every scrape and counts across organisations: with METRICS_TOKEN

@@ -2,7 +2,7 @@
 bridge heartbeat, farms and profiles.
 Imported as ``devices.services.<name>``; the modules are an internal split."""
 
-from devices.services.farms import farm_create, farm_update
+from devices.services.farms import farm_archive, farm_create, farm_update
 from devices.services.profiles import (
     EndpointSpec,
     endpoint_spec_problems,
@@ -41,6 +41,7 @@ __all__ = [
     "device_status_change",
     "dropped_messages_record",
     "endpoint_spec_problems",
+    "farm_archive",
     "farm_create",
     "farm_update",
     "instance_endpoint_configure",

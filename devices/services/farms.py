@@ -1,11 +1,15 @@
-"""Farms: created in an organisation, renamed, moved to another time zone. A name is unique
-in its organisation (the farm_name_per_org constraint absorbs a concurrent duplicate) and a
-zone is one ``zoneinfo`` can load."""
+"""Farms: created in an organisation, renamed, moved to another time zone, archived. A name
+is unique in its organisation (the farm_name_per_org constraint absorbs a concurrent
+duplicate) and a zone is one ``zoneinfo`` can load. Archiving is once: the first archive's
+time and actor stay."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from common.models import Organization
 from common.validators import validate_time_zone
@@ -49,3 +53,13 @@ def farm_update(*, farm: Farm, name: str | None = None, time_zone: str | None = 
     for field, value in changes.items():
         setattr(farm, field, value)
     return farm
+
+
+def farm_archive(*, farm_id: int, actor: str, now: datetime | None = None) -> bool:
+    """Archive the farm (compare-and-set on "not archived yet"): it leaves the farm list and
+    its rules stop deciding; devices, readings and history are kept. False when it was
+    archived already (by this call's retry or anyone else): nothing changes then."""
+    archived = Farm.objects.filter(pk=farm_id, archived_at__isnull=True).update(
+        archived_at=now or timezone.now(), archived_by=actor[:150]
+    )
+    return archived == 1

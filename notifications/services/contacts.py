@@ -1,8 +1,12 @@
-"""External contacts' webhook secrets: issued (or rotated) and revoked. An issued secret is
-returned once, to be handed to the receiver; only its salt is kept
-(``notifications.webhook_secrets``), so nothing can show it again."""
+"""External contacts: created, changed, deactivated, and their webhook secrets issued (or
+rotated) and revoked. An issued secret is returned once, to be handed to the receiver; only
+its salt is kept (``notifications.webhook_secrets``), so nothing can show it again. A webhook
+URL is checked (``notifications.destinations``) whenever it is set, and again at every send.
+A contact is deactivated, never deleted: its notifications keep pointing at it."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from notifications.destinations import webhook_url_check
 from notifications.models import ExternalContact
@@ -64,3 +68,33 @@ def external_contact_create(
     if not salt:
         return contact, None
     return contact, webhook_secret_derive(contact_id=contact.pk, salt=salt)
+
+
+CONTACT_CHANGEABLE = frozenset({"name", "email", "webhook_url", "is_active"})
+
+
+def external_contact_update(*, contact_id: int, changes: Mapping[str, object]) -> ExternalContact:
+    """Change the contact's name, addresses or active flag (``CONTACT_CHANGEABLE``). A new
+    webhook URL is checked first (``WebhookDestinationForbidden``); the webhook secret stays
+    as it is (a receiver at the new URL needs it: rotate for a new one)."""
+    unknown = set(changes) - CONTACT_CHANGEABLE
+    if unknown:
+        raise ValueError(f"not changeable here: {', '.join(sorted(unknown))}")
+    url = changes.get("webhook_url")
+    if isinstance(url, str) and url:
+        webhook_url_check(url)
+    rows = ExternalContact.objects.filter(pk=contact_id)
+    if changes and not rows.update(**changes):
+        raise ExternalContactNotFound(f"no external contact {contact_id}")
+    found = rows.first()
+    if found is None:
+        raise ExternalContactNotFound(f"no external contact {contact_id}")
+    return found
+
+
+def external_contact_deactivate(*, contact_id: int) -> bool:
+    """Tell the contact nothing more (recipient policies take active contacts only). Its row,
+    preferences, secret and notifications stay; setting ``is_active`` again brings it back.
+    False when it was inactive already."""
+    active = ExternalContact.objects.filter(pk=contact_id, is_active=True)
+    return bool(active.update(is_active=False))

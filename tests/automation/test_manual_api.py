@@ -72,7 +72,8 @@ def test_an_admin_sets_a_value_and_the_endpoint_shows_its_hold(
     listed = client.get("/api/v1/endpoints/", {"device": alpha.kit.actuator.pk}).json()
     holds = {row["key"]: row["manual_hold_until"] for row in listed["results"]}
     assert holds == {"io1": body["manual_hold_until"], "fan": None, "mode": None}
-    assert client.get("/api/v1/commands/", {"origin": "manual"}).json()["count"] == 1
+    manual = client.get("/api/v1/commands/", {"origin": "manual"}).json()
+    assert [r["id"] for r in manual["results"]] == [command["id"]] and manual["next"] is None
     timeline = client.get(f"/api/v1/commands/{command['id']}/timeline/").json()
     assert timeline["ids"]["requestedBy"] == alpha.user.username
     assert client.get(f"/api/v1/farms/{alpha.kit.farm.pk}/").json()["manual_override_minutes"] == 30

@@ -30,6 +30,7 @@ from reminders.services.user_messages import user_message_create
 from tests.automation.conftest import dispatch, make_intent
 from tests.common.auth import token_client
 from tests.conftest import make_tenant
+from tests.notifications.factories import ChannelPreferenceFactory, ExternalContactFactory
 from tests.notifications.test_support import _notification
 from tests.reminders.test_api import _setting, _subscription
 from tests.scheduler.factories import DueWorkFactory
@@ -89,6 +90,7 @@ def _world() -> World:
         created_at=timezone.now(),
     )
     scheduled = DueWorkFactory(farm=alpha.kit.farm)
+    contact = ExternalContactFactory(farm=alpha.kit.farm, webhook_url="https://93.184.216.34/h")
     found: list[Model] = [
         org,
         OrganizationMember.objects.get(user=users["viewer"]),
@@ -104,6 +106,8 @@ def _world() -> World:
         _subscription(alpha.kit.farm),
         message,
         notification,
+        contact,
+        ChannelPreferenceFactory(contact=contact, channel="webhook", enabled=False),
     ]
     return World(rows={type(r): r for r in found}, users=users, inbox_item=item)
 

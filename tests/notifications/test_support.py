@@ -91,3 +91,27 @@ def test_superuser_admin_cancel(client: Client, tenants: tuple[Tenant, Tenant]) 
     client.post(url, data, follow=True)
     queued.refresh_from_db()
     assert (queued.status, queued.status_detail) == ("cancelled", "duplicate")
+
+
+def test_the_notification_list_pages_newest_first_by_cursor(
+    tenants: tuple[Tenant, Tenant],
+) -> None:
+    """Append-heavy: a page is an index range by id, with next/previous links and no count
+    (no COUNT(*), no OFFSET); filters hold across pages."""
+    alpha, beta = tenants
+    client = _client(alpha.user)
+    made = [_notification(alpha.kit.farm, "failed", key=f"n{i}") for i in range(5)]
+    _notification(alpha.kit.farm, "queued", key="other-status")
+    _notification(beta.kit.farm, "failed", key="theirs")
+    first = client.get("/api/v1/notifications/", {"status": "failed", "page_size": 2}).json()
+    assert set(first) == {"next", "previous", "results"}
+    assert first["previous"] is None
+    seen = [row["id"] for row in first["results"]]
+    page = first
+    while page["next"]:
+        page = client.get(page["next"]).json()
+        seen += [row["id"] for row in page["results"]]
+    assert seen == [n.pk for n in reversed(made)]
+    back = client.get(page["previous"]).json()
+    assert [row["id"] for row in back["results"]] == [made[2].pk, made[1].pk]
+    assert client.get("/api/v1/notifications/", {"cursor": "bogus"}).status_code == 404
