@@ -10,6 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+CONNECT_TIMEOUT_S = 30.0
 
 
 def main(intent_id: int) -> None:
@@ -20,10 +21,13 @@ def main(intent_id: int) -> None:
     from devices.mqtt.publisher import Publisher
 
     publisher = Publisher()
-    publisher.start()
+    publisher.start(timeout_s=CONNECT_TIMEOUT_S)  # a loaded machine connects slowly
+    if not publisher.wait_connected(CONNECT_TIMEOUT_S):
+        print("not connected to the broker", file=sys.stderr)
+        return
 
     def publish_then_die(topic: str, payload: bytes) -> int:
-        publisher.publish(topic, payload)
+        publisher.publish(topic, payload, timeout_s=CONNECT_TIMEOUT_S)
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")
 

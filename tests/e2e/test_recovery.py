@@ -66,7 +66,7 @@ def test_dispatcher_killed_after_publish_recovers_without_a_second_apply(
         env=_child_env(mqtt_config),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=90,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
     intent = DeviceCommand.objects.get(pk=intent_id)

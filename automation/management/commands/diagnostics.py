@@ -40,7 +40,7 @@ class Command(BaseCommand):
                 ("intent", "commandId", "device", "attempt", "next attempt", "reason", "error"),
                 [
                     (
-                        i.pk,
+                        str(i.pk),  # an id, not a count: no thousands separator
                         i.device_command_id or "",
                         i.target_serial_number,
                         f"{i.attempt_count}/{i.max_attempts}",
@@ -59,7 +59,7 @@ class Command(BaseCommand):
                 ("intent", "commandId", "device", "target", "reason", "finished"),
                 [
                     (
-                        i.pk,
+                        str(i.pk),
                         i.device_command_id or "",
                         i.target_serial_number,
                         repr(i.target_value),
@@ -108,7 +108,7 @@ class Command(BaseCommand):
                         c.cooldown.failures,
                         _t(c.cooldown.until),
                         c.cooldown.reason_code,
-                        c.cooldown.command_id,
+                        "" if c.cooldown.command_id is None else str(c.cooldown.command_id),
                         c.suppressed,
                     )
                     for c in cooling
