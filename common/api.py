@@ -188,11 +188,40 @@ def idempotency_records_prune(*, now: datetime, batch: int = IDEMPOTENCY_PRUNE_B
     return deleted
 
 
+# The headers of an answer that shows a secret once (a device's password, a webhook's key).
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+def secret_blanked(*path: str) -> Callable[[Any], Any]:
+    """A ``stored=`` for ``idempotent``: the body with the value at ``path`` (a secret shown
+    once) as None, so a replay never shows it; a body without it is kept as it is."""
+
+    def blank(body: Any, rest: tuple[str, ...]) -> Any:
+        if not isinstance(body, dict) or rest[0] not in body:
+            return body
+        inner = None if len(rest) == 1 else blank(body[rest[0]], rest[1:])
+        return {**body, rest[0]: inner}
+
+    return lambda body: blank(body, path)
+
+
+def valid_data(serializer: Any) -> dict[str, Any]:
+    """The serializer's validated data, or the 400 with its field errors."""
+    serializer.is_valid(raise_exception=True)
+    data: dict[str, Any] = serializer.validated_data
+    return data
+
+
 class ScopedViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
     """Rows outside the caller's organisations do not exist for them (404)."""
 
     def scoped(self, scope: OrgScope) -> QuerySet[Any]:
         raise NotImplementedError
+
+    def write_context(self) -> dict[str, Any]:
+        """A write serializer's context: the caller's scope, so related rows of another
+        organisation do not resolve."""
+        return {**self.get_serializer_context(), "scope": request_scope(self.request)}
 
     def get_queryset(self) -> QuerySet[Any]:
         return self.scoped(request_scope(self.request))

@@ -25,7 +25,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import ScopedViewSet, idempotent, request_scope
+from common.api import (
+    NO_STORE,
+    ScopedViewSet,
+    idempotent,
+    secret_blanked,
+    valid_data,
+)
 from common.errors import BrokerUnavailable, Conflict
 from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
@@ -72,7 +78,6 @@ from devices.services import (
 from devices.services.credentials import CredentialsUnavailable, device_credentials_issue
 
 _BROKER_DOWN = OpenApiResponse(description="broker_unavailable: the broker did not confirm")
-_NO_STORE = {"Cache-Control": "no-store"}
 
 
 @contextmanager
@@ -87,18 +92,7 @@ def _refusals() -> Iterator[None]:
         raise BrokerUnavailable() from None
 
 
-def _valid(serializer: Any) -> dict[str, Any]:
-    serializer.is_valid(raise_exception=True)
-    data: dict[str, Any] = serializer.validated_data
-    return data
-
-
 # Reading is for viewers; every write of the devices part configures the farm.
-
-
-class _WritableViewSet(ScopedViewSet):
-    def write_context(self) -> dict[str, Any]:
-        return {**self.get_serializer_context(), "scope": request_scope(self.request)}
 
 
 class FarmFilter(django_filters.FilterSet):
@@ -116,7 +110,7 @@ class FarmFilter(django_filters.FilterSet):
         return rows.filter(archived_at__isnull=not value)
 
 
-class FarmViewSet(_WritableViewSet):
+class FarmViewSet(ScopedViewSet):
     serializer_class = FarmSerializer
     queryset = Farm.objects.none()
     filterset_class = FarmFilter
@@ -137,7 +131,7 @@ class FarmViewSet(_WritableViewSet):
 
     @idempotent(request=FarmCreateSerializer, responses={201: FarmSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = _valid(FarmCreateSerializer(data=request.data, context=self.write_context()))
+        data = valid_data(FarmCreateSerializer(data=request.data, context=self.write_context()))
         require_organization(request, self, data["organization"].pk)
         with _refusals():
             farm = farm_create(**data)
@@ -146,7 +140,7 @@ class FarmViewSet(_WritableViewSet):
     @extend_schema(request=FarmUpdateSerializer, responses=FarmSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         farm = self.get_object()
-        data = _valid(FarmUpdateSerializer(farm, data=request.data, partial=True))
+        data = valid_data(FarmUpdateSerializer(farm, data=request.data, partial=True))
         with _refusals():
             farm = farm_update(farm=farm, **data)
         return Response(FarmSerializer(farm).data)
@@ -171,16 +165,7 @@ class DeviceFilter(django_filters.FilterSet):
         fields = ("farm", "status")
 
 
-def _without_password(body: Any) -> Any:
-    """What an Idempotency-Key keeps of a provisioning answer: the login's user name, never
-    its password (a replay shows ``password: null``; rotate for a new one)."""
-    login = body.get("mqtt_credentials") if isinstance(body, dict) else None
-    if isinstance(login, dict):
-        return {**body, "mqtt_credentials": {**login, "password": None}}
-    return body
-
-
-class DeviceViewSet(_WritableViewSet):
+class DeviceViewSet(ScopedViewSet):
     serializer_class = DeviceSerializer
     queryset = Device.objects.none()
     filterset_class = DeviceFilter
@@ -195,23 +180,23 @@ class DeviceViewSet(_WritableViewSet):
     @idempotent(
         request=DeviceCreateSerializer,
         responses={201: ProvisionedDeviceSerializer, 503: _BROKER_DOWN},
-        stored=_without_password,
+        stored=secret_blanked("mqtt_credentials", "password"),  # rotate for a new one
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Provision a device: its profile's endpoints and its MQTT login, in one transaction.
         The password is in this answer only; a replay by Idempotency-Key omits it."""
-        data = _valid(DeviceCreateSerializer(data=request.data, context=self.write_context()))
+        data = valid_data(DeviceCreateSerializer(data=request.data, context=self.write_context()))
         require_organization(request, self, data["farm"].organization_id)
         with _refusals():
             made = device_provision(**data)
         login = None if made.credentials is None else asdict(made.credentials)
         body = {**DeviceSerializer(made.device).data, "mqtt_credentials": login}
-        return Response(body, status=status.HTTP_201_CREATED, headers=_NO_STORE)
+        return Response(body, status=status.HTTP_201_CREATED, headers=NO_STORE)
 
     @extend_schema(request=DeviceUpdateSerializer, responses=DeviceSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         device: Device = self.get_object()
-        data = _valid(DeviceUpdateSerializer(device, data=request.data, partial=True))
+        data = valid_data(DeviceUpdateSerializer(device, data=request.data, partial=True))
         if "name" in data:
             device = device_rename(device=device, name=data["name"])
         return Response(DeviceSerializer(device).data)
@@ -237,7 +222,7 @@ class DeviceViewSet(_WritableViewSet):
         if login is None:
             detail = "No credentials backend is configured: the broker's logins are managed "
             raise Conflict(detail + "outside the product.", code="credentials_not_managed")
-        return Response(asdict(login), status=status.HTTP_201_CREATED, headers=_NO_STORE)
+        return Response(asdict(login), status=status.HTTP_201_CREATED, headers=NO_STORE)
 
     @idempotent(
         request=DeviceStatusRequestSerializer,
@@ -248,7 +233,7 @@ class DeviceViewSet(_WritableViewSet):
         """Move the device to active, maintenance or retired (a no-op if it is there
         already); publishes DeviceStatusChanged. Retiring revokes its MQTT login."""
         device: Device = self.get_object()
-        data = _valid(DeviceStatusRequestSerializer(data=request.data))
+        data = valid_data(DeviceStatusRequestSerializer(data=request.data))
         with _refusals():
             device_status_change(
                 device_id=device.pk, status=data["status"], actor=request.user.get_username()
@@ -256,7 +241,7 @@ class DeviceViewSet(_WritableViewSet):
         return Response(DeviceSerializer(self.get_object()).data)
 
 
-class DeviceProfileViewSet(_WritableViewSet):
+class DeviceProfileViewSet(ScopedViewSet):
     """A caller sees their organisations' profiles and the global ones (no organisation);
     another organisation's profile is a 404, so a taken name is only ever one of theirs. An
     organisation's profile is its admins' to change, a global one a superuser's (403)."""
@@ -275,7 +260,7 @@ class DeviceProfileViewSet(_WritableViewSet):
 
     @idempotent(request=ProfileCreateSerializer, responses={201: DeviceProfileSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        data = _valid(ProfileCreateSerializer(data=request.data, context=self.write_context()))
+        data = valid_data(ProfileCreateSerializer(data=request.data, context=self.write_context()))
         organization = data["organization"]
         require_organization(request, self, None if organization is None else organization.pk)
         with _refusals():
@@ -287,7 +272,7 @@ class DeviceProfileViewSet(_WritableViewSet):
     @extend_schema(request=ProfileUpdateSerializer, responses=DeviceProfileSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         profile = self.get_object()
-        data = _valid(ProfileUpdateSerializer(profile, data=request.data, partial=True))
+        data = valid_data(ProfileUpdateSerializer(profile, data=request.data, partial=True))
         with _refusals():
             if "name" in data:
                 profile_rename(profile=profile, name=data["name"])
@@ -298,7 +283,7 @@ class DeviceProfileViewSet(_WritableViewSet):
     def endpoints_add(self, request: Request, pk: str | None = None) -> Response:
         """Add entries to the catalogue; every device of the profile gets them at once."""
         profile = self.get_object()
-        data = _valid(ProfileEndpointsAddSerializer(data=request.data))
+        data = valid_data(ProfileEndpointsAddSerializer(data=request.data))
         with _refusals():
             profile_endpoints_add(profile=profile, endpoints=data["endpoints"])
         return self._shown(profile, status.HTTP_201_CREATED)
@@ -312,7 +297,7 @@ class InstanceEndpointFilter(django_filters.FilterSet):
         fields = ("device",)
 
 
-class InstanceEndpointViewSet(_WritableViewSet):
+class InstanceEndpointViewSet(ScopedViewSet):
     serializer_class = InstanceEndpointSerializer
     queryset = DeviceInstanceEndpoint.objects.none()
     filterset_class = InstanceEndpointFilter
@@ -336,7 +321,9 @@ class InstanceEndpointViewSet(_WritableViewSet):
     @extend_schema(request=InstanceEndpointUpdateSerializer, responses=InstanceEndpointSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         endpoint = self.get_object()
-        data = _valid(InstanceEndpointUpdateSerializer(endpoint, data=request.data, partial=True))
+        data = valid_data(
+            InstanceEndpointUpdateSerializer(endpoint, data=request.data, partial=True)
+        )
         with _refusals():
             endpoint = instance_endpoint_configure(endpoint=endpoint, changes=data)
         return Response(InstanceEndpointSerializer(endpoint).data)

@@ -25,7 +25,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
-from common.api import ScopedViewSet, idempotent, request_scope
+from common.api import (
+    NO_STORE,
+    ScopedViewSet,
+    idempotent,
+    secret_blanked,
+    valid_data,
+)
 from common.errors import Conflict
 from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
@@ -59,7 +65,6 @@ from notifications.services.preferences import (
 from notifications.states import Channel
 from notifications.webhook_secrets import WebhookSecretUnusable
 
-_NO_STORE = {"Cache-Control": "no-store"}
 _CONFLICT = OpenApiResponse(description="the row is in no state for this request")
 _NO_SECRETS = OpenApiResponse(description="webhook_secrets_unavailable: no WEBHOOK_SECRET_KEY")
 
@@ -91,20 +96,6 @@ def _refusals() -> Iterator[None]:
         raise WebhookSecretsUnavailable() from None
 
 
-def _valid(serializer: Any) -> dict[str, Any]:
-    serializer.is_valid(raise_exception=True)
-    data: dict[str, Any] = serializer.validated_data
-    return data
-
-
-def _without_secret(body: Any) -> Any:
-    """What an Idempotency-Key keeps of an answer with a secret: everything but the secret
-    (a replay shows ``webhook_secret: null``; rotate for a new one)."""
-    if isinstance(body, dict) and "webhook_secret" in body:
-        return {**body, "webhook_secret": None}
-    return body
-
-
 class ContactFilter(django_filters.FilterSet):
     farm = IdFilter(field_name="farm_id", help_text="only this farm's contacts")
     is_active = StrictBooleanFilter(field_name="is_active", help_text="only (in)active ones")
@@ -129,13 +120,12 @@ class ExternalContactViewSet(ScopedViewSet):
     @idempotent(
         request=ContactCreateSerializer,
         responses={201: ContactWithSecretSerializer, 503: _NO_SECRETS},
-        stored=_without_secret,
+        stored=secret_blanked("webhook_secret"),
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A contact on one of the caller's farms; with a webhook URL, its signing secret,
         in this answer only."""
-        context = {**self.get_serializer_context(), "scope": request_scope(request)}
-        data = _valid(ContactCreateSerializer(data=request.data, context=context))
+        data = valid_data(ContactCreateSerializer(data=request.data, context=self.write_context()))
         require_organization(request, self, data["farm"].organization_id)
         url = data.get("webhook_url", "")
         with _refusals():
@@ -147,12 +137,12 @@ class ExternalContactViewSet(ScopedViewSet):
                 with_webhook_secret=bool(url),
             )
         body = {**ContactSerializer(contact).data, "webhook_secret": secret}
-        return Response(body, status=status.HTTP_201_CREATED, headers=_NO_STORE)
+        return Response(body, status=status.HTTP_201_CREATED, headers=NO_STORE)
 
     @extend_schema(request=ContactUpdateSerializer, responses=ContactSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         contact: ExternalContact = self.get_object()
-        data = _valid(ContactUpdateSerializer(contact, data=request.data, partial=True))
+        data = valid_data(ContactUpdateSerializer(contact, data=request.data, partial=True))
         with _refusals():
             contact = external_contact_update(contact_id=contact.pk, changes=data)
         return Response(ContactSerializer(contact).data)
@@ -167,7 +157,7 @@ class ExternalContactViewSet(ScopedViewSet):
     @idempotent(
         request=None,
         responses={200: ContactWithSecretSerializer, 409: _CONFLICT, 503: _NO_SECRETS},
-        stored=_without_secret,
+        stored=secret_blanked("webhook_secret"),
     )
     @action(detail=True, methods=["post"], url_path="rotate-secret", url_name="rotate_secret")
     def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
@@ -180,7 +170,7 @@ class ExternalContactViewSet(ScopedViewSet):
         with _refusals():
             secret = external_contact_webhook_secret_issue(contact_id=contact.pk)
         body = {**ContactSerializer(self.get_object()).data, "webhook_secret": secret}
-        return Response(body, headers=_NO_STORE)
+        return Response(body, headers=NO_STORE)
 
 
 class ChannelPreferenceFilter(django_filters.FilterSet):
@@ -211,8 +201,8 @@ class ChannelPreferenceViewSet(ScopedViewSet):
         responses={200: ChannelPreferenceSerializer, 201: ChannelPreferenceSerializer},
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        context = {**self.get_serializer_context(), "scope": request_scope(request)}
-        data = _valid(ChannelPreferenceSetSerializer(data=request.data, context=context))
+        context = self.write_context()
+        data = valid_data(ChannelPreferenceSetSerializer(data=request.data, context=context))
         contact: ExternalContact = data["contact"]
         require_organization(request, self, contact.farm.organization_id)
         with _refusals():
@@ -225,7 +215,7 @@ class ChannelPreferenceViewSet(ScopedViewSet):
     @extend_schema(request=ChannelPreferenceUpdateSerializer, responses=ChannelPreferenceSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         preference: ChannelPreference = self.get_object()
-        data = _valid(ChannelPreferenceUpdateSerializer(data=request.data, partial=True))
+        data = valid_data(ChannelPreferenceUpdateSerializer(data=request.data, partial=True))
         if "enabled" in data:
             preference = channel_preference_enable(
                 preference_id=preference.pk, enabled=data["enabled"]

@@ -28,7 +28,6 @@ from rest_framework.routers import SimpleRouter
 from common.api import (
     ScopedViewSet,
     idempotent,
-    request_scope,
 )
 from common.errors import Conflict
 from common.filters import IdFilter
@@ -208,13 +207,10 @@ class UserMessageViewSet(ScopedViewSet):
         rows = user_messages_with_next_occurrence(rows)
         return scope_filter(rows, scope, "farm__organization_id").order_by("pk")
 
-    def _context(self) -> dict[str, Any]:
-        return {**self.get_serializer_context(), "scope": request_scope(self.request)}
-
     @idempotent(responses={201: UserMessageSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Schedule a message: its first occurrences get their scheduler rows at once."""
-        body = UserMessageSerializer(data=request.data, context=self._context())
+        body = UserMessageSerializer(data=request.data, context=self.write_context())
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         farm = data.pop("farm")
@@ -235,7 +231,7 @@ class UserMessageViewSet(ScopedViewSet):
         the message says then. The schedule: pending sends move to their new instants."""
         message = self.get_object()
         body = UserMessageUpdateSerializer(
-            message, data=request.data, partial=True, context=self._context()
+            message, data=request.data, partial=True, context=self.write_context()
         )
         body.is_valid(raise_exception=True)
         with _refusals():

@@ -22,6 +22,8 @@ from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 
 _TARGET = ("target_endpoint__device", "target_endpoint__profile_endpoint")
+# The rules that decide: active ones (a deleted rule never is) on farms not archived.
+RULES_DECIDING = Q(is_active=True, farm__archived_at__isnull=True)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ def rules_loaded(
     constraint), so active rules are never deleted ones; an archived farm's rules decide
     nothing."""
     if active_only:
-        rules = rules.filter(is_active=True, farm__archived_at__isnull=True)
+        rules = rules.filter(RULES_DECIDING)
     return list(
         rules.select_related("farm", *_TARGET).prefetch_related(
             "conditions",

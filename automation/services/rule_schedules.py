@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Prefetch, QuerySet
 
 from automation.models import AutomationRule, AutomationRuleSchedule
-from automation.services.conditions import reading_ids, rule_holds, rules_loaded
+from automation.services.conditions import RULES_DECIDING, reading_ids, rule_holds, rules_loaded
 from automation.services.decisions import (
     Decision,
     Trigger,
@@ -113,18 +113,14 @@ def rule_occurrence_input(rule_id: int, at: datetime) -> RuleOccurrenceInput:
 
 
 def _scheduled_rules() -> QuerySet[AutomationRule]:
-    return AutomationRule.objects.filter(
-        is_active=True, farm__archived_at__isnull=True, schedules__is_active=True
-    ).distinct()
+    return AutomationRule.objects.filter(RULES_DECIDING, schedules__is_active=True).distinct()
 
 
 def rule_schedules_ensure(*, rule_ids: Iterable[int], now: datetime) -> int:
     """Make the rows of these rules' occurrences exist up to the horizon; how many were
     written. Rows already there are not touched (two queries when none is missing)."""
     rules = list(
-        AutomationRule.objects.filter(
-            pk__in=set(rule_ids), is_active=True, farm__archived_at__isnull=True
-        )
+        AutomationRule.objects.filter(RULES_DECIDING, pk__in=set(rule_ids))
         .select_related("farm")
         .prefetch_related(_active_schedules())
     )

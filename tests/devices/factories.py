@@ -3,13 +3,15 @@ demo's shape."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import factory
 from django.utils import timezone
 
-from automation.models import AutomationRule
+from automation.models import AutomationEndpointEvent, AutomationRule
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -17,6 +19,7 @@ from devices.models import (
     DeviceProfileEndpoint,
     EndpointDataType,
     Farm,
+    Telemetry,
 )
 from devices.services import device_endpoints_sync
 from tests.automation.factories import RuleFactory
@@ -155,4 +158,27 @@ def make_farm(*, farm: Farm | None = None, prefix: str = "") -> FarmKit:
         io1=instance(actuator, io1),
         fan=instance(actuator, fan),
         mode=instance(actuator, mode),
+    )
+
+
+def stored_reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object) -> None:
+    """One normalised reading, as ingest leaves it (its telemetry row and endpoint event)."""
+    device = endpoint.device
+    telemetry = Telemetry.objects.create(
+        device=device,
+        raw_payload="{}",
+        fingerprint=uuid.uuid4().hex,
+        message_ts=at,
+        received_at=at,
+    )
+    AutomationEndpointEvent.objects.create(
+        organization_id=device.farm.organization_id,
+        farm_id=device.farm_id,
+        device=device,
+        device_instance_endpoint=endpoint,
+        source_telemetry=telemetry,
+        event_timestamp=at,
+        normalized_value=value,
+        dedupe_key=uuid.uuid4().hex,
+        created_at=at,
     )

@@ -6,7 +6,6 @@ another organisation's endpoint is a 404. The same tests run on SQLite and Postg
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,40 +13,17 @@ import pytest
 import time_machine
 from rest_framework.test import APIClient
 
-from automation.models import AutomationEndpointEvent
 from common.models import MemberRole, OrganizationMember
-from devices.models import DeviceInstanceEndpoint, Telemetry, TelemetryRollup
+from devices.models import DeviceInstanceEndpoint, TelemetryRollup
 from devices.series import SERIES_MAX_POINTS
 from tests.common.auth import token_client
 from tests.conftest import Tenant
+from tests.devices.factories import stored_reading
 
 pytestmark = pytest.mark.django_db
 
 T0 = datetime(2026, 5, 4, 10, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
-
-
-def reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object) -> None:
-    """One normalised reading, as ingest leaves it (its telemetry row and endpoint event)."""
-    device = endpoint.device
-    telemetry = Telemetry.objects.create(
-        device=device,
-        raw_payload="{}",
-        fingerprint=uuid.uuid4().hex,
-        message_ts=at,
-        received_at=at,
-    )
-    AutomationEndpointEvent.objects.create(
-        organization_id=device.farm.organization_id,
-        farm_id=device.farm_id,
-        device=device,
-        device_instance_endpoint=endpoint,
-        source_telemetry=telemetry,
-        event_timestamp=at,
-        normalized_value=value,
-        dedupe_key=uuid.uuid4().hex,
-        created_at=at,
-    )
 
 
 def rollup(endpoint: DeviceInstanceEndpoint, hour: datetime, values: list[float]) -> None:
@@ -79,15 +55,15 @@ def points(body: dict[str, Any]) -> list[tuple[str, float, float, float, float, 
 def test_buckets_at_their_edges_and_empty_ones_left_out(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     temp = alpha.kit.temp
-    reading(temp, T0 - S, 99.0)  # before the window
-    reading(temp, T0, 10.0)  # a bucket's first instant is in it
-    reading(temp, T0 + 59 * S + timedelta(milliseconds=999), 14.0)  # its last instant too
-    reading(temp, T0 + 30 * S, 12.0)
-    reading(temp, T0 + 60 * S, 20.0)  # the next bucket's first
-    reading(temp, T0 + 3 * 60 * S, 7.0)  # minute 2 has no reading: left out
-    reading(temp, T0 + 3 * 60 * S, 8.0)  # same time: the newer row is the last
-    reading(temp, T0 + 4 * 60 * S, 50.0)  # at ``to``: outside (half-open)
-    reading(alpha.kit.humidity, T0 + 10 * S, 1000.0)  # another endpoint
+    stored_reading(temp, T0 - S, 99.0)  # before the window
+    stored_reading(temp, T0, 10.0)  # a bucket's first instant is in it
+    stored_reading(temp, T0 + 59 * S + timedelta(milliseconds=999), 14.0)  # its last instant too
+    stored_reading(temp, T0 + 30 * S, 12.0)
+    stored_reading(temp, T0 + 60 * S, 20.0)  # the next bucket's first
+    stored_reading(temp, T0 + 3 * 60 * S, 7.0)  # minute 2 has no reading: left out
+    stored_reading(temp, T0 + 3 * 60 * S, 8.0)  # same time: the newer row is the last
+    stored_reading(temp, T0 + 4 * 60 * S, 50.0)  # at ``to``: outside (half-open)
+    stored_reading(alpha.kit.humidity, T0 + 10 * S, 1000.0)  # another endpoint
     window = {"from": iso(T0), "to": iso(T0 + 240 * S)}
     response = series(token_client(alpha.user), temp, **window, bucket="60")
     assert response.status_code == 200, response.content
@@ -104,8 +80,8 @@ def test_buckets_at_their_edges_and_empty_ones_left_out(tenants: tuple[Tenant, T
 def test_the_window_is_widened_to_whole_buckets(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     temp = alpha.kit.temp
-    reading(temp, T0 + 5 * S, 1.0)  # before ``from`` but in its bucket
-    reading(temp, T0 + 14 * 60 * S, 3.0)
+    stored_reading(temp, T0 + 5 * S, 1.0)  # before ``from`` but in its bucket
+    stored_reading(temp, T0 + 14 * 60 * S, 3.0)
     window = {"from": iso(T0 + 10 * S), "to": iso(T0 + 14 * 60 * S + S)}
     body = series(token_client(alpha.user), alpha.kit.temp, **window, bucket="PT5M").json()
     assert (body["from"], body["to"], body["bucket"]) == (
@@ -123,7 +99,7 @@ def test_a_boolean_endpoint_reads_as_zero_and_one(tenants: tuple[Tenant, Tenant]
     alpha, _ = tenants
     io1 = alpha.kit.io1
     for minute, value in enumerate([True, False, True, True]):
-        reading(io1, T0 + minute * 60 * S, value)
+        stored_reading(io1, T0 + minute * 60 * S, value)
     window = {"from": iso(T0), "to": iso(T0 + 600 * S)}
     body = series(token_client(alpha.user), io1, **window, bucket="600").json()
     assert points(body) == [("2026-05-04T10:00:00Z", 0.0, 1.0, 0.75, 1.0, 4)]
@@ -150,7 +126,7 @@ def test_defaults_are_the_last_day_in_at_most_the_bounded_points(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, _ = tenants
-    reading(alpha.kit.temp, T0, 3.0)
+    stored_reading(alpha.kit.temp, T0, 3.0)
     body = series(token_client(alpha.user), alpha.kit.temp).json()
     assert body["bucket"] == 120  # 60 s would be 1,440 buckets
     assert (body["from"], body["to"]) == ("2026-05-03T12:00:00Z", "2026-05-04T12:00:00Z")
@@ -197,7 +173,7 @@ def test_too_many_buckets_says_how_wide_they_must_be(tenants: tuple[Tenant, Tena
 
 def test_an_enum_endpoint_has_no_series(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
-    reading(alpha.kit.mode, T0, "auto")
+    stored_reading(alpha.kit.mode, T0, "auto")
     response = series(token_client(alpha.user), alpha.kit.mode)
     assert response.status_code == 400
     assert list(response.json()["fields"]) == ["endpoint"]
@@ -207,7 +183,7 @@ def test_a_viewer_reads_and_another_organisation_finds_nothing(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, beta = tenants
-    reading(alpha.kit.temp, T0, 3.0)
+    stored_reading(alpha.kit.temp, T0, 3.0)
     OrganizationMember.objects.filter(user=alpha.user).update(role=MemberRole.VIEWER)
     window = {"from": iso(T0), "to": iso(T0 + 60 * S)}
     mine = series(token_client(alpha.user), alpha.kit.temp, **window)

@@ -20,9 +20,9 @@ from reminders.services import reconcile as reconcile_module
 from reminders.services.reconcile import reminder_reconcile
 from reminders.services.sources import document_update
 from scheduler.models import DueWork
-from tests.devices.factories import FarmFactory
+from tests.devices.factories import FarmFactory, stored_reading
 from tests.reminders.conftest import NOW, date_setting, document, rows_of, statuses
-from tests.reminders.test_thresholds import reading, silo_source, threshold_setting
+from tests.reminders.test_thresholds import silo_source, threshold_setting
 
 pytestmark = pytest.mark.django_db
 
@@ -180,7 +180,7 @@ def test_metric_sources_with_new_telemetry_are_evaluated(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "FalseToTrue")
         source = silo_source(kit, now=NOW)
-    reading(kit.temp, NOW + timedelta(minutes=1), 96)  # nobody evaluated it
+    stored_reading(kit.temp, NOW + timedelta(minutes=1), 96)  # nobody evaluated it
     assert rows_of(source.guid) == []
     report = reminder_reconcile(provider="endpoint_metric", now=LATER)
     assert [r.action for r in report.repairs] == ["inserted"]

@@ -21,8 +21,8 @@ from reminders.services.reports.subscriptions import (
     report_subscriptions_ensure_due,
 )
 from scheduler.models import DueWork
+from tests.devices.factories import stored_reading
 from tests.reminders.conftest import date_setting, document, notifications_for, run_due
-from tests.reminders.test_thresholds import reading
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +155,7 @@ def test_an_inactive_subscription_at_due_time_is_deactivated(farm) -> None:
 
 
 def _intent(kit, status: str, at: datetime, n: int) -> DeviceCommand:
-    reading(kit.temp, at, 30 + n)
+    stored_reading(kit.temp, at, 30 + n)
     event = kit.temp.automationendpointevent_set.order_by("-pk").first()
     rule = kit.rule()
     execution = AutomationRuleExecution.objects.create(

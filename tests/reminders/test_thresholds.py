@@ -5,47 +5,23 @@ ingest stage (or the reconciliation pass) calls."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 
-from automation.models import AutomationEndpointEvent
-from devices.models import DeviceInstanceEndpoint, Telemetry
 from reminders.models import EndpointMetricSource, ThresholdState
 from reminders.services.handlers import endpoint_metric_evaluate
 from reminders.services.settings import reminder_setting_create, reminder_setting_update
 from reminders.services.sources import endpoint_metric_source_create
 from scheduler.models import DueWork
+from tests.devices.factories import stored_reading
 from tests.reminders.conftest import NOW, rows_of, run_due
 
 pytestmark = pytest.mark.django_db
 
 T0 = NOW
 DAY = timedelta(days=1)
-
-
-def reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object) -> None:
-    device = endpoint.device
-    telemetry = Telemetry.objects.create(
-        device=device,
-        raw_payload="{}",
-        fingerprint=uuid.uuid4().hex,
-        message_ts=at,
-        received_at=at,
-    )
-    AutomationEndpointEvent.objects.create(
-        organization_id=device.farm.organization_id,
-        farm_id=device.farm_id,
-        device=device,
-        device_instance_endpoint=endpoint,
-        source_telemetry=telemetry,
-        event_timestamp=at,
-        normalized_value=value,
-        dedupe_key=uuid.uuid4().hex,
-        created_at=at,
-    )
 
 
 def threshold_setting(farm, policy: str, **overrides):
@@ -110,7 +86,7 @@ def test_firing_policy_over_a_scripted_series(kit, bus, policy, fired) -> None:
     assert rows_of(source.guid) == []  # no data yet: false
     seen = []
     for at, level in SERIES:
-        reading(kit.temp, at, level)
+        stored_reading(kit.temp, at, level)
         before = completed(source.guid)
         endpoint_metric_evaluate(source_id=source.pk, now=at)
         run_due(at)
@@ -130,7 +106,7 @@ def test_keys_spell_metric_value_policy_and_scope(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "OncePerDay", threshold_value=Decimal("90.000"))
         source = silo_source(kit, now=T0)
-    reading(kit.temp, T0, 91.5)
+    stored_reading(kit.temp, T0, 91.5)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     (row,) = rows_of(source.guid)
     assert row.tail == "metric:threshold:silo_level.gte:90:OncePerDay:day-2026-03-02"
@@ -141,10 +117,10 @@ def test_a_metric_false_again_deactivates_the_pending_row(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "FalseToTrue")
         source = silo_source(kit, now=T0)
-    reading(kit.temp, T0, 97)
+    stored_reading(kit.temp, T0, 97)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     assert [r.status for r in rows_of(source.guid)] == ["pending"]
-    reading(kit.temp, T0 + timedelta(minutes=1), 40)
+    stored_reading(kit.temp, T0 + timedelta(minutes=1), 40)
     endpoint_metric_evaluate(source_id=source.pk, now=T0 + timedelta(minutes=1))
     (row,) = rows_of(source.guid)
     assert (row.status, row.reason) == ("deactivated", "source_no_longer_valid")
@@ -155,7 +131,7 @@ def test_re_evaluating_an_unchanged_condition_writes_nothing(kit, bus) -> None:
     with bus.commit():
         threshold_setting(kit.farm, "FalseToTrue")
         source = silo_source(kit, now=T0)
-    reading(kit.temp, T0, 97)
+    stored_reading(kit.temp, T0, 97)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     version = DueWork.objects.get().version
     again = endpoint_metric_evaluate(source_id=source.pk, now=T0 + timedelta(minutes=3))
@@ -187,11 +163,11 @@ def test_aggregates_over_the_window(kit, bus, aggregate, operator, value, holds)
             window_minutes=60,
             now=T0,
         )
-    reading(kit.temp, T0 - timedelta(minutes=90), 99)  # outside the window
-    reading(kit.temp, T0 - timedelta(minutes=50), 95)
-    reading(kit.temp, T0 - timedelta(minutes=30), 15)
-    reading(kit.temp, T0 - timedelta(minutes=20), True)  # not a number: ignored
-    reading(kit.temp, T0 - timedelta(minutes=10), 50)
+    stored_reading(kit.temp, T0 - timedelta(minutes=90), 99)  # outside the window
+    stored_reading(kit.temp, T0 - timedelta(minutes=50), 95)
+    stored_reading(kit.temp, T0 - timedelta(minutes=30), 15)
+    stored_reading(kit.temp, T0 - timedelta(minutes=20), True)  # not a number: ignored
+    stored_reading(kit.temp, T0 - timedelta(minutes=10), 50)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     assert len(rows_of(source.guid)) == (1 if holds else 0)
 
@@ -212,7 +188,7 @@ def test_the_battery_low_threshold_and_its_template_context(kit, bus) -> None:
             aggregate="latest",
             now=T0,
         )
-    reading(kit.humidity, T0, 18)
+    stored_reading(kit.humidity, T0, 18)
     endpoint_metric_evaluate(source_id=source.pk, now=T0)
     assert run_due(T0) == {"completed": 1}
     row = DueWork.objects.get()
