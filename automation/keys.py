@@ -53,6 +53,12 @@ def manual_intent_idempotency_key(
     return _sha256("manual", endpoint_id, canonical_json(target_value), user_id, request_key)
 
 
+def rollout_intent_idempotency_key(*, rollout_id: int, endpoint_id: int) -> str:
+    """A rollout's target: one command per (rollout, endpoint) whatever re-runs a wave, kept
+    readable so the ledger shows which rollout sent it."""
+    return f"rollout:{rollout_id}:{endpoint_id}"
+
+
 def intent_retry_idempotency_key(*, original_key: str, retry_number: int) -> str:
     """Manual retry ``retry_number`` (1-based) of an intent: two clicks that read the same
     number of earlier retries build the same key, so they create one new intent."""

@@ -81,6 +81,7 @@ class CommandOrigin(TextChoices):
     RULE = "rule"
     MANUAL = "manual"
     SCHEDULE = "schedule"  # a rule's schedule occurrence (a scheduler row)
+    ROLLOUT = "rollout"  # one target of a fleet rollout (``rollouts``), ``requested_by`` its actor
 
 
 class ReasonCode(TextChoices):
@@ -133,3 +134,7 @@ class ReasonCode(TextChoices):
     TOO_LATE = "too_late"
     # A rule's schedule occurrence fired (``origin`` schedule).
     SCHEDULE_FIRED = "schedule_fired"
+    # A fleet rollout's wave started this target's command (``origin`` rollout).
+    ROLLOUT = "rollout"
+    # The rollout was aborted or cancelled before this command was ever sent.
+    ROLLOUT_STOPPED = "rollout_stopped"

@@ -109,7 +109,8 @@ class AutomationRuleExecution(models.Model):
     outcome = models.CharField(max_length=32, choices=ExecutionOutcome.choices)
     failure_reason = models.CharField(max_length=64, blank=True, default="")
     # For ``suppressed``: the failed or uncertain command whose cool-down held this decision,
-    # or the manual command whose hold did (``manual_override``).
+    # or the manual command whose hold did (``manual_override``); for ``discarded``/
+    # ``lower_priority``, the live command of a higher-priority rollout that outranked it.
     suppressed_by = models.ForeignKey(
         "DeviceCommand",
         on_delete=models.SET_NULL,
@@ -248,10 +249,10 @@ class DeviceCommand(models.Model):
                 condition=Q(retry_of__isnull=True),
                 name="one_original_intent_per_execution",
             ),
-            # A rule's or a schedule's command always names its rule and execution; only a
-            # manual one has none.
+            # A rule's or a schedule's command always names its rule and execution; a manual
+            # or a rollout's command has none.
             models.CheckConstraint(
-                condition=Q(origin=CommandOrigin.MANUAL)
+                condition=Q(origin__in=[CommandOrigin.MANUAL, CommandOrigin.ROLLOUT])
                 | Q(rule__isnull=False, rule_execution__isnull=False),
                 name="rule_intent_has_rule_and_execution",
             ),

@@ -9,8 +9,10 @@ other ends ``discarded``/``newer_reading`` naming it: the rule lost to no other.
 
 A live command of a rule with a strictly higher priority also holds the endpoint: a
 lower-priority decision while it is on its way ends ``discarded``/``lower_priority``, naming
-that command's execution; an equal priority leaves the latest decision winning. An operator's
-manual command outranks every rule through its hold (``automation.services.manual``).
+that command's execution (a rollout's command, which has none, is named as ``suppressed_by``);
+an equal priority leaves the latest decision winning. A rollout ranks with its ``priority``.
+An operator's manual command outranks every rule through its hold
+(``automation.services.manual``).
 """
 
 from __future__ import annotations
@@ -42,18 +44,23 @@ def candidates_rank(
         best = group[0]
         live = _live_outranking(targets[endpoint_id], best.rule.priority)
         if live is not None:
-            losers.extend(_discarded(d, won_by_execution=live) for d in group)
+            command, execution = live
+            by = None if execution else command
+            losers.extend(_discarded(d, won_by_execution=execution, by_command=by) for d in group)
             continue
         winners.append(best)
         losers.extend(_discarded(d, won_by=best, reason=_reason(d, best)) for d in group[1:])
     return winners, losers
 
 
-def _live_outranking(target: TargetState, priority: int) -> int | None:
-    """The execution of the highest-priority (then newest) live command whose rule outranks
-    ``priority``, if any."""
-    above = [(p, execution) for p, execution in target.ranked if p > priority]
-    return max(above)[1] if above else None
+def _live_outranking(target: TargetState, priority: int) -> tuple[int, int | None] | None:
+    """(command, its execution or None for a rollout's) of the highest-priority (then newest)
+    live command that outranks ``priority``, if any."""
+    above = [(p, command, execution) for p, command, execution in target.ranked if p > priority]
+    if not above:
+        return None
+    _, command, execution = max(above, key=lambda row: row[:2])
+    return command, execution
 
 
 def _reason(loser: Decision, winner: Decision) -> ReasonCode:
@@ -66,12 +73,15 @@ def _discarded(
     *,
     won_by: Decision | None = None,
     won_by_execution: int | None = None,
+    by_command: int | None = None,
     reason: ReasonCode = ReasonCode.LOWER_PRIORITY,
 ) -> Decision:
+    """``by_command``: a live rollout command (it has no execution to name) outranked it."""
     return replace(
         candidate,
         outcome=ExecutionOutcome.DISCARDED,
         reason=reason,
         won_by=won_by,
         won_by_execution=won_by_execution,
+        suppressed_by=by_command,
     )

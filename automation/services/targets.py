@@ -34,9 +34,10 @@ class TargetState:
     date while a batch is decided, so two rules on one target in one batch agree."""
 
     live: list[tuple[int, JsonValue]] = field(default_factory=list)  # (id, value), oldest first
-    # (priority, execution) of the live commands a rule or schedule decided: a decision of a
-    # lower-priority rule does not replace them (``automation.services.priority``).
-    ranked: list[tuple[int, int]] = field(default_factory=list)
+    # (priority, command, execution) of the live commands a rule, a schedule or a rollout
+    # (no execution) decided: a lower-priority rule's decision does not replace them
+    # (``automation.services.priority``).
+    ranked: list[tuple[int, int, int | None]] = field(default_factory=list)
     unsent: list[int] = field(default_factory=list)  # live commands never sent: replaceable
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
     # What the device last reported, read after the live commands (see target_states_load).
@@ -78,13 +79,16 @@ def targets_and_readings_load(
             "attempt_count",
             "rule__priority",
             "rule_execution_id",
+            "rollout_target__rollout__priority",  # by name: the rollouts app sits above
         )
     )
-    for pk, endpoint_id, value, status, attempts, priority, execution_id in rows:
+    for pk, endpoint_id, value, status, attempts, priority, execution_id, rollout in rows:
         target = targets[endpoint_id]
         target.live.append((pk, value))
         if priority is not None and execution_id is not None:
-            target.ranked.append((priority, execution_id))
+            target.ranked.append((priority, pk, execution_id))
+        elif rollout is not None:
+            target.ranked.append((rollout, pk, None))
         if status == CommandStatus.PENDING_DISPATCH and attempts == 0:
             target.unsent.append(pk)
         else:

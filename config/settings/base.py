@@ -20,6 +20,7 @@ from config.env import (
 )
 from config.env_email import email_from_env
 from config.env_retention import retention_from_env
+from config.env_rollouts import rollouts_from_env
 from config.env_trace import TRACE_STORAGE_ALIAS, trace_database_from_env, trace_storage_from_env
 from config.logging import log_format_from_env, log_level_from_env, logging_settings
 
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
     "reminders",
     "notifications",
     "events",
+    "rollouts",
     "config.metrics.MetricsConfig",  # /metrics counting hooks in every process
 ]
 
@@ -343,6 +345,8 @@ API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S",
 # How long each append-only table keeps its rows (config/env_retention.py, README "Retention").
 globals().update(retention_from_env())
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
+# Fleet rollouts: canary, driver tick, lease (config/env_rollouts.py, docs/rollouts.md).
+ROLLOUTS = rollouts_from_env()
 SPECTACULAR_SETTINGS = {
     "TITLE": "Farm Automation Core API",
     "DESCRIPTION": "Farms, devices, rules, telemetry ingest, commands and their timelines.",
