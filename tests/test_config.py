@@ -60,6 +60,7 @@ def test_every_beat_entry_and_route_names_a_registered_task() -> None:
     for entry in beat_schedule().values():
         assert entry.task in registered
     apps = {"common", "devices", "automation", "scheduler", "events", "reminders", "notifications"}
+    apps.add("rollouts")
     project_tasks = {n for n in registered if n.split(".")[0] in apps}
     assert project_tasks == set(TASK_ROUTES)
     assert set(TASK_ROUTES.values()) <= set(STAGE_QUEUES)
