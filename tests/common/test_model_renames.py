@@ -114,7 +114,11 @@ def test_the_renamed_models_keep_their_tables_keys_rows_and_grants() -> None:
 
     _migrate()
 
-    assert _catalog() == catalog  # no table rewritten, no key dropped and made again
+    after = _catalog()
+    # No table rewritten, no key dropped and made again (an app that came after the previous
+    # release, such as rollouts, adds keys of its own when it is migrated again).
+    assert after["nodes"] == catalog["nodes"]
+    assert {name: after["keys"].get(name) for name in catalog["keys"]} == catalog["keys"]
     assert DeviceCommand.objects.get(pk=command_id).request_reason == "vent check"
     assert CommandTransition.objects.filter(intent_id=command_id).exists()
     assert DueWork.objects.get(pk=row_id).transitions.count() == 1
