@@ -118,6 +118,13 @@ def rollout_tick(rollout_id: int, *, now: datetime | None = None) -> Tick | None
     tick = Tick(rollout_id)
     try:
         with transaction.atomic():
+            # The rollout's row first, then its targets: a pause or a cancel (which lock the
+            # row, then touch targets) waits for the tick instead of deadlocking with it.
+            mine = Rollout.objects.select_for_update().filter(
+                pk=rollout.pk, version=rollout.version
+            )
+            if not mine.exists():
+                raise LeaseLost(f"rollout {rollout.pk} moved before its tick")
             _step(rollout, tick, now)
             released = Rollout.objects.filter(pk=rollout.pk, version=rollout.version).update(
                 lease_expires_at=None,

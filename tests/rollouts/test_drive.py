@@ -256,3 +256,39 @@ def test_a_manual_hold_outranks_the_rollout(olga: User) -> None:
     assert DeviceCommand.objects.get(pk=manual.intent.pk).status == CommandStatus.PENDING_DISPATCH
     assert len(sent_commands(rollout)) == 3
     assert CommandTransition.objects.filter(intent__rollout_target__rollout=rollout).count() == 3
+
+
+def test_a_held_lease_keeps_a_second_driver_out_until_it_runs_out(olga: User) -> None:
+    from rollouts.services.drive import rollout_claim
+
+    fleet = make_fleet(per_farm=5)
+    rollout = fleet.rollout(olga, now=T0, canary_size=5)
+    assert rollout_claim(rollout.pk, _at(0)) is not None  # a driver killed after its claim
+    assert rollout_tick(rollout.pk, now=_at(1)) is None
+    assert sent_commands(rollout) == []
+    tick = rollout_tick(rollout.pk, now=_at(31))  # ROLLOUT_LEASE_S later
+    assert tick is not None and len(tick.commands) == 5
+    again = rollout_tick(rollout.pk, now=_at(32))  # a redelivered tick: nothing twice
+    assert again is not None and again.commands == []
+    assert DeviceCommand.objects.filter(rollout_target__rollout=rollout).count() == 5
+
+
+def test_a_pause_during_a_tick_rolls_the_tick_back(olga: User) -> None:
+    from rollouts.services import drive
+
+    fleet = make_fleet(per_farm=5)
+    rollout = fleet.rollout(olga, now=T0, canary_size=5)
+    step = drive._step
+
+    def paused_meanwhile(r: Rollout, tick: drive.Tick, now: datetime) -> None:
+        step(r, tick, now)
+        Rollout.objects.filter(pk=r.pk).update(version=r.version + 7)  # another writer
+
+    drive._step = paused_meanwhile  # type: ignore[assignment]
+    try:
+        tick = rollout_tick(rollout.pk, now=_at(1))
+    finally:
+        drive._step = step  # type: ignore[assignment]
+    assert tick is not None and tick.commands == []
+    assert not DeviceCommand.objects.filter(rollout_target__rollout=rollout).exists()
+    assert rollout_count(rollout.pk)["pending"] == 5
