@@ -218,7 +218,9 @@ def retention_oldest(*, now: datetime) -> dict[str, float | None]:
     """The age in seconds of each table's oldest row (None: empty), one index probe each."""
     ages: dict[str, float | None] = {}
     for retention in retentions():
-        rows = retention.model._default_manager.order_by(retention.time_field)
+        # A row not timed yet (a rollout not ended: ``ended_at`` is null) has no age.
+        timed = {f"{retention.time_field}__isnull": False}
+        rows = retention.model._default_manager.filter(**timed).order_by(retention.time_field)
         oldest = rows.values_list(retention.time_field, flat=True).first()
         ages[retention.label] = None if oldest is None else (now - oldest).total_seconds()
     return ages

@@ -58,6 +58,7 @@ PRODUCT_APPS = (
     "events",
     "reminders",
     "notifications",
+    "rollouts",
 )
 STAFF_GROUPS: dict[str, tuple[Need, ...]] = {
     MemberRole.VIEWER: (Need.READ,),

@@ -21,6 +21,8 @@ RETENTION_DEFAULTS: dict[str, tuple[float, str]] = {
     "RETENTION_NOTIFICATIONS_DAYS": (180, "final notifications with their attempts"),
     "RETENTION_EVENT_INBOX_DAYS": (30, "the delivered event inbox"),
     "RETENTION_ROLLUPS_DAYS": (730, "hourly rollups per endpoint"),
+    # As long as the commands: a rollout's targets read their states from its commands.
+    "RETENTION_ROLLOUTS_DAYS": (180, "ended rollouts with their targets and timeline"),
 }
 
 

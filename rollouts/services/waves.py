@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import Count
 
 from automation.gates import command_gate_failure
@@ -29,6 +30,7 @@ from automation.services.targets import (
 )
 from automation.states import COMMAND_LIVE, CommandOrigin, CommandStatus, ReasonCode
 from common.sql import insert_ignore_returning, update_returning
+from config.metrics import metrics_transitions_recorded
 from devices.models import DeviceInstanceEndpoint
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
 from rollouts.services.selection import skip_reason
@@ -183,7 +185,7 @@ def _commands_insert(
         )
     )
     new = {pk for (pk,) in inserted}
-    CommandTransition.objects.bulk_create(
+    audit = CommandTransition.objects.bulk_create(
         [
             CommandTransition(
                 intent_id=pk,
@@ -197,4 +199,6 @@ def _commands_insert(
             for pk in sorted(new)
         ]
     )
+    # Counted once committed, by reason: farm_command_transitions_total{reason="rollout"}.
+    transaction.on_commit(lambda: metrics_transitions_recorded(transitions=audit))
     return commands

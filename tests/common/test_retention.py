@@ -74,6 +74,7 @@ def test_every_append_only_table_has_a_retention() -> None:
         "automation.DeviceCommand",
         "notifications.Notification",
         "events.EventInbox",
+        "rollouts.Rollout",
     }
 
 
