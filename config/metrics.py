@@ -134,6 +134,8 @@ def metrics_decisions_counted(*, outcomes: dict[str, int]) -> None:
 def metrics_transition_recorded(*, transition: Any) -> None:
     """Count one CommandTransition and, for acks and applies, observe the latency."""
     COMMAND_TRANSITIONS.labels(to_status=transition.to_status, reason=transition.reason_code).inc()
+    if transition.to_status not in ("acknowledged", "applied"):
+        return  # no latency to observe: not worth loading the command (one SELECT each)
     dispatched_at = getattr(transition.intent, "dispatched_at", None)
     if dispatched_at is None:
         return

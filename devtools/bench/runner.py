@@ -25,6 +25,7 @@ from devtools.bench.fleet import SENSOR_KEYS, fleet_seeded
 from devtools.bench.ingest import IngestResult, ingest_bench
 from devtools.bench.pipeline import WORKER_THREADS, bench_mqtt_config, pipeline_running
 from devtools.bench.report import Figure, growth_table
+from devtools.bench.rollout import RolloutResult, rollout_bench, rollout_describe
 from devtools.bench.scheduler import (
     BENCH_NOW,
     SchedulerBench,
@@ -33,7 +34,7 @@ from devtools.bench.scheduler import (
 )
 from devtools.embedded_broker import ensure_embedded_broker
 
-PHASES = ("ingest", "command", "scheduler")
+PHASES = ("ingest", "command", "scheduler", "rollout")
 Write = Callable[[str], None]
 
 
@@ -46,6 +47,7 @@ class BenchSizes:
     rate: float
     rows: int
     finish_rows: int
+    targets: int  # rollout targets the driver's waves start
 
     def scaled(self, factor: int) -> BenchSizes:
         return replace(
@@ -55,6 +57,7 @@ class BenchSizes:
             farms=self.farms * factor,
             rows=self.rows * factor,
             finish_rows=self.finish_rows * factor,
+            targets=self.targets * factor,
         )
 
     def describe(self, phases: frozenset[str]) -> str:
@@ -62,6 +65,7 @@ class BenchSizes:
             "ingest": f"{self.devices:,} devices, {self.messages:,} messages",
             "command": f"{self.farms:,} farms, {self.readings:,} readings at {self.rate:g}/s",
             "scheduler": f"{self.rows:,} claim rows, {self.finish_rows:,} execute rows",
+            "rollout": f"{self.targets:,} rollout targets",
         }
         return "; ".join(parts[p] for p in PHASES if p in phases)
 
@@ -74,6 +78,7 @@ class BenchPlan:
     workers: tuple[int, ...]
     batch: int  # messages per ingest-service batch
     claim_batch: int  # scheduler rows claimed per statement
+    wave_sizes: tuple[int, ...] = ()  # rollout: waves whose statements are counted (base size)
 
     def command_line(self) -> str:
         """The command that repeats this run with every size spelled out."""
@@ -81,7 +86,8 @@ class BenchPlan:
         return (
             f"manage.py bench --devices {b.devices} --messages {b.messages} --farms {b.farms}"
             f" --commands {b.readings} --rate {b.rate:g} --rows {b.rows}"
-            f" --finish-rows {b.finish_rows} --workers {','.join(map(str, self.workers))}"
+            f" --finish-rows {b.finish_rows} --targets {b.targets}"
+            f" --workers {','.join(map(str, self.workers))}"
             f" --batch {self.batch} --claim-batch {self.claim_batch} --scale {self.scale}"
             f" --only {','.join(p for p in PHASES if p in self.phases)}"
         )
@@ -93,6 +99,7 @@ class SizeResult:
     ingest: IngestResult | None = None
     command: CommandResult | None = None
     scheduler: SchedulerResult | None = None
+    rollout: RolloutResult | None = None
     figures: list[Figure] = field(default_factory=list)
 
 
@@ -106,10 +113,12 @@ def bench_run(plan: BenchPlan, write: Write) -> None:
     runs = [("base", plan.base)]
     if plan.scale > 1:
         runs.append((f"{plan.scale}×", plan.base.scaled(plan.scale)))
-    results = []
+    results: list[SizeResult] = []
     for label, sizes in runs:
         write(f"\n== {label}: {sizes.describe(plan.phases)} ==")
-        result = _size_run(plan, sizes, with_scheduler=skipped is None)
+        # The statements per wave do not depend on the size: counted once, at the base size.
+        waves = plan.wave_sizes if not results else ()
+        result = _size_run(plan, sizes, with_scheduler=skipped is None, wave_sizes=waves)
         _size_write(plan, result, write)
         results.append(result)
     if len(results) == 2:
@@ -117,7 +126,9 @@ def bench_run(plan: BenchPlan, write: Write) -> None:
         write(growth_table(results[0].figures, results[1].figures, plan.scale))
 
 
-def _size_run(plan: BenchPlan, sizes: BenchSizes, *, with_scheduler: bool) -> SizeResult:
+def _size_run(
+    plan: BenchPlan, sizes: BenchSizes, *, with_scheduler: bool, wave_sizes: tuple[int, ...]
+) -> SizeResult:
     result = SizeResult(sizes)
     if plan.phases & {"ingest", "command"}:
         _pipeline_phases(plan, sizes, result)
@@ -126,7 +137,9 @@ def _size_run(plan: BenchPlan, sizes: BenchSizes, *, with_scheduler: bool) -> Si
             result.scheduler = bench.run(
                 workers=plan.workers, rows=sizes.rows, finish_rows=sizes.finish_rows, full=False
             )
-    for part in (result.ingest, result.command, result.scheduler):
+    if "rollout" in plan.phases:  # after the pipeline stopped: no beat ticks its rollouts
+        result.rollout = rollout_bench(targets=sizes.targets, wave_sizes=wave_sizes)
+    for part in (result.ingest, result.command, result.scheduler, result.rollout):
         if part is not None:
             result.figures += part.figures()
     return result
@@ -174,6 +187,15 @@ def _size_write(plan: BenchPlan, result: SizeResult, write: Write) -> None:
             f"(claim batch {plan.claim_batch}, rows due before {BENCH_NOW.date()} via injected now)"
         )
         write(result.scheduler.table())
+    if result.rollout is not None:
+        write(f"\n{rollout_describe()}")
+        write(result.rollout.table())
+        if result.rollout.statements:
+            write(
+                "\nRollout driver: SQL statements of one tick per wave size (one farm, counted"
+                " with CaptureQueriesContext, in this process)"
+            )
+            write(result.rollout.statements_table())
 
 
 def _machine() -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.mqtt_fixtures import free_port
 from tests.real_servers import REAL_SERVERS, private_servers_env, with_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,9 @@ def demo_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     real = os.environ.get("DATABASE_URL", "")
     if not real.startswith("postgres"):
         env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
+        # An embedded broker of its own: on the default port another run's demo devices,
+        # of the same serials, would answer this run's commands.
+        env["MQTT_EMBEDDED_PORT"] = str(free_port())
         yield env
         return
     name = f"demo_{uuid.uuid4().hex[:10]}"
@@ -77,3 +81,32 @@ def test_the_demo_ends_with_every_invariant_holding(demo_env: dict[str, str]) ->
     assert re.search(r"^(email|inbox)\s+sent\s+1$", out, re.MULTILINE)
     assert re.search(r"^rule_schedule\s+completed\s+1", out, re.MULTILINE)
     assert re.search(r"^user_message\s+completed\s+1", out, re.MULTILINE)
+    _assert_rollouts(out)
+
+
+# Targets per state of the completed run and the aborted one: the first relay is held by the
+# operator (skipped), never_apply and wrong_value end uncertain, invalid_param failed; the
+# aborted run's canary is the hardware_fault relay (failed) and one that applied, its two
+# other targets skipped when the criterion tripped.
+ROLLOUT_COUNTS = {
+    "pending": (0, 0),
+    "skipped": (1, 2),
+    "applied": (4, 1),
+    "failed": (1, 1),
+    "uncertain": (2, 0),
+}
+
+
+def _assert_rollouts(out: str) -> None:
+    table = out.split("\nRollouts over the relays' io1", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"^state\s+#\d+ completed\s+#\d+ aborted$", table, re.MULTILINE), table
+    for state, (completed, aborted) in ROLLOUT_COUNTS.items():
+        assert re.search(rf"^{state}\s+{completed}\s+{aborted}$", table, re.MULTILINE), table
+    assert re.search(r"skipped: manual_override 1$", table, re.MULTILINE), table
+    assert re.search(r"skipped: aborted 2$", table, re.MULTILINE), table
+    assert re.search(
+        r"^#\d+ aborted by criterion failed ≥ 50% of ≥ 2 finished: 1 of 2 finished \(50\.0%\); "
+        r"DEMO-R\d+ answered hardware_fault$",
+        table,
+        re.MULTILINE,
+    ), table

@@ -1,8 +1,9 @@
-"""`make bench`: ingest, command-path latency and scheduler throughput on this machine in one
-run, each next to its bare counterpart (paho alone, plain SQL), then again at ``--scale``×
-the devices and rows to show how cost grows. The measuring lives in ``devtools.bench``;
-this command only reads options and prints. Run it against a development database: it
-starts a worker and beat of its own, and deletes every row it creates. ``--storage`` instead
+"""`make bench`: ingest, command-path latency, scheduler throughput and the rollout driver's
+waves on this machine in one run, each next to its bare counterpart (paho alone, plain SQL),
+then again at ``--scale``× the devices and rows to show how cost grows. The measuring lives
+in ``devtools.bench``; this command only reads options and prints. Run it against a
+development database: it starts a worker and beat of its own, and deletes every row it
+creates. ``--storage`` instead
 prints what a stored value costs on disk (PostgreSQL, ``devtools.bench.storage``);
 ``--distributed --soak`` runs the deployed stack for long at one rate and judges its trends
 (``devtools.bench.distributed.soak``)."""
@@ -34,6 +35,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "rate": 5.0,
         "rows": 10_000,
         "finish_rows": 1000,
+        "targets": 2000,
         "scale": 10,
     },
     "quick": {
@@ -44,11 +46,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "rate": 20.0,
         "rows": 100,
         "finish_rows": 20,
+        "targets": 40,
         "scale": 2,
     },
 }
 # ``--storage``: messages when --messages is not given (the size issue 26 was measured at).
 STORAGE_MESSAGES = {"full": 20_000, "quick": 400}
+# Rollout waves whose statements are counted (the base size only).
+WAVE_SIZES = {"full": (1, 10, 100, 1000), "quick": (1, 10)}
 
 
 class Command(BaseCommand):
@@ -73,6 +78,7 @@ class Command(BaseCommand):
             type=int,
             help=f"scheduler: rows per execute run ({full['finish_rows']})",
         )
+        add("--targets", type=int, help=f"rollout: targets started ({full['targets']})")
         add("--workers", default="1,2,4", help="scheduler: comma-separated worker counts")
         add("--batch", type=int, default=500, help="ingest: messages per service batch")
         add("--claim-batch", type=int, default=50, help="scheduler: rows claimed per statement")
@@ -80,7 +86,7 @@ class Command(BaseCommand):
         add(
             "--only",
             default=",".join(PHASES),
-            help="comma-separated subset of: ingest,command,scheduler",
+            help=f"comma-separated subset of: {','.join(PHASES)}",
         )
         add("--quick", action="store_true", help="tiny sizes (a smoke run, not figures)")
         add(
@@ -116,6 +122,8 @@ class Command(BaseCommand):
             raise CommandError(f"--only takes a subset of {','.join(PHASES)}")
         if size["scale"] < 1 or size["rate"] <= 0 or min(size["devices"], size["farms"]) < 1:
             raise CommandError("--scale, --devices and --farms must be >= 1, --rate > 0")
+        if size["targets"] < 1:
+            raise CommandError("--targets must be >= 1")
         plan = BenchPlan(
             base=BenchSizes(
                 devices=size["devices"],
@@ -125,12 +133,14 @@ class Command(BaseCommand):
                 rate=size["rate"],
                 rows=size["rows"],
                 finish_rows=size["finish_rows"],
+                targets=size["targets"],
             ),
             scale=size["scale"],
             phases=phases,
             workers=tuple(int(w) for w in opts["workers"].split(",") if w.strip()),
             batch=opts["batch"],
             claim_batch=opts["claim_batch"],
+            wave_sizes=WAVE_SIZES[sizes],
         )
         _stoppable(lambda: bench_run(plan, self.stdout.write))
 
