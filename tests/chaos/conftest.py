@@ -266,6 +266,18 @@ def chaos_stack(
 ) -> Iterator[Stack]:
     """Servers, bridge, workers and beat, started once for every scenario of the module
     (each scenario brings its own farms and simulator); the database is flushed after."""
+    with stack_running(django_db_blocker, tmp_path_factory) as stack:
+        yield stack
+
+
+@contextmanager
+def stack_running(
+    django_db_blocker: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+    extra_env: dict[str, str] | None = None,
+) -> Iterator[Stack]:
+    """The body of ``chaos_stack``, for a module whose stack needs settings of its own
+    (``extra_env``, on top of the harness's FAST_TIMERS) in every process, beat included."""
     with django_db_blocker.unblock():
         if connection.vendor != "postgresql":
             pytest.skip("chaos runs the real processes against PostgreSQL (see .ci/run)")
@@ -278,7 +290,10 @@ def chaos_stack(
             servers.start()
             try:
                 with celery_broker(servers.broker_url):
-                    stack = Stack(servers, connection.settings_dict["NAME"], workdir)
+                    stack = Stack(
+                        servers, connection.settings_dict["NAME"], workdir,
+                        extra_env=dict(extra_env or {}),
+                    )  # fmt: skip
                     stack.build()
                     stack.run_once("sync_beat_schedule")
                     try:

@@ -233,10 +233,13 @@ class Stack:
     database_name: str
     workdir: Path
     procs: dict[str, Proc] = field(default_factory=dict)
+    # Settings one module's scenarios need on top of FAST_TIMERS (its own stack only).
+    extra_env: Mapping[str, str] = field(default_factory=dict)
 
     def env(self, name: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
         base.update(FAST_TIMERS)
+        base.update(self.extra_env)
         base.update(
             {
                 "DJANGO_SETTINGS_MODULE": "config.settings.test",
