@@ -109,7 +109,10 @@ class ApiAutoSchema(AutoSchema):
     def _methods_sharing_handler(self) -> int:
         action_map = getattr(self.view, "action_map", None)
         if isinstance(self.view, ViewSetMixin) and action_map:
-            return sum(1 for a in action_map.values() if a == self.view.action)
+            # Not HEAD: DRF adds it to the route's map at its first request, and an id must
+            # not depend on whether the route has been called in this process.
+            shared = [m for m, a in action_map.items() if a == self.view.action]
+            return sum(1 for m in shared if m not in ("head", "options"))
         return sum(1 for m in self.view.allowed_methods if m not in ("HEAD", "OPTIONS"))
 
     def _method_word(self) -> str:

@@ -26,6 +26,7 @@ API_RESOURCES = {
     "commands": "command-list",
     "executions": "execution-list",
     "scheduler": "scheduler-list",
+    "rollouts": "rollout-list",
     "telemetry": "telemetry-ingest",
     "diagnostics": "diagnostics",
     "reminder-settings": "reminder-setting-list",

@@ -27,6 +27,7 @@ from common.role_matrix import Route, api_routes, matrix_markdown, uses_role_mat
 from common.roles import ROLES_MEETING, Need
 from notifications.models import InboxItem
 from reminders.services.user_messages import user_message_create
+from rollouts.services.plan import RolloutSpec, rollout_create
 from tests.automation.conftest import dispatch, make_intent
 from tests.common.auth import token_client
 from tests.conftest import make_tenant
@@ -91,6 +92,18 @@ def _world() -> World:
     )
     scheduled = DueWorkFactory(farm=alpha.kit.farm)
     contact = ExternalContactFactory(farm=alpha.kit.farm, webhook_url="https://93.184.216.34/h")
+    rollout = rollout_create(
+        organization=org,
+        actor=admin,
+        spec=RolloutSpec(
+            name="vents shut",
+            farm_ids=[alpha.kit.farm.pk],
+            profile_id=alpha.kit.actuator.profile_id,
+            endpoint_key="io1",
+            value=False,
+            reason="storm",
+        ),
+    )
     found: list[Model] = [
         org,
         OrganizationMember.objects.get(user=users["viewer"]),
@@ -108,6 +121,7 @@ def _world() -> World:
         notification,
         contact,
         ChannelPreferenceFactory(contact=contact, channel="webhook", enabled=False),
+        rollout,
     ]
     return World(rows={type(r): r for r in found}, users=users, inbox_item=item)
 

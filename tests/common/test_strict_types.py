@@ -50,6 +50,7 @@ from reminders.serializers import (
     ReportSubscriptionSerializer,
 )
 from reminders.user_messages_api import UserMessageSerializer, UserMessageUpdateSerializer
+from rollouts.serializers import RolloutActRequestSerializer, RolloutCreateRequestSerializer
 from tests.automation.conftest import make_intent
 from tests.automation.test_api import _client, _rule
 from tests.conftest import Tenant
@@ -58,6 +59,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_d
 
 WRITABLE = (
     RuleSerializer,
+    RolloutCreateRequestSerializer,
+    RolloutActRequestSerializer,
     CommandRetryRequestSerializer,
     ManualCommandRequestSerializer,
     HoldCancelRequestSerializer,

@@ -25,6 +25,7 @@ from farm_client.api.endpoints import endpoint_command, endpoints_list
 from farm_client.api.farms import farms_create
 from farm_client.api.organizations import organizations_create
 from farm_client.api.profiles import profiles_create
+from farm_client.api.rollouts import rollouts_create, rollouts_pause, rollouts_retrieve
 from farm_client.api.rules import rules_create, rules_destroy, rules_retrieve
 from farm_client.api.telemetry import telemetry_ingest
 from farm_client.api.user_messages import user_messages_create
@@ -45,6 +46,9 @@ from farm_client.models import (
     PaginatedInstanceEndpointList,
     ProfileCreateRequest,
     ProvisionedDevice,
+    Rollout,
+    RolloutActRequest,
+    RolloutCreateRequest,
     Rule,
     RuleRequest,
     TelemetryBatchRequest,
@@ -126,7 +130,7 @@ def provision(client: AuthenticatedClient, seen: dict[str, Any]) -> dict[str, in
         }
     )
     parsed(user_messages_create.sync_detailed(client=client, body=message_body), 201, UserMessage)
-    return {"farm": farm.id, "rule": rule.id, **ids}
+    return {"farm": farm.id, "profile": profile.id, "rule": rule.id, **ids}
 
 
 def operate(client: AuthenticatedClient, ids: dict[str, int], seen: dict[str, Any]) -> None:
@@ -151,8 +155,33 @@ def operate(client: AuthenticatedClient, ids: dict[str, int], seen: dict[str, An
     seen["deleted_rule"] = gone.code
 
 
+def roll_out(client: AuthenticatedClient, ids: dict[str, int], seen: dict[str, Any]) -> None:
+    """Step 5: a rollout of the relay's io1 over the farm, read back, then paused."""
+    body = RolloutCreateRequest.from_dict(
+        {
+            "name": "Vents shut",
+            "farm_ids": [ids["farm"]],
+            "profile_id": ids["profile"],
+            "endpoint_key": "io1",
+            "value": False,
+            "reason": "storm warning",
+            "abort_criteria": [{"outcome": "failed", "min_finished": 1, "threshold_pct": 50}],
+        }
+    )
+    made = parsed(rollouts_create.sync_detailed(client=client, body=body), 201, Rollout)
+    shown = parsed(rollouts_retrieve.sync_detailed(made.id, client=client), 200, Rollout)
+    assert shown.counters.to_dict() == made.counters.to_dict(), (shown, made)
+    pause = RolloutActRequest(reason="checking the canary")
+    paused = parsed(rollouts_pause.sync_detailed(made.id, client=client, body=pause), 200, Rollout)
+    assert (str(made.state), str(paused.state)) == ("running", "paused")
+    seen["rollout"] = {
+        "states": [str(made.state), str(paused.state)],
+        "targets": sum(made.counters.to_dict().values()),
+    }
+
+
 def lists(client: AuthenticatedClient, seen: dict[str, Any]) -> None:
-    """Step 5: every list operation the client has, and a cursor followed to page two."""
+    """Step 6: every list operation the client has, and a cursor followed to page two."""
     listed = []
     for tag in pkgutil.iter_modules(farm_client.api.__path__):
         package = importlib.import_module(f"farm_client.api.{tag.name}")
@@ -187,6 +216,7 @@ def main() -> None:
     with client:
         ids = provision(client, seen)
         operate(client, ids, seen)
+        roll_out(client, ids, seen)
         lists(client, seen)
     print(json.dumps(seen))
 

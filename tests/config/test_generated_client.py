@@ -77,4 +77,7 @@ def test_a_generated_client_provisions_and_operates_a_farm(
     assert seen["deleted_rule"] == "not_found"
     first, second = seen["pages"]
     assert len(first) == len(second) == 1 and first != second
-    assert {"commands_list", "farms_list", "rules_list", "contacts_list"} <= set(seen["lists"])
+    assert {"commands_list", "farms_list", "rules_list", "contacts_list", "rollouts_list"} <= set(
+        seen["lists"]
+    )
+    assert seen["rollout"] == {"states": ["running", "paused"], "targets": 1}
