@@ -20,6 +20,16 @@ class BeatEntry:
         a worker that was down finds one sweep waiting, not a pile of them."""
         return self.every_s
 
+    @property
+    def every_whole_s(self) -> int:
+        """django-celery-beat's interval is whole seconds: a sub-second one stored as 0 would
+        send the task in a tight loop."""
+        return max(1, round(self.every_s))
+
+    @property
+    def expires_whole_s(self) -> int:
+        return max(1, round(self.expires_s))
+
 
 def beat_schedule() -> dict[str, BeatEntry]:
     """Read at call time, so intervals follow settings (tests run sweeps much faster)."""

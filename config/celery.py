@@ -154,14 +154,17 @@ task_postrun.connect(task_context_unbind, weak=False)
 
 
 def configure_beat_schedule() -> None:
-    """Load the code-declared beat schedule (also synced into django-celery-beat's tables)."""
+    """Load the code-declared beat schedule. Beat runs django-celery-beat's database
+    scheduler, which writes this mapping into its tables when it starts: it must say what
+    ``sync_beat_schedule`` writes (whole seconds, and the expiry under ``expire_seconds``,
+    the one key that scheduler reads), or every start of beat would undo the sync."""
     from config.beat import beat_schedule
 
     app.conf.beat_schedule = {
         name: {
             "task": entry.task,
-            "schedule": entry.every_s,
-            "options": {"expires": entry.expires_s},
+            "schedule": float(entry.every_whole_s),
+            "options": {"expire_seconds": entry.expires_whole_s},
         }
         for name, entry in beat_schedule().items()
     }

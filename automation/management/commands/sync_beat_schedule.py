@@ -18,9 +18,9 @@ class Command(BaseCommand):
         with transaction.atomic():
             for name, entry in beat_schedule().items():
                 interval, _ = IntervalSchedule.objects.get_or_create(
-                    every=max(1, round(entry.every_s)), period=IntervalSchedule.SECONDS
+                    every=entry.every_whole_s, period=IntervalSchedule.SECONDS
                 )
-                expires = max(1, round(entry.expires_s))
+                expires = entry.expires_whole_s
                 task, created = PeriodicTask.objects.get_or_create(
                     name=name,
                     defaults={"task": entry.task, "interval": interval, "expire_seconds": expires},

@@ -85,8 +85,8 @@ class Command(BaseCommand):
         add("--scale", type=int, help=f"growth factor, 1 skips growth ({full['scale']})")
         add(
             "--only",
-            default=",".join(PHASES),
-            help=f"comma-separated subset of: {','.join(PHASES)}",
+            help=f"comma-separated subset of: {','.join(PHASES)} (all by default; the "
+            "distributed run has its own phases)",
         )
         add("--quick", action="store_true", help="tiny sizes (a smoke run, not figures)")
         add(
@@ -117,7 +117,8 @@ class Command(BaseCommand):
             self._storage(opts, preset["devices"], STORAGE_MESSAGES[sizes])
             return
         size = {name: preset[name] if opts[name] is None else opts[name] for name in preset}
-        phases = frozenset(p.strip() for p in opts["only"].split(",") if p.strip())
+        only = opts["only"] or ",".join(PHASES)
+        phases = frozenset(p.strip() for p in only.split(",") if p.strip())
         if not phases or phases - set(PHASES):
             raise CommandError(f"--only takes a subset of {','.join(PHASES)}")
         if size["scale"] < 1 or size["rate"] <= 0 or min(size["devices"], size["farms"]) < 1:
