@@ -84,7 +84,7 @@ def _button(page: Any, action: str, pk: int) -> dict[str, Any]:
     """The form data of the page's button for ``action``, as the browser would post it."""
     html = page.content.decode()
     form = re.search(
-        rf'<form method="post" action="{INTENT_URL}" class="command-button">(.*?)</form>',
+        rf'<form method="post" action="{INTENT_URL}" class="action-button">(.*?)</form>',
         html,
         re.S,
     )
