@@ -432,6 +432,14 @@ def _chain(intent: DeviceCommand) -> str:
     return " → ".join(f"{to}({why})" for to, why in steps)
 
 
+def _row_story(row: DueWork) -> str:
+    """The row's end and how it got there, so a failure explains itself."""
+    steps = row.transitions.order_by("pk").values_list("to_status", "at", "detail")
+    story = "; ".join(f"{to} @ {at:%H:%M:%S.%f} {detail}" for to, at, detail in steps)
+    due = f"{row.scheduled_on:%H:%M:%S.%f}"
+    return f"{row.status} ({row.failure_reason_code}, due {due}): {story}"
+
+
 def _reminder_problems(chaos: Chaos) -> list[str]:
     """The last wave is hot and stays hot: each farm's newest reminder row must have been
     delivered, and every row that ended otherwise says why."""
@@ -440,7 +448,7 @@ def _reminder_problems(chaos: Chaos) -> list[str]:
     for kit in chaos.fleet.kits:
         newest = rows.filter(farm_id=kit.farm.pk).order_by("-scheduled_on", "-pk").first()
         if newest is None or newest.status != SchedulerStatus.COMPLETED:
-            state = "missing" if newest is None else newest.status
+            state = "missing" if newest is None else _row_story(newest)
             problems.append(f"farm {kit.farm.pk}: the reminder of the last crossing is {state}")
     unexplained = rows.filter(status=SchedulerStatus.DEACTIVATED, failure_reason_code="")
     problems += [f"reminder row {r.pk} deactivated without a reason" for r in unexplained]
