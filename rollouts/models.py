@@ -106,7 +106,10 @@ class RolloutTarget(models.Model):
     """One endpoint of a rollout: ``pending`` until a wave sends it (``sent``, its command
     linked, that command's state is the target's) or the rollout skips it (``reason``)."""
 
-    rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="targets")
+    # No index of its own: the two below lead with it.
+    rollout = models.ForeignKey(
+        Rollout, on_delete=models.CASCADE, related_name="targets", db_index=False
+    )
     endpoint = models.ForeignKey(DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="+")
     step = models.CharField(max_length=8, choices=TargetStep.choices, default=TargetStep.PENDING)
     reason = models.CharField(max_length=24, choices=SkipReason.choices, blank=True, default="")
