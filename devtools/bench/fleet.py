@@ -99,7 +99,8 @@ def _sensors(fleet: BenchFleet, farms: list[Farm], per_farm: int) -> Specs:
     return [(d, e) for d in devices for e in endpoints]
 
 
-def _relays(fleet: BenchFleet, farms: list[Farm]) -> Specs:
+def relay_profile(fleet: BenchFleet) -> tuple[DeviceProfile, DeviceProfileEndpoint]:
+    """The fleet's relay profile and its one writable bool endpoint (RELAY_KEY)."""
     profile = DeviceProfile.objects.create(
         organization_id=fleet.organization_id, name=f"bench-{fleet.tag}-relay"
     )
@@ -111,6 +112,11 @@ def _relays(fleet: BenchFleet, farms: list[Farm]) -> Specs:
         rpc_method="setIO",
         rpc_param_key=RELAY_KEY,
     )
+    return profile, endpoint
+
+
+def _relays(fleet: BenchFleet, farms: list[Farm]) -> Specs:
+    profile, endpoint = relay_profile(fleet)
     fleet.relays = [f"{fleet.serial_prefix}R{i}" for i in range(len(farms))]
     now = datetime.now(UTC)  # online: dispatch's freshness gate passes
     return [

@@ -17,16 +17,9 @@ from automation.models import CommandTransition, DeviceCommand
 from automation.services.transitions import GuardedTransition, Transition, commands_transition
 from automation.states import CommandStatus, ReasonCode
 from common.models import Organization
-from devices.models import (
-    Device,
-    DeviceInstanceEndpoint,
-    DeviceProfile,
-    DeviceProfileEndpoint,
-    EndpointDataType,
-    Farm,
-)
+from devices.models import Device, DeviceInstanceEndpoint, Farm
 from devtools.bench import BenchError
-from devtools.bench.fleet import RELAY_KEY, BenchFleet, fleet_delete
+from devtools.bench.fleet import RELAY_KEY, BenchFleet, fleet_delete, relay_profile
 from rollouts import models as plan_bounds
 from rollouts.models import Rollout
 from rollouts.services.drive import rollout_tick
@@ -62,15 +55,7 @@ def relay_fleet_seed(tag: str, farm_sizes: Sequence[int]) -> RelayFleet:
         farms = Farm.objects.bulk_create(
             [Farm(organization=org, name=f"bench-{i}") for i in range(len(farm_sizes))]
         )
-        profile = DeviceProfile.objects.create(organization=org, name=f"bench-{tag}-relay")
-        endpoint = DeviceProfileEndpoint.objects.create(
-            profile=profile,
-            key=RELAY_KEY,
-            data_type=EndpointDataType.BOOL,
-            writable=True,
-            rpc_method="setIO",
-            rpc_param_key=RELAY_KEY,
-        )
+        profile, endpoint = relay_profile(fleet)
         devices = [
             Device(
                 farm=farm,

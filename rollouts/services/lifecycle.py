@@ -12,12 +12,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from automation.models import DeviceCommand
+from automation.services.manual import Actor
 from automation.services.targets import targets_lock
 from automation.services.transitions import GuardedTransition, Transition, commands_transition
 from automation.states import CommandStatus, ReasonCode
 from common.json_types import JsonValue
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
-from rollouts.services.plan import Actor
 from rollouts.states import ROLLOUT_ENDED, RolloutState, SkipReason, TargetStep, rollout_can_move
 from scheduler.services.support import support_note
 

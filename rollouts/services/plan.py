@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
+from automation.services.manual import Actor
 from common.json_types import JsonValue
 from common.localtime import local_to_utc
 from common.models import Organization
@@ -29,8 +29,6 @@ from rollouts.services.selection import (
     targets_insert,
 )
 from rollouts.states import AbortOutcome, EndBehaviour, RolloutState, TargetMode
-
-Actor = AbstractBaseUser | AnonymousUser
 
 
 class RolloutInvalid(ValueError):
