@@ -67,12 +67,13 @@ def endpoint_events_enqueue(event_ids: list[int]) -> None:
         enqueue_ids(endpoint_events_evaluate_task, chunk)
 
 
-# The name is the bridge's hand-off contract (``devices.mqtt.messages``).
+# Batches an older bridge queued before the upgrade, by the names it sent them under
+# (``devices.mqtt.messages``); the bridge now commits what it receives itself
+# (``automation.services.edge``) and sends only ids.
 @shared_task(name=TELEMETRY_TASK, **routed_to("ingest"), **DB_RETRY)
 def telemetry_ingest_task(messages: list[WireRow]) -> int:
-    """Ingest stage: the bridge hands off batches of telemetry; evaluation follows after
-    commit, in this task (``EVALUATE_INLINE``: the hop to the evaluate queue cost more than
-    it bought, docs/architecture.md) or on the evaluate queue."""
+    """A batch of telemetry queued by an older bridge: ingested here, evaluation following in
+    this task (``EVALUATE_INLINE``) or on the evaluate queue."""
     inline = settings.EVALUATE_INLINE
     result = telemetry_ingest(
         messages=[InboundTelemetry.from_task_arg(m) for m in messages],
@@ -134,7 +135,7 @@ def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = Tru
     return sum(1 for o in outcomes.values() if o == DispatchOutcome.DISPATCHED)
 
 
-# The bridge hands device replies to this one by name, like telemetry to ingest.
+# Device replies queued by an older bridge, like telemetry above.
 @shared_task(name=DEVICE_MESSAGES_TASK, **routed_to("reconcile"), **DB_RETRY)
 def device_messages_reconcile_task(messages: list[WireRow]) -> int:
     intent_ids = device_messages_record(messages=[DeviceMessage.from_task_arg(m) for m in messages])

@@ -10,6 +10,8 @@ of work from SQL, so a lost hand-off only delays it."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,12 @@ logger = logging.getLogger(__name__)
 COMMANDS_DISPATCH = "automation.command_intents_dispatch"
 NOTIFICATION_DELIVER = "notifications.deliver"
 METRICS_TOUCHED = "reminders.endpoint_metrics_touched"
+EVENTS_EVALUATE = "automation.endpoint_events_evaluate"
+COMMANDS_RECONCILE = "automation.command_intents_reconcile"
+
+# After a nudge failed, a loop that must not wait on the Celery broker sends none for this
+# long: each attempt against a broker that is down costs a connect timeout.
+NUDGE_PAUSE_S = 5.0
 
 
 def task_named(name: str) -> Task | None:
@@ -49,6 +57,40 @@ def enqueue(name: str, *args: Any, **kwargs: Any) -> None:
         logger.warning("hand-off %s: no such task here (the sweep will pick the work up)", name)
         return
     _send(task, args, kwargs)
+
+
+class Nudger:
+    """Hand-offs from a loop that must never wait on the Celery broker (the MQTT bridge,
+    which has committed what it nudges about): one publish attempt, no retries; after a
+    failure none for ``NUDGE_PAUSE_S``, the lost nudges left to beat's sweeps."""
+
+    def __init__(self, pause_s: float = NUDGE_PAUSE_S) -> None:
+        self._pause_s = pause_s
+        self._paused_until = 0.0
+        self._lock = threading.Lock()
+        self.lost = 0  # nudges not sent (failed or skipped while paused)
+
+    def __call__(self, name: str, ids: Sequence[int]) -> None:
+        if not ids:
+            return
+        if time.monotonic() < self._paused_until:
+            self.lost += 1
+            return
+        task = task_named(name)
+        try:
+            if task is None:
+                raise LookupError(f"no task {name} here")
+            task.apply_async(args=(list(ids),), retry=False)
+        except Exception as exc:
+            with self._lock:
+                self.lost += 1
+                self._paused_until = time.monotonic() + self._pause_s
+            logger.warning(
+                "nudge %s failed (the sweep will pick the work up); none for %.0fs: %s",
+                name,
+                self._pause_s,
+                exc,
+            )
 
 
 def enqueue_ids(task: Task, ids: list[int]) -> None:

@@ -12,9 +12,10 @@ BRIDGE_CLIENT_ID = bridge_client_id_from_env()
 BRIDGE_TAKEOVER_MAX = env_int("BRIDGE_TAKEOVER_MAX", 5, minimum=1)
 BRIDGE_BATCH_SIZE = env_int("BRIDGE_BATCH_SIZE", 500, minimum=1)
 BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
-# While a stage's queue holds untaken batches, new messages wait in the bridge up to this long
-# for a larger batch; a device's ack waits up to REPLY_WAIT for its state report (0: off).
-BRIDGE_HOLD_MAX_MS = env_float("BRIDGE_HOLD_MAX_MS", 500.0, minimum=0.0)
+# What commits a batch before its messages are acknowledged (ingest and receipts live in the
+# automation app, above the bridge's): telemetry with its events, device replies as receipts.
+BRIDGE_STORE = "automation.services.edge.bridge_batch_store"
+# A device's ack waits up to this long for its state report, so both cross in one commit (0: off).
 BRIDGE_REPLY_WAIT_MS = env_float("BRIDGE_REPLY_WAIT_MS", 10.0, minimum=0.0)
 BRIDGE_DEDUPE_TTL_S = env_int("BRIDGE_DEDUPE_TTL_S", 60)  # 0 turns the cache fast path off
 BRIDGE_MAX_PAYLOAD_BYTES = env_int("BRIDGE_MAX_PAYLOAD_BYTES", 64 * 1024, minimum=1)

@@ -1,14 +1,13 @@
 """The MQTT bridge on a real broker (embedded amqtt by default, Mosquitto with MQTT_URL).
 
-What the pipeline relies on: every device message reaches a Celery hand-off, in batches;
-a message is acknowledged only after its hand-off succeeded, so a failed hand-off or a
+What the pipeline relies on: every device message reaches the bridge's store, in batches;
+a message is acknowledged only after its batch was committed, so a failed commit or a
 stopped bridge loses nothing (the broker redelivers); redelivered telemetry is dropped by the
 cache fast path; nothing a device sends can stop the bridge.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
 import threading
@@ -20,10 +19,9 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DatabaseError
 from django.test import override_settings
-from kombu.exceptions import OperationalError
 
-from config.celery import app as celery_app
 from config.env import MqttConfig
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
 from devices.mqtt.bridge import batcher as bridge_module
@@ -37,7 +35,7 @@ SESSION_EXPIRY_S = 60
 
 
 class Recorder:
-    """A hand-off that keeps every batch. The broker may be shared with other runs, so
+    """A store that keeps every batch. The broker may be shared with other runs, so
     tests look only at their own serials."""
 
     def __init__(self) -> None:
@@ -124,50 +122,32 @@ def test_responses_and_state_reports_go_to_the_reconcile_task_with_their_kind(
     assert recorder.args(prefix, TELEMETRY_TASK) == []
 
 
-def drain_celery_queue(queue: str, prefix: str, expected: int) -> list[list[Any]]:
-    """Read back what send_task published (no worker runs here), then drop the queue."""
-    items: list[list[Any]] = []
-    with celery_app.connection_for_read() as connection:
-        simple = connection.SimpleQueue(queue)
-        try:
-            while len(items) < expected:
-                message = simple.get(timeout=WAIT_S)
-                assert message.headers["task"] == TELEMETRY_TASK
-                args, _kwargs, _embed = message.payload
-                items.extend(arg for arg in args[0] if str(arg[0]).startswith(prefix))
-                message.ack()
-        finally:
-            with contextlib.suppress(Exception):
-                simple.queue.delete()
-            simple.close()
-    return items
-
-
-def test_a_failing_hand_off_is_retried_and_acknowledged_only_after_it_succeeded(
+def test_a_failing_commit_is_retried_and_acknowledged_only_after_it_succeeded(
     make_bridge: Callable[..., MqttBridge], device: paho.Client, prefix: str
 ) -> None:
-    queue = f"test-bridge-{uuid.uuid4().hex[:8]}"
     acked_during_failures: list[int] = []
     holder: list[MqttBridge] = []
+    recorder = Recorder()
 
-    def celery_down_twice(task_name: str, batch: list[list[Any]]) -> None:
+    def database_down_twice(group: str, batch: list[list[Any]]) -> None:
         if len(acked_during_failures) < 2:
             acked_during_failures.append(holder[0].stats.acked)
-            raise OperationalError("Error 111 connecting to the broker (test)")
-        celery_app.send_task(task_name, args=[batch], queue=queue, retry=False)
+            raise DatabaseError("could not connect to server: Connection refused (test)")
+        recorder(group, batch)
 
-    bridge = make_bridge(handoff=celery_down_twice, flush_ms=5)
+    bridge = make_bridge(handoff=database_down_twice, flush_ms=5)
     holder.append(bridge)
     sent = [telemetry(f"{prefix}-1", n) for n in range(20)]
 
     publish_all(device, sent)
 
-    published = drain_celery_queue(queue, prefix, expected=20)
-    assert sorted(arg[1].encode() for arg in published) == sorted(p for _, p in sent)
+    wait_for(lambda: len(recorder.args(prefix)) >= 20, "all twenty committed")
+    assert sorted(arg[1].encode() for arg in recorder.args(prefix)) == sorted(p for _, p in sent)
     assert acked_during_failures == [0, 0]
-    wait_for(lambda: bridge.stats.acked >= 20, "acknowledgements after the hand-off")
-    assert bridge.stats.handoff_failures == 2
-    assert bridge.stats.handed_off >= 20
+    wait_for(lambda: bridge.stats.acked >= 20, "acknowledgements after the commit")
+    assert bridge.stats.store_failures == 2
+    assert bridge.stats.stored >= 20
+    assert bridge.store_failing_for_s == 0.0
 
 
 def test_telemetry_seen_within_the_ttl_is_dropped_after_it_was_handed_off(
@@ -272,7 +252,7 @@ def test_messages_published_while_the_bridge_is_stopped_reach_the_next_bridge(
     )
 
 
-def test_messages_whose_hand_off_never_succeeded_are_redelivered_to_the_next_bridge(
+def test_messages_whose_commit_never_succeeded_are_redelivered_to_the_next_bridge(
     make_bridge: Callable[..., MqttBridge],
     mqtt_config: MqttConfig,
     device: paho.Client,
@@ -281,12 +261,12 @@ def test_messages_whose_hand_off_never_succeeded_are_redelivered_to_the_next_bri
     needs_persistent_sessions(mqtt_config)
     client_id = f"test-bridge-{uuid.uuid4().hex[:10]}"
 
-    def celery_down(task_name: str, batch: list[list[Any]]) -> None:
-        raise OperationalError("broker down (test)")
+    def database_down(group: str, batch: list[list[Any]]) -> None:
+        raise DatabaseError("database unreachable (test)")
 
-    failing = make_bridge(client_id, handoff=celery_down, flush_ms=5)
+    failing = make_bridge(client_id, handoff=database_down, flush_ms=5)
     publish_all(device, [telemetry(f"{prefix}-1", n) for n in range(5)])
-    wait_for(lambda: failing.stats.handoff_failures >= 1, "a failed hand-off")
+    wait_for(lambda: failing.stats.store_failures >= 1, "a failed commit")
     wait_for(lambda: failing.stats.received["telemetry"] >= 5, "five received")
     failing.stop()
     assert failing.stats.acked == 0

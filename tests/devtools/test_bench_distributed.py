@@ -48,15 +48,18 @@ def at(ms: float) -> datetime:
 
 
 def test_workers_default_to_the_procfile_and_a_stage_keeps_its_pool_unless_named() -> None:
-    workers = workers_parse("ingest=4, dispatch=16, reconcile=3:threads")
-    assert workers["ingest"] == WorkerSpec(4, "prefork")
+    workers = workers_parse("evaluate=4, dispatch=16, reconcile=3:threads")
+    assert workers["evaluate"] == WorkerSpec(4, "prefork")
     assert workers["dispatch"] == WorkerSpec(16, "threads")  # the Procfile's pool
     assert workers["reconcile"] == WorkerSpec(3, "threads")
-    assert workers["evaluate"] == PROCFILE_WORKERS["evaluate"]
+    assert workers["events"] == PROCFILE_WORKERS["events"]
     assert workers_parse("") == PROCFILE_WORKERS
+    assert "ingest" not in PROCFILE_WORKERS  # the bridge commits: no ingest worker
 
 
-@pytest.mark.parametrize("spec", ["ingest", "nope=2", "ingest=x", "ingest=0", "ingest=2:fork"])
+@pytest.mark.parametrize(
+    "spec", ["evaluate", "nope=2", "ingest=2", "evaluate=x", "evaluate=0", "evaluate=2:fork"]
+)
 def test_a_malformed_worker_spec_names_the_option(spec: str) -> None:
     with pytest.raises(PlanError, match="--concurrency"):
         workers_parse(spec)
@@ -84,12 +87,12 @@ def _options(**given: object) -> dict[str, object]:
 
 
 def test_unset_shared_options_take_the_distributed_defaults() -> None:
-    plan = plan_from_options(_options(farms=50, concurrency="ingest=3"))
+    plan = plan_from_options(_options(farms=50, concurrency="evaluate=3"))
     assert (plan.farms, plan.messages, plan.ingest_devices) == (50, 20_000, 1000)
     assert plan.steps == (10.0, 30.0) and plan.scheduler_workers == (1, 2, 4)
-    assert plan.stage_workers["ingest"] == WorkerSpec(3)
+    assert plan.stage_workers["evaluate"] == WorkerSpec(3)
     line = plan.command_line()
-    assert "--farms 50" in line and "--steps 10,30" in line and "ingest=3:prefork" in line
+    assert "--farms 50" in line and "--steps 10,30" in line and "evaluate=3:prefork" in line
     with pytest.raises(PlanError):
         plan_from_options(_options(bridges=0))
 

@@ -1,5 +1,5 @@
 """The MQTT bridge, the only MQTT subscriber (its guarantee is stated at the top of ``loop``):
-``loop`` drives the MQTT client, ``batcher`` hands messages to Celery, ``limits`` bounds
+``loop`` drives the MQTT client, ``batcher`` commits messages in batches, ``limits`` bounds
 floods, ``session`` keys the broker session and backs off when another client takes it
 over. The names other modules use are re-exported here."""
 

@@ -1,10 +1,11 @@
-"""The bridge's hand-offs: received messages wait in one group per task and go to Celery in
-chunks of ``batch_size``; each message is acknowledged only after the chunk holding it was
-handed off, and a failed hand-off is retried with a capped backoff, acknowledging nothing.
+"""The bridge's store: received messages wait in one group per kind (telemetry, device
+replies) and are committed to the database in chunks of ``batch_size`` by the store the
+settings name (``BRIDGE_STORE``); each message is acknowledged to the MQTT broker only after
+the chunk holding it was committed, and a failed commit is retried with a capped backoff,
+acknowledging nothing (the broker keeps what is not acknowledged, within its queue limit).
 
-Batches form from what is waiting: while the task's queue already holds batches no worker
-has taken (every worker is busy), new messages wait here instead of becoming more small
-tasks behind them, so the next batch is larger and costs the same statements."""
+Batches form from what is waiting: while a commit runs, the socket fills, and the next
+batch is larger for the same statements."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from django.conf import settings
 from django.core.cache import cache
-from kombu.exceptions import ChannelError
+from django.utils.module_loading import import_string
 
 from devices.mqtt.bridge.stats import BridgeStats
 from devices.mqtt.contract import TopicKind
@@ -24,56 +25,20 @@ from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, WireRow
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
-HANDOFF_FIRST_BACKOFF_S = 0.1
-HANDOFF_MAX_BACKOFF_S = 5.0
+STORE_FIRST_BACKOFF_S = 0.1
+STORE_MAX_BACKOFF_S = 5.0
 DEDUPE_KEY_PREFIX = "bridge:telemetry:"
 
-# While workers are busy, how often the queue is looked at again, and the longest a message
-# is held for a larger batch (it then goes out whatever the queue holds).
-BACKLOG_CHECK_S = 0.005
-HOLD_MAX_S = 0.5
-
+# The store commits one batch of one group (``TELEMETRY_TASK`` or ``DEVICE_MESSAGES_TASK``,
+# the names the payload rows are shaped for) and returns after the commit, or raises.
 Handoff = Callable[[str, list[WireRow]], None]
-Backlog = Callable[[str], int]  # task name -> hand-offs waiting in its queue, untaken
 
 
-def celery_backlog(task_name: str) -> int:
-    """Hand-offs waiting in the queue ``task_name`` is routed to, untaken by any worker."""
-    from config.celery import app as celery_app
-    from config.celery import route_to_stage
-
-    route = route_to_stage(task_name, (), {}, {}) or {}
-    return queue_length(route.get("queue", celery_app.conf.task_default_queue))
-
-
-def queue_length(queue: str) -> int:
-    """Messages in ``queue`` over a pooled broker connection: a virtual transport's own count
-    (Redis: LLEN over the priority lists, where an empty queue has no key for a passive
-    declare to find), else a passive declare (RabbitMQ's message count)."""
-    from config.celery import app as celery_app
-
-    conn: Any
-    with celery_app.pool.acquire(block=True, timeout=1.0) as conn:
-        size = getattr(conn.default_channel, "_size", None)
-        if size is not None:
-            return int(size(queue))
-        # A passive declare of a queue no worker declared yet closes its channel: a channel
-        # of its own, and no queue means nothing waits in it.
-        with conn.channel() as own:
-            try:
-                return int(own.queue_declare(queue=queue, passive=True).message_count)
-            except ChannelError:
-                return 0
-
-
-def celery_handoff(task_name: str, batch: list[WireRow]) -> None:
-    """Publish one batch as one task, by name (the tasks sit in an app above this one), to
-    the queue the task declares (the app's router reads it). ``retry=False``: the bridge owns
-    the retry, so its MQTT loop is serviced between attempts instead of blocking inside
-    kombu's retry policy."""
-    from config.celery import app as celery_app
-
-    celery_app.send_task(task_name, args=[batch], retry=False)
+def configured_store() -> Handoff:
+    """The store the settings name: it lives in an app above this one (ingest and receipts
+    are automation's), so the bridge reaches it by name, as a worker reaches a task."""
+    store: Handoff = import_string(settings.BRIDGE_STORE)
+    return store
 
 
 def dedupe_key(serial: str, payload: bytes) -> str:
@@ -83,7 +48,7 @@ def dedupe_key(serial: str, payload: bytes) -> str:
 
 @dataclass(slots=True)
 class Entry:
-    """One received message waiting for its hand-off; ``arg`` None once it is known to be a
+    """One received message waiting for its commit; ``arg`` None once it is known to be a
     duplicate (it then only needs its acknowledgement)."""
 
     arg: WireRow | None
@@ -101,7 +66,7 @@ class _Group:
 
 
 class Batcher:
-    """The messages waiting for a hand-off, and when the next one is due."""
+    """The messages waiting for a commit, and when the next one is due."""
 
     def __init__(
         self,
@@ -114,18 +79,15 @@ class Batcher:
         handoff: Handoff | None,
         dedupe_ttl_s: int,
         ack: Callable[[Entry], None],
-        backlog: Backlog | None = None,
-        hold_s: float = HOLD_MAX_S,
         reply_wait_s: float = 0.0,
     ) -> None:
-        """``handoff`` None is Celery's; only then is ``backlog`` by default Celery's queues
-        (another hand-off has no queue to look at)."""
+        """``handoff`` None is the configured store (tests pass a recorder)."""
         self._client_id = client_id
         self._stats = stats
         self._batch_size = batch_size
         self._flush_s = flush_s
         self._window = window
-        self._handoff = handoff or celery_handoff
+        self._handoff = handoff or configured_store()
         self._dedupe_ttl_s = dedupe_ttl_s
         self._ack = ack
         self._groups = {
@@ -135,13 +97,11 @@ class Batcher:
         self._oldest_at = 0.0  # monotonic time of the oldest message waiting
         self._flushed_at = time.monotonic()  # of the last complete flush (or the start)
         self._retry_at = 0.0
-        self._retry_delay = HANDOFF_FIRST_BACKOFF_S
-        self._backlog = backlog if backlog is not None or handoff else celery_backlog
-        self._hold_s = hold_s
-        self._held_until = 0.0  # while holding, the queue is not looked at before this
+        self._retry_delay = STORE_FIRST_BACKOFF_S
+        self._failing_since: float | None = None  # monotonic, while commits keep failing
         # A device's ack is followed by its state report within milliseconds: on a quiet
-        # bridge an ack waits up to ``reply_wait_s`` for it, so both cross in one reconcile
-        # batch (one task, one transaction) instead of two. Serial → when its ack arrived.
+        # bridge an ack waits up to ``reply_wait_s`` for it, so both cross in one commit and
+        # one reconcile batch instead of two. Serial → when its ack arrived.
         self._reply_wait_s = reply_wait_s
         self._acks_waiting: dict[str, float] = {}
 
@@ -179,7 +139,6 @@ class Batcher:
         due = self._oldest_at + self._flush_s
         if now - self._flushed_at >= self._flush_s:
             due = now
-        due = max(due, min(self._held_until, self._oldest_at + self._hold_s))
         if self._acks_waiting:
             due = max(due, self._reply_due_at())
         return min(max_wait_s, max(0.0, max(self._retry_at, due) - now))
@@ -189,8 +148,7 @@ class Batcher:
         socket has nothing more ready (``arrived`` 0 in the last loop pass), so no window adds
         latency; on a busy one with a full batch, a full inflight window (``unacked``
         messages on this connection: the broker sends no more until some are acknowledged)
-        or the timer, so batches grow with the load. Not before a retry's backoff ends, and
-        not while the queue still holds untaken batches (up to ``hold_s``, see ``_held``)."""
+        or the timer, so batches grow with the load. Not before a retry's backoff ends."""
         pending = self.pending()
         now = time.monotonic()
         if pending == 0 or now < self._retry_at:
@@ -202,39 +160,39 @@ class Batcher:
         )
         if self._acks_waiting and now < self._reply_due_at():
             return False
-        return timely and not self._held(now)
-
-    def _held(self, now: float) -> bool:
-        """Whether the waiting messages stay for a larger batch: some queue they go to still
-        holds a batch no worker has taken, and the oldest has waited less than ``hold_s``.
-        An unanswered look at the queue holds nothing (the hand-off decides then)."""
-        if self._backlog is None or now >= self._oldest_at + self._hold_s:
-            return False
-        if now < self._held_until:
-            return True
-        try:
-            busy = any(self._backlog(g.task_name) > 0 for g in self._groups.values() if g.entries)
-        except Exception as exc:
-            logger.debug("bridge %s: queue backlog unknown: %s", self._client_id, exc)
-            busy = False
-        if busy:
-            self._stats.holds += 1
-            self._held_until = now + BACKLOG_CHECK_S
-        return busy
+        return timely
 
     def retry_due(self) -> bool:
         return bool(self.pending()) and time.monotonic() >= self._retry_at
 
+    @property
+    def failing_for_s(self) -> float:
+        """How long commits have been failing (0 while they succeed): ``/health``'s why."""
+        if self._failing_since is None:
+            return 0.0
+        return time.monotonic() - self._failing_since
+
     def flush(self) -> None:
-        """Hand off every waiting message in chunks of ``batch_size``; on failure keep the
+        """Commit every waiting message in chunks of ``batch_size``; on failure keep the
         rest, acknowledge nothing of it, and retry after a capped backoff."""
         for group in self._groups.values():
             if group.entries and not self._flush_group(group):
-                self._retry_at = time.monotonic() + self._retry_delay
-                self._retry_delay = min(self._retry_delay * 2, HANDOFF_MAX_BACKOFF_S)
+                now = time.monotonic()
+                self._retry_at = now + self._retry_delay
+                self._retry_delay = min(self._retry_delay * 2, STORE_MAX_BACKOFF_S)
+                if self._failing_since is None:
+                    self._failing_since = now
                 return
-        self._retry_at, self._retry_delay = 0.0, HANDOFF_FIRST_BACKOFF_S
-        self._oldest_at = self._held_until = 0.0
+        if self._failing_since is not None:
+            logger.warning(
+                "bridge %s: commits succeed again after %.1fs",
+                self._client_id,
+                time.monotonic() - self._failing_since,
+                extra={"bridgeClientId": self._client_id},
+            )
+        self._retry_at, self._retry_delay = 0.0, STORE_FIRST_BACKOFF_S
+        self._failing_since = None
+        self._oldest_at = 0.0
         self._acks_waiting.clear()
         self._flushed_at = time.monotonic()
 
@@ -247,10 +205,10 @@ class Batcher:
             if batch:
                 try:
                     self._handoff(group.task_name, batch)
-                except Exception as exc:  # broker down, timeout, serialisation: keep, retry
-                    self._stats.handoff_failures += 1
+                except Exception as exc:  # database unreachable, a timeout: keep, retry
+                    self._stats.store_failures += 1
                     logger.warning(
-                        "bridge %s: hand-off of %d message(s) to %s failed: %s; retrying in "
+                        "bridge %s: commit of %d message(s) (%s) failed: %s; retrying in "
                         "%.1fs, not acknowledged",
                         self._client_id,
                         len(batch),
@@ -265,8 +223,8 @@ class Batcher:
                         },
                     )
                     return False
-                self._stats.handed_off += len(batch)
-                self._stats.handoffs += 1
+                self._stats.stored += len(batch)
+                self._stats.commits += 1
             del group.entries[: len(chunk)]
             self._remember(chunk)
             for entry in chunk:
@@ -274,8 +232,8 @@ class Batcher:
         return True
 
     def _drop_duplicates(self, entries: list[Entry]) -> None:
-        """Mark telemetry already handed off (by any bridge, within the TTL) or repeated in
-        this batch; a cache error only means nothing is dropped."""
+        """Mark telemetry already committed (by any bridge, within the TTL) or repeated in
+        this batch; a cache error only means nothing is dropped (the unique keys absorb it)."""
         fresh = [e for e in entries if not e.checked and e.key is not None]
         if not fresh:
             return

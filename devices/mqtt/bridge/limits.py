@@ -1,6 +1,6 @@
 """The bridge's flood bounds: a token bucket per device and a payload size cap. A message over
-either bound is acknowledged and never handed to Celery; it is counted into one summary
-rejection per (device, kind, reason), written every ``drop_flush_s``."""
+either bound is acknowledged and never stored as telemetry or a receipt; it is counted into
+one summary rejection per (device, kind, reason), written every ``drop_flush_s``."""
 
 from __future__ import annotations
 

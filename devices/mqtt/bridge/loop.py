@@ -1,11 +1,15 @@
-"""The MQTT bridge: the only MQTT subscriber. It turns device messages into Celery tasks in
-batches and acknowledges each MQTT message only after the batch holding it was handed off.
+"""The MQTT bridge: the only MQTT subscriber. It commits device messages to the database in
+batches and acknowledges each MQTT message only after the batch holding it was committed.
 
-Guarantees: a message is acknowledged (PUBACK) only after ``send_task`` returned for it, so a
-crash, a broker restart or a Celery outage delays messages but never loses them (the broker
-redelivers what was not acknowledged; the persistent session keeps what arrives while the
-bridge is away). Delivery is at least once: the database dedupes, and a short-TTL cache key,
-set only after a hand-off, drops most redelivered telemetry before it costs a task.
+Guarantees: a message is acknowledged (PUBACK) only once it is in the database (telemetry
+with its endpoint events, a device reply as a receipt, a refused message as a rejection with
+its reason), so a crash of the bridge, a worker outage or a Celery broker restarted empty
+delays work but loses nothing: the broker redelivers what was not acknowledged, the
+persistent session keeps what arrives while the bridge is away, and the Celery messages sent
+after a commit carry only ids, which beat's sweeps re-derive from SQL when one is lost. While
+the database is unreachable nothing is acknowledged and commits are retried with a capped
+backoff. Delivery is at least once: unique keys absorb a redelivery, and a short-TTL cache
+key, set only after a commit, drops most redelivered telemetry before it costs a statement.
 
 The bridge drives paho's network loop itself (``client.loop()`` on one thread): timed
 flushes need the loop, a loop we own was the fast one (docs/spec.md §11), and acknowledgements must
@@ -33,7 +37,6 @@ from config.env import MqttConfig
 from devices.mqtt.bridge.batcher import (
     DEVICE_MESSAGES_TASK,
     TELEMETRY_TASK,
-    Backlog,
     Batcher,
     Entry,
     Handoff,
@@ -65,8 +68,8 @@ HEARTBEAT_INTERVAL_S = 10.0
 
 
 class MqttBridge:
-    """Subscribes to device telemetry, RPC responses and state reports; hands them to Celery
-    in batches of ``batch_size`` or after ``flush_ms``; acknowledges after the hand-off."""
+    """Subscribes to device telemetry, RPC responses and state reports; commits them in
+    batches of ``batch_size`` or after ``flush_ms``; acknowledges after the commit."""
 
     def __init__(
         self,
@@ -84,7 +87,6 @@ class MqttBridge:
         device_burst: int | None = None,
         drop_flush_s: float | None = None,
         drop_recorder: DropRecorder | None = None,
-        backlog: Backlog | None = None,
         takeover_max: int | None = None,
         retire: bool = False,
     ) -> None:
@@ -101,8 +103,6 @@ class MqttBridge:
             handoff=handoff,
             dedupe_ttl_s=settings.BRIDGE_DEDUPE_TTL_S if dedupe_ttl_s is None else dedupe_ttl_s,
             ack=self._ack,
-            backlog=backlog,
-            hold_s=settings.BRIDGE_HOLD_MAX_MS / 1000,
             reply_wait_s=settings.BRIDGE_REPLY_WAIT_MS / 1000,
         )
         # Flood bounds: one device cannot take the pipeline's capacity from the others.
@@ -119,7 +119,7 @@ class MqttBridge:
         self._session = BridgeSession(
             client_id=self._client_id, max_in_row=takeover_max or settings.BRIDGE_TAKEOVER_MAX
         )
-        self._retire = retire  # on stop, end the session if everything was handed off
+        self._retire = retire  # on stop, end the session if everything was committed
         self._connection = 0
         self._unacked = 0  # received on the current connection, not yet acknowledged
         self._ready = threading.Event()
@@ -140,6 +140,12 @@ class MqttBridge:
     def stats(self) -> BridgeStats:
         return replace(self._stats, received=dict(self._stats.received))
 
+    @property
+    def store_failing_for_s(self) -> float:
+        """How long commits have been failing (0 while they succeed): nothing is
+        acknowledged meanwhile, so the broker's queue for this session grows."""
+        return self._batcher.failing_for_s
+
     def wait_connected(self, timeout_s: float) -> bool:
         """True once connected and subscribed (a message published next is not missed)."""
         return self._ready.wait(timeout_s)
@@ -158,7 +164,7 @@ class MqttBridge:
         self._thread.start()
 
     def stop(self) -> None:
-        """Flush and acknowledge what can be handed off, then disconnect keeping the
+        """Commit and acknowledge what can be committed, then disconnect keeping the
         persistent session, so the broker queues what is published while we are away."""
         self._stop_event.set()
         thread, self._thread = self._thread, None
@@ -225,7 +231,7 @@ class MqttBridge:
 
     def _connect(self, client: paho.Client) -> bool:
         """Connect with capped backoff, logging each attempt; False if stopped first. While
-        MQTT is down, what we already hold is still handed off (its redelivery is deduped)."""
+        MQTT is down, what we already hold is still committed (its redelivery is deduped)."""
         delay, attempt = RECONNECT_FIRST_BACKOFF_S, 0
         while not self._stop_event.is_set():
             attempt += 1
@@ -286,7 +292,7 @@ class MqttBridge:
         left = self._batcher.pending()
         if left:
             logger.warning(
-                "bridge %s stopping with %d message(s) not handed off; the broker redelivers them",
+                "bridge %s stopping with %d message(s) not committed; the broker redelivers them",
                 self._client_id,
                 left,
                 extra={"bridgeClientId": self._client_id},
@@ -370,7 +376,7 @@ class MqttBridge:
     def _take(
         self, serial: str, kind: TopicKind, message: paho.MQTTMessage, received_at: datetime
     ) -> None:
-        """Queue one device message for the next batch hand-off (telemetry or device reply)."""
+        """Queue one device message for the next batch commit (telemetry or device reply)."""
         payload = bytes(message.payload)
         self._stats.received[kind] += 1
         if self._limits.refuse(serial, kind, payload, received_at):

@@ -14,25 +14,24 @@ class BridgeStats:
     """Counters for progress lines and tests; a snapshot is a copy, safe to keep."""
 
     received: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BRIDGED_KINDS, 0))
-    handed_off: int = 0
-    handoffs: int = 0  # tasks sent: handed_off / handoffs is the mean batch
-    holds: int = 0  # looks at a busy queue that kept messages for a larger batch
+    stored: int = 0  # committed to the database, then acknowledged
+    commits: int = 0  # stored / commits is the mean batch
     acked: int = 0
     duplicates_dropped: int = 0
     unknown_topic: int = 0
     oversized: int = 0
     rate_limited: int = 0
     drop_record_failures: int = 0
-    handoff_failures: int = 0
+    store_failures: int = 0
     reconnects: int = 0
 
     def summary(self) -> str:
         kinds = " ".join(f"{kind}={count}" for kind, count in self.received.items())
         return (
-            f"received[{kinds}] handed_off={self.handed_off} in {self.handoffs} batch(es) "
-            f"holds={self.holds} acked={self.acked} "
+            f"received[{kinds}] stored={self.stored} in {self.commits} commit(s) "
+            f"acked={self.acked} "
             f"duplicates={self.duplicates_dropped} unknown_topic={self.unknown_topic} "
             f"oversized={self.oversized} rate_limited={self.rate_limited} "
             f"drop_record_failures={self.drop_record_failures} "
-            f"handoff_failures={self.handoff_failures} reconnects={self.reconnects}"
+            f"store_failures={self.store_failures} reconnects={self.reconnects}"
         )

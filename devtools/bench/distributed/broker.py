@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
+from kombu.exceptions import ChannelError
 
 from config.celery import app as celery_app
-from devices.mqtt.bridge.batcher import queue_length
 
 PING_TIMEOUT_S = 1.0
 
@@ -35,7 +35,24 @@ def broker_kind() -> str:
     return url.split("://", 1)[0]
 
 
+def queue_length(queue: str) -> int:
+    """Messages in ``queue`` over a pooled broker connection: a virtual transport's own count
+    (Redis: LLEN over the priority lists, where an empty queue has no key for a passive
+    declare to find), else a passive declare (RabbitMQ's message count)."""
+    conn: Any
+    with celery_app.pool.acquire(block=True, timeout=1.0) as conn:
+        size = getattr(conn.default_channel, "_size", None)
+        if size is not None:
+            return int(size(queue))
+        # A passive declare of a queue no worker declared yet closes its channel: a channel
+        # of its own, and no queue means nothing waits in it.
+        with conn.channel() as own:
+            try:
+                return int(own.queue_declare(queue=queue, passive=True).message_count)
+            except ChannelError:
+                return 0
+
+
 def queue_backlog(queues: Iterable[str]) -> dict[str, int]:
-    """Messages waiting per queue (not those a worker has reserved), read as the bridge reads
-    them when it decides to hold a batch."""
+    """Messages waiting per queue (not those a worker has reserved)."""
     return {q: queue_length(q) for q in queues}

@@ -38,7 +38,7 @@ def add_arguments(parser: CommandParser) -> None:
     add("--bridges", type=int, default=DEFAULTS.bridges, help="distributed: bridge processes")
     add("--concurrency", default="",
         help="distributed: stage workers over deploy/Procfile.dev's, e.g. "
-             "ingest=2,evaluate=1,dispatch=8:threads,reconcile=2")  # fmt: skip
+             "evaluate=2,dispatch=8:threads,reconcile=2")  # fmt: skip
     add("--steps", default=",".join(f"{s:g}" for s in DEFAULTS.steps),
         help="distributed: crossings offered per second, one step each")  # fmt: skip
     add("--step-seconds", type=float, default=DEFAULTS.step_seconds,

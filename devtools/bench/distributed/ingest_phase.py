@@ -1,5 +1,5 @@
-"""Ingest through the deployed processes (the broker, the bridge process, the ingest
-workers) next to its floors on the same broker and database: a bare paho QoS 1 subscriber
+"""Ingest through the deployed processes (the broker, the bridge process, which commits
+what it receives) next to its floors on the same broker and database: a bare paho QoS 1 subscriber
 and bare batched INSERTs of the same rows (``devtools.bench.ingest``)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from devtools.bench.ingest import (
 from devtools.bench.mqtt import QOS, bench_publisher, client_close
 from devtools.bench.report import Progress
 
-PRODUCT = "broker → bridge process → ingest workers → persisted"
+PRODUCT = "broker → bridge process → committed"
 # Published but not yet persisted: the bridge's persistent session holds them on the broker,
 # well inside the deployed max_queued_messages (deploy/mosquitto.conf: 100,000).
 WINDOW = 10_000

@@ -28,8 +28,7 @@ class WorkerSpec:
 
 # deploy/Procfile.dev, stage by stage; a run changes only the stages it names.
 PROCFILE_WORKERS: dict[str, WorkerSpec] = {
-    "ingest": WorkerSpec(2),
-    "evaluate": WorkerSpec(1),
+    "evaluate": WorkerSpec(2),
     "dispatch": WorkerSpec(8, "threads"),
     "reconcile": WorkerSpec(2),
     "scheduler": WorkerSpec(2),

@@ -1,0 +1,66 @@
+"""What the MQTT bridge commits before it acknowledges a device message (``BRIDGE_STORE``):
+telemetry with its endpoint events, and device replies as receipts, each batch in one
+transaction through the same services as every other way in (``telemetry_ingest``,
+``device_messages_record``). Only then does the bridge send its PUBACKs, so what the broker
+was told is accepted is in the database first.
+
+The Celery messages that follow carry ids only: evaluation of the new events, reconciliation
+of the commands whose evidence changed. A nudge that is lost (the Celery broker down or
+restarted empty) only delays that work until beat's sweeps find it in SQL: pending events
+(``endpoint_events_sweep``) and commands past their ack deadline or applied window
+(``command_intents_sweep``), which decide on the stored receipts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.db import close_old_connections
+
+from automation.services.ingest import telemetry_ingest
+from automation.services.receipts import device_messages_record
+from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
+from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetry, WireRow
+
+# One per process: its pause after a failed nudge spans every batch of the process.
+_nudge = Nudger()
+
+
+def bridge_batch_store(group: str, batch: list[WireRow]) -> None:
+    """Commit one batch of the bridge's ``group`` (``TELEMETRY_TASK`` or
+    ``DEVICE_MESSAGES_TASK``), then nudge the next stage. Raises when the commit failed: the
+    bridge then acknowledges nothing of the batch and retries it. A connection the database
+    closed (a restart, a failover) is replaced first, as a long-running process must."""
+    close_old_connections()
+    try:
+        if group == TELEMETRY_TASK:
+            telemetry_store(messages=[InboundTelemetry.from_task_arg(row) for row in batch])
+        else:
+            replies_store(messages=[DeviceMessage.from_task_arg(row) for row in batch])
+    except Exception:
+        close_old_connections()  # a broken connection is not reused for the retry
+        raise
+
+
+def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
+    """Telemetry and its events committed; evaluation of the new events nudged after commit.
+    Returns the events created (none for a redelivery)."""
+    result = telemetry_ingest(messages=messages)
+    size = settings.EVALUATE_BATCH_SIZE
+    ids = result.pending_event_ids
+    for start in range(0, len(ids), size):
+        _nudge(EVENTS_EVALUATE, ids[start : start + size])
+    return result.events
+
+
+def replies_store(*, messages: Sequence[DeviceMessage]) -> int:
+    """Acks and state reports committed as receipts; the commands they concern nudged for
+    reconciliation. Returns how many commands got new evidence."""
+    command_ids = device_messages_record(messages=messages)
+    _nudge(COMMANDS_RECONCILE, command_ids)
+    return len(command_ids)
+
+
+def nudges_lost() -> int:
+    """Nudges this process did not send (the sweeps did their work); for progress lines."""
+    return _nudge.lost

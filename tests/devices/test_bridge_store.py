@@ -1,0 +1,140 @@
+"""The bridge's configured store on a real broker and database: what a device sent is
+committed (telemetry with its events, replies as receipts, a refused message as a rejection
+with its reason) before the bridge acknowledges it, and a Celery broker that takes no nudge
+loses nothing: the events wait in SQL for the sweep."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+from django.utils import timezone
+
+from automation.models import AutomationEndpointEvent, DeviceCommand, DeviceCommandReceipt
+from automation.services import edge
+from automation.services.evaluate import endpoint_events_pending
+from automation.states import CommandOrigin
+from common.handoff import Nudger
+from devices.models import DeviceMessageRejection, Telemetry
+from devices.mqtt.bridge import MqttBridge
+from tests.devices.factories import FarmKit, make_farm
+from tests.devices.test_bridge import publish_all
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def kit() -> FarmKit:
+    return make_farm(prefix=f"st-{uuid.uuid4().hex[:6]}-")
+
+
+@pytest.fixture
+def broker_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every nudge fails, as with the Celery broker down or restarted empty."""
+    tried: list[str] = []
+
+    class Down(Nudger):
+        def __call__(self, name: str, ids: Any) -> None:
+            tried.append(name)
+            self.lost += 1
+
+    monkeypatch.setattr(edge, "_nudge", Down())
+    yield tried
+
+
+def reading(kit: FarmKit, n: int) -> tuple[str, bytes]:
+    ts = (timezone.now() - timedelta(seconds=60 - n)).isoformat()
+    body = f'{{"ts":"{ts}","values":{{"temp":{20 + n},"humidity":50}}}}'
+    return f"devices/{kit.sensor.serial_number}/telemetry", body.encode()
+
+
+def test_telemetry_is_committed_before_it_is_acknowledged_and_waits_for_the_sweep(
+    make_bridge: Callable[..., MqttBridge],
+    device: paho.Client,
+    kit: FarmKit,
+    broker_down: list[str],
+) -> None:
+    bridge = make_bridge(flush_ms=5)  # the configured store: BRIDGE_STORE
+    acked_before: list[tuple[int, int]] = []
+    store = bridge._batcher._handoff  # observed at each commit
+
+    def observed(group: str, batch: list[Any]) -> None:
+        store(group, batch)
+        acked_before.append((bridge.stats.acked, Telemetry.objects.count()))
+
+    bridge._batcher._handoff = observed
+    publish_all(device, [reading(kit, n) for n in range(10)])
+
+    wait_for(lambda: bridge.stats.acked >= 10, "ten acknowledged")
+    rows = Telemetry.objects.filter(device=kit.sensor)
+    assert rows.count() == 10
+    assert all(acked < stored for acked, stored in acked_before)  # stored, then acked
+    events = AutomationEndpointEvent.objects.filter(device=kit.sensor)
+    assert events.count() == 20  # temp and humidity of each reading
+    assert "automation.endpoint_events_evaluate" in broker_down
+    pending = endpoint_events_pending(older_than=timezone.now(), limit=100)
+    assert set(events.values_list("pk", flat=True)) <= set(pending)
+
+
+def test_a_redelivered_reading_is_stored_once(
+    make_bridge: Callable[..., MqttBridge], device: paho.Client, kit: FarmKit
+) -> None:
+    bridge = make_bridge(flush_ms=5, dedupe_ttl_s=0)  # the unique keys alone
+    once = reading(kit, 1)
+    publish_all(device, [once])
+    wait_for(lambda: bridge.stats.acked >= 1, "the first copy")
+    publish_all(device, [once, once])
+    wait_for(lambda: bridge.stats.acked >= 3, "the copies acknowledged")
+    assert Telemetry.objects.filter(device=kit.sensor).count() == 1
+    assert AutomationEndpointEvent.objects.filter(device=kit.sensor).count() == 2
+
+
+def test_replies_are_committed_as_receipts_and_refusals_as_rejections(
+    make_bridge: Callable[..., MqttBridge],
+    device: paho.Client,
+    kit: FarmKit,
+    broker_down: list[str],
+) -> None:
+    now = timezone.now()
+    command = DeviceCommand.objects.create(
+        origin=CommandOrigin.MANUAL,
+        target_device=kit.actuator,
+        target_device_endpoint=kit.io1,
+        target_serial_number=kit.actuator.serial_number,
+        command_method="setIO",
+        command_params={"io1": True},
+        target_value=True,
+        idempotency_key=f"store-{kit.farm.pk}",
+        desired_state_fingerprint="f" * 64,
+        device_command_id=f"cmd_{uuid.uuid4().hex[:12]}",
+        status="dispatched",
+        created_at=now,
+        updated_at=now,
+    )
+    bridge = make_bridge(flush_ms=5)
+    command_id = command.device_command_id
+    response = f'{{"commandId":"{command_id}","status":"accepted","resultCode":"ok"}}'
+    serial = kit.actuator.serial_number
+    publish_all(
+        device,
+        [
+            (f"devices/{serial}/rpc/response", response.encode()),
+            (f"devices/{serial}/state", b"{not json"),
+            (f"devices/no-such-{uuid.uuid4().hex[:6]}/telemetry", b'{"values":{"t":1}}'),
+        ],
+    )
+
+    wait_for(lambda: bridge.stats.acked >= 3, "all three acknowledged")
+    assert DeviceCommandReceipt.objects.filter(intent=command).count() == 1
+    reasons = set(
+        DeviceMessageRejection.objects.filter(received_at__gte=command.created_at).values_list(
+            "reason_code", flat=True
+        )
+    )
+    assert {"invalid_json", "unknown_device"} <= reasons
+    assert "automation.command_intents_reconcile" in broker_down
