@@ -2,9 +2,12 @@
 tooling, DEBUG off whatever ``DJANGO_DEBUG`` says, the secrets required, and HTTPS enforced
 (``manage.py check --deploy`` passes on the defaults; each is an environment variable)."""
 
+import os
+
 from config.env import (
     MASK,
     SettingError,
+    SettingMissing,
     env_bool,
     env_int,
     env_proxy_ssl_header,
@@ -13,6 +16,20 @@ from config.env import (
 from config.logging import log_format_from_env, logging_settings
 from config.settings.base import *  # noqa: F403
 from config.settings.base import LOG_LEVEL
+
+# --- The servers: no embedded fallback ----------------------------------------------------------
+# Unset, base runs each embedded (SQLite, Celery's in-process memory transport, a per-process
+# cache, an in-process MQTT broker), which is right for the demo and the tests and wrong for a
+# deployment: a bridge would acknowledge messages into a database or broker nobody else reads.
+SERVERS_REQUIRED = {
+    "DATABASE_URL": "the database holds everything the system acknowledged",
+    "CELERY_BROKER_URL": "every process must share one Celery broker",
+    "REDIS_URL": "every process must share one coordination cache",
+    "MQTT_URL": "the bridge and the dispatch workers must reach the devices' broker",
+}
+for _name, _why in SERVERS_REQUIRED.items():
+    if not os.environ.get(_name, "").strip():
+        raise SettingMissing(_name, f"{_why}; production runs no embedded server")
 
 DEBUG = False
 LOG_FORMAT = log_format_from_env(debug=DEBUG)

@@ -29,6 +29,16 @@ def env_clean(**values: str) -> dict[str, str]:
     return env
 
 
+# Production runs no embedded server: on the embedded default (no URL set) the tests name the
+# ones the development settings would use, explicitly. Nothing here connects to them.
+SERVERS_NAMED = {
+    "DATABASE_URL": f"sqlite:///{ROOT / 'var' / 'farm.sqlite3'}",
+    "CELERY_BROKER_URL": "memory://localhost/",
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "MQTT_URL": "mqtt://127.0.0.1:1883",
+}
+
+
 def env_production(**values: str) -> dict[str, str]:
     """What a deployment sets (farm.env.example), with ``values`` on top."""
     required = {
@@ -37,7 +47,8 @@ def env_production(**values: str) -> dict[str, str]:
         "WEBHOOK_SECRET_KEY": secrets.token_urlsafe(50),
         "DJANGO_ALLOWED_HOSTS": "farm.example.org",
     }
-    return env_clean(**{**required, **values})
+    servers = {k: v for k, v in SERVERS_NAMED.items() if not os.environ.get(k, "").strip()}
+    return env_clean(**{**servers, **required, **values})
 
 
 def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

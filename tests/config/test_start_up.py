@@ -33,6 +33,25 @@ def test_production_without_a_secret_key_refuses_to_start_naming_it(argv: list[s
     assert "is not set" in line
 
 
+@pytest.mark.parametrize("variable", ["DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "MQTT_URL"])
+@pytest.mark.parametrize("argv", [MANAGE_CHECK, CELERY_WORKER], ids=str)
+def test_production_without_a_server_refuses_to_start_naming_it(
+    argv: list[str], variable: str
+) -> None:
+    """No embedded fallback in production: each unset server is one line naming it, and none
+    of the other URLs' passwords."""
+    env = env_production(
+        DATABASE_URL="postgres://farm:DbPw@127.0.0.1:5432/farm",
+        CELERY_BROKER_URL="amqp://farm:BrokerPw@127.0.0.1:5672//",
+        REDIS_URL="redis://:CachePw@127.0.0.1:6379/0",
+        MQTT_URL="mqtt://farm-backend:MqttPw@127.0.0.1:1885",
+    )
+    del env[variable]
+    line = one_line_naming(run(argv, env), variable)
+    assert "is not set" in line and "embedded" in line
+    assert not any(pw in line for pw in ("DbPw", "BrokerPw", "CachePw", "MqttPw"))
+
+
 def test_the_wsgi_app_exits_with_gunicorns_app_load_status_so_gunicorn_stops() -> None:
     env = env_production()
     del env["DJANGO_SECRET_KEY"]
