@@ -81,7 +81,7 @@ def _get(name: str) -> str | None:
     return value.strip()
 
 
-def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+def env_int(name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
     raw = _get(name)
     if raw is None:
         return default
@@ -91,6 +91,8 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
         raise SettingError(name, raw, "expected an integer") from None
     if value < minimum:
         raise SettingError(name, raw, f"must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise SettingError(name, raw, f"must be <= {maximum}")
     return value
 
 
@@ -333,20 +335,46 @@ def mqtt_from_env() -> MqttConfig:
 BACKEND_CLIENT_ID_MARK = "/"
 
 
-def bridge_client_id_from_env() -> str:
-    """``BRIDGE_CLIENT_ID``: the bridge's MQTT client id, which keys its persistent session;
-    empty means ``farm-bridge/<hostname>``. It must hold a "/" so no device can take it."""
-    raw = _get("BRIDGE_CLIENT_ID")
-    if raw is None:
-        return ""
-    if BACKEND_CLIENT_ID_MARK not in raw:
+# An MQTT topic filter's wildcards, and the mark: none may be in a slot prefix, so that
+# ``<prefix>/<n>`` holds exactly one mark and names exactly one slot.
+_SLOT_PREFIX_FORBIDDEN = (BACKEND_CLIENT_ID_MARK, "+", "#")
+SLOT_PREFIX_MAX_CHARS = 100
+
+
+def bridge_slot_prefix_from_env() -> str:
+    """``BRIDGE_SLOT_PREFIX`` (default ``farm-bridge``): slot ``n``'s client id is
+    ``<prefix>/<n>``, which holds the mark no device's id holds. A non-empty
+    ``BRIDGE_CLIENT_ID`` left from before slots stops start-up: it is no longer read, and its
+    session would strand its share of the shared subscription unless retired."""
+    old = _get("BRIDGE_CLIENT_ID")
+    if old is not None:
         raise SettingError(
             "BRIDGE_CLIENT_ID",
-            raw,
-            f"must contain {BACKEND_CLIENT_ID_MARK!r} (e.g. farm-bridge/<name>): a device's "
-            f"client id is its serial, which never does, so no device can take the bridge's",
+            old,
+            "no longer read: bridges hold slots <BRIDGE_SLOT_PREFIX>/<n> "
+            "(docs: deploy/RUNBOOK.md). Run `manage.py mqtt_bridge --retire --client-id "
+            f"{old}` once to end its old session, then remove the variable",
         )
+    raw = _get("BRIDGE_SLOT_PREFIX")
+    if raw is None:
+        return "farm-bridge"
+    bad = [c for c in _SLOT_PREFIX_FORBIDDEN if c in raw] + [c for c in raw if c.isspace()]
+    if bad:
+        raise SettingError(
+            "BRIDGE_SLOT_PREFIX",
+            raw,
+            f"must not contain {bad[0]!r}: the slot client id is <prefix>/<n>, with one '/' and "
+            "no MQTT wildcard",
+        )
+    if len(raw) > SLOT_PREFIX_MAX_CHARS:
+        raise SettingError("BRIDGE_SLOT_PREFIX", raw, f"at most {SLOT_PREFIX_MAX_CHARS} characters")
     return raw
+
+
+def bridge_slot_client_id(prefix: str, slot: int) -> str:
+    """Slot ``slot``'s MQTT client id, the key of its persistent session: the same on every
+    host, so whichever process holds the slot resumes what the broker kept for it."""
+    return f"{prefix}{BACKEND_CLIENT_ID_MARK}{slot}"
 
 
 # DEVICE_CREDENTIALS -> the backend that tells the broker a device's login (an empty path:

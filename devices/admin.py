@@ -21,7 +21,8 @@ from django.utils.safestring import SafeString
 from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, is_superuser
 from common.tenancy import org_path_register, organization_scope
 from devices.models import (
-    BridgeHeartbeat,
+    BridgeProcess,
+    BridgeSlot,
     Device,
     DeviceInstanceEndpoint,
     DeviceMessageRejection,
@@ -276,6 +277,11 @@ class DeviceMessageRejectionAdmin(ReadOnlyAdmin):
     search_fields = ("serial_number",)
 
 
-@admin.register(BridgeHeartbeat)
-class BridgeHeartbeatAdmin(ReadOnlyAdmin):
-    list_display = ("client_id", "connected", "beat_at")
+@admin.register(BridgeSlot)
+class BridgeSlotAdmin(ReadOnlyAdmin):
+    list_display = ("slot", "client_id", "holder", "lease_until", "connected", "beat_at")
+
+
+@admin.register(BridgeProcess)
+class BridgeProcessAdmin(ReadOnlyAdmin):
+    list_display = ("holder", "seen_at")

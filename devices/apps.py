@@ -6,11 +6,13 @@ class DevicesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """``/health`` checks the bridge through this app's heartbeat rows; what the app keeps
-        and for how long (``devices.retention``)."""
+        """``/health`` checks, and ``/metrics`` shows, each bridge slot through its row; what
+        the app keeps and for how long (``devices.retention``)."""
         from config.health import health_check_register
+        from config.metrics import metrics_gauges_register
         from devices.retention import devices_retention_register
-        from devices.services.heartbeat import bridge_health
+        from devices.services.bridge_health import bridge_health, bridge_slot_gauges
 
         health_check_register("bridge", bridge_health)
+        metrics_gauges_register("bridge", bridge_slot_gauges)
         devices_retention_register()

@@ -6,11 +6,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, Max, Min, Q, QuerySet, Sum
 
 from common.tenancy import OrgScope, scope_filter
 from devices.models import (
-    BridgeHeartbeat,
+    BridgeProcess,
+    BridgeSlot,
     Device,
     DeviceInstanceEndpoint,
     DeviceProfile,
@@ -52,14 +53,60 @@ def devices_by_serial(*, serials: Collection[str], scope: OrgScope) -> set[str]:
     return set(rows.values_list("serial_number", flat=True))
 
 
-def bridge_heartbeat_latest() -> tuple[str, bool, datetime] | None:
-    """(client id, connected, beat time) of the freshest bridge heartbeat, or None."""
-    row = (
-        BridgeHeartbeat.objects.order_by("-beat_at")
-        .values_list("client_id", "connected", "beat_at")
-        .first()
+@dataclass(frozen=True)
+class BridgeSlotState:
+    """One bridge slot's row as read: who holds it, until when, and its bridge's last beat."""
+
+    slot: int
+    client_id: str
+    holder: str
+    lease_until: datetime | None
+    unheld_since: datetime | None
+    held_since: datetime | None
+    beat_at: datetime | None
+    connected: bool
+    version: int
+
+    def held(self, now: datetime) -> bool:
+        """A holder whose lease has not run out (a dead holder's lapses on its own)."""
+        return bool(self.holder) and self.lease_until is not None and self.lease_until >= now
+
+    def unheld_s(self, now: datetime) -> float:
+        """Seconds with no live holder: since the release, or since a dead holder's lease
+        ran out; 0 while held."""
+        if self.held(now):
+            return 0.0
+        since = self.unheld_since if not self.holder else self.lease_until
+        return max(0.0, (now - since).total_seconds()) if since is not None else 0.0
+
+
+_SLOT_FIELDS = (
+    "slot", "client_id", "holder", "lease_until", "unheld_since", "held_since", "beat_at",
+    "connected", "version",
+)  # fmt: skip
+
+
+def bridge_slots_read(*, client_ids: Collection[str]) -> list[BridgeSlotState]:
+    """The rows of these slots, by slot number (a slot never made is not there)."""
+    rows = BridgeSlot.objects.filter(client_id__in=list(client_ids)).order_by("slot", "client_id")
+    return [BridgeSlotState(*row) for row in rows.values_list(*_SLOT_FIELDS)]
+
+
+def bridge_slots_held_count(*, client_ids: Collection[str], now: datetime) -> dict[str, int]:
+    """Slots held under a live lease, per holder (the fair-share comparison)."""
+    rows = (
+        BridgeSlot.objects.filter(client_id__in=list(client_ids), lease_until__gte=now)
+        .exclude(holder="")
+        .values_list("holder")
+        .annotate(n=Count("pk"))
     )
-    return None if row is None else (row[0], row[1], row[2])
+    return {holder: n for holder, n in rows}
+
+
+def bridge_processes_live(*, seen_since: datetime) -> set[str]:
+    """The bridge processes that beat since ``seen_since``, standbys included."""
+    rows = BridgeProcess.objects.filter(seen_at__gte=seen_since)
+    return set(rows.values_list("holder", flat=True))
 
 
 def endpoint_rollups_hourly(

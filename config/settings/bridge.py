@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from config.env import bridge_client_id_from_env, env_float, env_int
+from config.env import bridge_slot_prefix_from_env, env_float, env_int
 
-# The bridge's client id, the key of its persistent session; empty: farm-bridge/<hostname>.
-# It must contain a "/" (no device's does). Run several bridges on one host with distinct ids.
-BRIDGE_CLIENT_ID = bridge_client_id_from_env()
-# Another client taking the bridge's session over (same client id) this many times in a row,
-# each after a doubling backoff, makes the bridge exit non-zero naming BRIDGE_CLIENT_ID.
+# A fixed set of slots, each one MQTT client id <BRIDGE_SLOT_PREFIX>/<n> (n in 0..SLOTS-1) and
+# its persistent session, held by one bridge process at a time through a lease in the
+# database (devices.services.bridge_slots). A process renews its leases every LEASE_S / 4 for
+# 0.75 x LEASE_S, so a dead holder's slot is adopted within LEASE_S. The id never depends on
+# the host: any process (a standby, a recreated container) resumes a slot's session.
+BRIDGE_SLOTS = env_int("BRIDGE_SLOTS", 1, minimum=1, maximum=64)
+BRIDGE_LEASE_S = env_float("BRIDGE_LEASE_S", 15.0, minimum=3.0)
+BRIDGE_SLOT_PREFIX = bridge_slot_prefix_from_env()
+# Another client taking a slot's session over (same client id) this many times in a row,
+# each after a doubling backoff, while this process still holds the slot's lease (two
+# deployments with their own databases on one broker) makes the bridge exit non-zero.
 BRIDGE_TAKEOVER_MAX = env_int("BRIDGE_TAKEOVER_MAX", 5, minimum=1)
 BRIDGE_BATCH_SIZE = env_int("BRIDGE_BATCH_SIZE", 500, minimum=1)
 BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)

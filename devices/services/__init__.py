@@ -1,5 +1,5 @@
 """Every write of the devices domain: rejections, device provisioning, status changes, the
-bridge heartbeat, farms and profiles.
+bridge slots' leases, farms and profiles.
 Imported as ``devices.services.<name>``; the modules are an internal split."""
 
 from devices.services.farms import farm_archive, farm_create, farm_update

@@ -4,19 +4,19 @@ its connection is lost, in particular when another client with the same id takes
 Guarantees: after a takeover the bridge waits a doubling backoff before it reconnects, so two
 bridges with one client id cannot kick each other thousands of times a second; takeovers are
 logged at most once per ``log_interval_s``; the ``max_in_row``-th takeover in a row raises
-``SessionTakenOver``, whose message names BRIDGE_CLIENT_ID, so the process exits instead of
-fighting. A takeover is a DISCONNECT with reason code 0x8E ("Session taken over", MQTT v5),
-or two connections in a row closed without a DISCONNECT soon after their CONNACK: Mosquitto
-2.0 (measured: 2.0.11, v5 as 3.1.1) only closes the old connection's socket. A connection that
-outlived the backoff, a failed connect (the broker was away) or a DISCONNECT with another
-reason ends the run.
+``SessionTakenOver``, whose message names BRIDGE_SLOT_PREFIX, so the process exits instead
+of fighting (the slot supervisor raises it only while it still holds the slot's lease: two
+deployments with their own databases on one broker). A takeover is a DISCONNECT with reason
+code 0x8E ("Session taken over", MQTT v5), or two connections in a row closed without a
+DISCONNECT soon after their CONNACK: Mosquitto 2.0 (measured: 2.0.11, v5 as 3.1.1) only
+closes the old connection's socket. A connection that outlived the backoff, a failed connect
+(the broker was away) or a DISCONNECT with another reason ends the run.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import socket
 import time
 from collections.abc import Callable
 
@@ -26,8 +26,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from config.env import MqttConfig
-from devices.mqtt.client import MqttError, backend_client_id, forget_session
+from config.env import MqttConfig, bridge_slot_client_id
+from devices.mqtt.client import MqttError, forget_session
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
@@ -41,10 +41,10 @@ SHORT_CONNECTION_S = 5.0
 
 
 def default_client_id() -> str:
-    """BRIDGE_CLIENT_ID, else ``farm-bridge/<hostname>``: stable across restarts, so the broker
-    hands the persistent session back to us, and an id no device can take."""
-    configured: str = getattr(settings, "BRIDGE_CLIENT_ID", "")
-    return configured or backend_client_id("bridge", socket.gethostname().split(".")[0][:40])
+    """Slot 0's client id (``<BRIDGE_SLOT_PREFIX>/0``), for a bridge run in-process with no
+    lease (the embedded demo): no host name in it, so a recreated host resumes its session.
+    ``manage.py mqtt_bridge`` always names the slot it holds."""
+    return bridge_slot_client_id(settings.BRIDGE_SLOT_PREFIX, 0)
 
 
 def session_end(client: paho.Client, config: MqttConfig, client_id: str) -> None:
@@ -150,8 +150,9 @@ class BridgeSession:
             raise SessionTakenOver(
                 f"another MQTT client took over the session of bridge client id "
                 f"{self._client_id!r} {self._in_row} times in a row: two bridges (or a bridge "
-                f"and another client) use one id. Give each bridge its own BRIDGE_CLIENT_ID "
-                f"(or --client-id); BRIDGE_TAKEOVER_MAX={self._max_in_row}"
+                f"and another client) use one id, e.g. two deployments with their own "
+                f"databases on one broker. Give each deployment its own BRIDGE_SLOT_PREFIX; "
+                f"BRIDGE_TAKEOVER_MAX={self._max_in_row}"
             )
         delay = self.backoff_s(self._in_row)
         self._backing_off = True
@@ -160,7 +161,7 @@ class BridgeSession:
             logger.warning(
                 "bridge %s: another MQTT client with the same client id took the session "
                 "over (%d time(s) in a row, %d since the last such line); reconnecting in "
-                "%.1fs, exiting after %d in a row. Give each bridge its own BRIDGE_CLIENT_ID",
+                "%.1fs, exiting after %d in a row. Give each deployment its own BRIDGE_SLOT_PREFIX",
                 self._client_id,
                 self._in_row,
                 self._not_logged,

@@ -72,8 +72,9 @@ def celery_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "config", *args]
 
 
-def bridge_argv(client_id: str) -> list[str]:
-    return python_argv(MANAGE, "mqtt_bridge", "--client-id", client_id)
+def bridge_argv() -> list[str]:
+    """A bridge process: the slots it holds come from BRIDGE_SLOTS and BRIDGE_SLOT_PREFIX."""
+    return python_argv(MANAGE, "mqtt_bridge")
 
 
 # As deploy/ starts every worker: no gossip, mingle or event heartbeats, which cost broker

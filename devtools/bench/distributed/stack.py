@@ -1,7 +1,7 @@
 """The deployed stack as children of the bench: the bridge(s), one worker per stage queue,
-beat. Up means each worker answered a ping and each bridge wrote a connected heartbeat;
-down means every process group stopped, the bridges' broker sessions forgotten and their
-heartbeat rows deleted, whatever happened in between (Ctrl-C and SIGTERM included)."""
+beat. Up means each worker answered a ping and each bridge slot is held by a connected
+bridge; down means every process group stopped, the slots' broker sessions forgotten and
+their rows deleted, whatever happened in between (Ctrl-C and SIGTERM included)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from config.env import MqttConfig
-from devices.models import BridgeHeartbeat
+from config.env import MqttConfig, bridge_slot_client_id
+from devices.models import BridgeSlot
 from devices.mqtt.client import forget_session
 from devtools.bench import BenchError
 from devtools.bench.distributed.broker import workers_answering
@@ -61,7 +61,7 @@ class Stack:
     children: Children
     logs: Path
     nodes: dict[str, str] = field(default_factory=dict)  # stage → celery node name
-    bridges: list[str] = field(default_factory=list)  # MQTT client ids
+    bridges: list[str] = field(default_factory=list)  # the slots' MQTT client ids
 
     @property
     def procs(self) -> Mapping[str, Child]:
@@ -84,8 +84,8 @@ class Stack:
         self.wait_ready(write, stages=[stage], bridges=False)
 
     def wait_ready(self, write: Write, *, stages: list[str], bridges: bool) -> None:
-        """Until every named worker answers a ping and (with ``bridges``) every bridge has
-        written a connected heartbeat; a child that exits meanwhile fails the run."""
+        """Until every named worker answers a ping and (with ``bridges``) every slot is held
+        by a connected bridge; a child that exits meanwhile fails the run."""
         want = {self.nodes[s] for s in stages}
         started = time.monotonic()
         last = ""
@@ -94,9 +94,9 @@ class Stack:
             answered = workers_answering(sorted(want)) & want
             connected = (
                 set(
-                    BridgeHeartbeat.objects.filter(
-                        client_id__in=self.bridges, connected=True
-                    ).values_list("client_id", flat=True)
+                    BridgeSlot.objects.filter(client_id__in=self.bridges, connected=True)
+                    .exclude(holder="")
+                    .values_list("client_id", flat=True)
                 )
                 if bridges
                 else set(self.bridges)
@@ -149,13 +149,18 @@ def stack_running(
             "CELERY_BROKER_URL at a broker (or Redis database) of the bench's own."
         )
     mqtt = bench_mqtt(run)
-    stack = Stack(run, mqtt, Children(Path.cwd(), child_env(mqtt, extra_env)), logs)
+    # As many slots as bridge processes, under a prefix of the run's own: each process
+    # ends up holding one (the first claims them all, then hands over its surplus).
+    prefix = f"bench-bridge-{run}"
+    slots_env = {"BRIDGE_SLOT_PREFIX": prefix, "BRIDGE_SLOTS": str(max(1, plan.bridges))}
+    stack = Stack(
+        run, mqtt, Children(Path.cwd(), child_env(mqtt, dict(extra_env or {}) | slots_env)), logs
+    )
     try:
         for i in range(plan.bridges):
-            client_id = f"bench-bridge/{run}-{i}"
-            stack.bridges.append(client_id)
+            stack.bridges.append(bridge_slot_client_id(prefix, i))
             name = f"bridge-{i}"
-            stack.children.start(Child(name, bridge_argv(client_id), logs / f"{name}.log"))
+            stack.children.start(Child(name, bridge_argv(), logs / f"{name}.log"))
         for stage, spec in plan.stage_workers.items():
             stack.worker_start(stage, spec)
         stack.children.start(Child("beat", beat_argv(), logs / "beat.log"))
@@ -167,4 +172,4 @@ def stack_running(
         stack.children.stop()
         for client_id in stack.bridges:
             forget_session(mqtt, client_id)
-        BridgeHeartbeat.objects.filter(client_id__in=stack.bridges).delete()
+        BridgeSlot.objects.filter(client_id__in=stack.bridges).delete()
