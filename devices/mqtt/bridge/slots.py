@@ -102,6 +102,7 @@ class BridgeSupervisor:
         self._runs: dict[str, SlotRun] = {}
         self._lock = threading.Lock()  # guards _runs against the progress thread's reads
         self._valid_until = 0.0  # monotonic: our leases are good until then, renewed or not
+        self._ensured = False
 
     @property
     def holder(self) -> str:
@@ -123,7 +124,6 @@ class BridgeSupervisor:
     def run_forever(self, stop: threading.Event) -> None:
         """Tick every quarter lease until ``stop``, then hand every slot over. Raises what
         stopped a held slot's bridge for good (``FATAL_BRIDGE_ERRORS``)."""
-        bridge_slots_ensure(prefix=self._prefix, slots=self._slots, now=self._clock())
         try:
             while True:
                 self.tick()
@@ -137,6 +137,9 @@ class BridgeSupervisor:
         started = time.monotonic()
         now = self._clock()
         try:
+            if not self._ensured:  # the slots' rows, made by whichever process starts first
+                bridge_slots_ensure(prefix=self._prefix, slots=self._slots, now=now)
+                self._ensured = True
             bridge_process_beat(holder=self._holder, lease_s=self._lease_s, now=now)
             held = bridge_slots_renew(
                 client_ids=self._ids, holder=self._holder, lease_s=self._lease_s, now=now
