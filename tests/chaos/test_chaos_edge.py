@@ -61,6 +61,11 @@ SETTLE_TIMEOUT_S = 150.0
 LEASE_S = 4.0  # BRIDGE_LEASE_S: short, so a lost bridge's slot is adopted within a scenario
 LEASE_SLACK_S = 3.0  # a loaded 2-core machine may be a tick late
 OTHER_HOST = "other-host"
+# The command retry ladder outlasts the longest reply outage staged here (the bridge down for
+# ~10 s while the host name changes), as production's does (5 + 5 + 5 + 15 + 5 ≈ 35 s) for a
+# bridge restart: the chaos timers' ladder (~6 s) would expire a command whose device applied
+# it before its ack, kept in the slot's session, could be read.
+LADDER: dict[str, str] = {"ACK_TIMEOUT_S": "3", "RETRY_BACKOFF_S": "2,8"}
 RELAY_START = '{"io1": false, "fan": 0, "mode": "auto"}'
 # Mosquitto's line for every connection: "New client connected from <addr> as <id> (...)".
 CONNECTED = re.compile(rb"New client connected from \S+ as (\S+) ")
@@ -213,6 +218,7 @@ def edge_running(
         tmp_path,
         extra_env={
             **broker.env(),
+            **LADDER,
             "BRIDGE_SLOTS": str(slots),
             "BRIDGE_LEASE_S": str(LEASE_S),
         },
@@ -399,8 +405,9 @@ class Outcome:
     accepted: list[Reading]
     missing: list[Reading]
     problems: list[str]
-    commands: int
-    applied: int
+    commands: int = 0
+    applied: int = 0
+    duplicated: int = 0  # readings stored twice, and commands a device applied twice
 
 
 def _finish(edge: Edge, scenario: str, *, slots: int) -> Outcome:
@@ -435,7 +442,7 @@ def _finish(edge: Edge, scenario: str, *, slots: int) -> Outcome:
             commands.filter(status__in=[CommandStatus.FAILED, CommandStatus.EXPIRED]).count(),
             0,
             len(outcome.missing),
-            sum(1 for p in outcome.problems if "twice" in p or "more than once" in p),
+            outcome.duplicated,
             f"{time.monotonic() - edge.story.started:.0f}",
         )
     )
@@ -487,10 +494,11 @@ def _unsettled(edge: Edge, accepted: list[Reading]) -> dict[str, int]:
 
 
 def _outcome(edge: Edge, accepted: list[Reading]) -> Outcome:
-    problems: list[str] = []
-    missing = _readings_problems(edge, accepted, problems)
+    outcome = Outcome(accepted, [], [])
+    problems = outcome.problems
+    outcome.missing = _readings_problems(edge, outcome)
     _events_problems(edge, problems)
-    commands, applied = _commands_problems(edge, problems)
+    _commands_problems(edge, outcome)
     left = {k: v for k, v in _unsettled(edge, accepted).items() if v}
     problems += [
         f"left unsettled: {what} = {n}" for what, n in left.items() if what != "readings not stored"
@@ -498,11 +506,12 @@ def _outcome(edge: Edge, accepted: list[Reading]) -> Outcome:
     dead = edge.stack.dead()
     if dead:
         problems.append(f"processes died on their own: {', '.join(dead)}")
-    return Outcome(accepted, missing, problems, commands, applied)
+    return outcome
 
 
-def _readings_problems(edge: Edge, accepted: list[Reading], problems: list[str]) -> list[Reading]:
+def _readings_problems(edge: Edge, outcome: Outcome) -> list[Reading]:
     """Every PUBACKed reading stored once; the missing ones listed by sensor and sequence."""
+    accepted, problems = outcome.accepted, outcome.problems
     device_of = {k.sensor.serial_number: k.sensor.pk for k in edge.kits}
     stored = _stored(edge)
     missing = [r for r in accepted if (device_of[r.serial], r.ts) not in stored]
@@ -520,6 +529,7 @@ def _readings_problems(edge: Edge, accepted: list[Reading], problems: list[str])
         if rejected:
             problems.append(f"rejections of the fleet's messages: {dict(Counter(rejected))}")
     if twice:
+        outcome.duplicated += len(twice)
         problems.append(f"{len(twice)} readings stored more than once: {list(twice)[:SHOWN]}")
     unheard = [p for p in edge.fleet.pubacks() if p.reason == NO_MATCHING_SUBSCRIBERS]
     if unheard and missing:
@@ -582,13 +592,15 @@ def _events_problems(edge: Edge, problems: list[str]) -> None:
 EVALUATED = {EventStatus.PROCESSED, EventStatus.DISCARDED}
 
 
-def _commands_problems(edge: Edge, problems: list[str]) -> tuple[int, int]:
+def _commands_problems(edge: Edge, outcome: Outcome) -> None:
     """Every command its device applied ends ``applied``; no device applied one twice."""
+    problems = outcome.problems
     counters = counters_read(edge.counters_path)
     serial_of = {k.actuator.pk: k.actuator.serial_number for k in edge.kits}
     intents = list(DeviceCommand.objects.filter(target_device_id__in=edge.relay_ids))
     twice = [key for key, n in counters.applies.items() if n > 1]
     if twice:
+        outcome.duplicated += len(twice)
         problems.append(f"devices applied a command more than once: {twice[:SHOWN]}")
     wrong = [
         f"command {i.pk} ({serial_of[i.target_device_id]} {i.device_command_id}) "
@@ -603,4 +615,5 @@ def _commands_problems(edge: Edge, problems: list[str]) -> tuple[int, int]:
         )
     if not counters.applies:
         problems.append(f"the simulator's counters are empty ({edge.counters_path})")
-    return len(intents), sum(i.status == CommandStatus.APPLIED for i in intents)
+    outcome.commands = len(intents)
+    outcome.applied = sum(i.status == CommandStatus.APPLIED for i in intents)
