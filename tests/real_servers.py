@@ -16,7 +16,7 @@ def with_path(url: str, path: str) -> str:
 def private_servers_env(
     env: dict[str, str], *, run: str, name: str, redis_db: int, celery_redis_db: int
 ) -> dict[str, str]:
-    """Redis databases of its own, and a shared group and bridge session of its own: other
+    """Redis databases of its own, and a shared group and bridge slots of its own: other
     runs' sessions take no share of its messages."""
     broker = env["CELERY_BROKER_URL"]
     return {
@@ -25,7 +25,7 @@ def private_servers_env(
             with_path(broker, f"/{celery_redis_db}") if broker.startswith("redis") else broker
         ),
         "MQTT_SHARED_GROUP": f"{name}-{run}",
-        "BRIDGE_CLIENT_ID": f"farm-bridge/{name}-{run}",
+        "BRIDGE_SLOT_PREFIX": f"farm-bridge-{name}-{run}",
     }
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from config.env import bridge_slot_prefix_from_env, env_float, env_int
+from config.env import env_float, env_int
+from config.env_bridge import bridge_slot_prefix_from_env
 
 # A fixed set of slots, each one MQTT client id <BRIDGE_SLOT_PREFIX>/<n> (n in 0..SLOTS-1) and
 # its persistent session, held by one bridge process at a time through a lease in the

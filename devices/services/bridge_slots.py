@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import F, Q
 
-from config.env import bridge_slot_client_id
+from config.env_bridge import bridge_slot_client_id
 from devices.models import BridgeProcess, BridgeSlot
 
 logger = logging.getLogger("devices.mqtt.bridge")

@@ -26,7 +26,7 @@ from django.test.utils import override_settings, setup_databases, teardown_datab
 
 from config.celery import app as celery_app
 from config.env import MqttConfig
-from devices.models import BridgeHeartbeat
+from devices.models import BridgeSlot
 from devices.mqtt.client import connect, new_client
 from devices.mqtt.contract import telemetry_payload, telemetry_topic
 from devtools.runtime import broker_pools_forget
@@ -35,7 +35,7 @@ from events.models import EventDeadLetter
 from notifications.services.contacts import external_contact_create
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
-from tests.chaos.harness import CHAOS_BRIDGE_ID, LOOPBACK_WEBHOOKS, Proc, Servers, Stack
+from tests.chaos.harness import LOOPBACK_WEBHOOKS, Proc, Servers, Stack
 from tests.chaos.report import rows_attach
 from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
@@ -235,10 +235,13 @@ def _log_has(proc: Proc, marker: bytes, times: int = 1) -> bool:
 
 
 def _stack_wait_ready(stack: Stack) -> None:
-    def bridge_up() -> bool:
-        return BridgeHeartbeat.objects.filter(client_id=CHAOS_BRIDGE_ID, connected=True).exists()
+    slot_ids = stack.bridge_slot_ids()
 
-    wait_for(bridge_up, "the bridge's heartbeat", START_TIMEOUT_S)
+    def bridges_up() -> bool:
+        held = BridgeSlot.objects.filter(client_id__in=slot_ids, connected=True).exclude(holder="")
+        return held.count() == len(slot_ids)
+
+    wait_for(bridges_up, "every bridge slot held by a connected bridge", START_TIMEOUT_S)
     for proc in stack.procs.values():
         if proc.name.startswith("worker-"):
             wait_for(lambda p=proc: _log_has(p, b" ready."), proc.name, START_TIMEOUT_S)

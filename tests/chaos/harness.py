@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 STOP_GRACE_S = 15.0
 PORT_WAIT_S = 15.0
-# Backend client ids hold a "/", which no device serial can (devices/mqtt/client.py).
-CHAOS_BRIDGE_ID = "chaos-bridge/1"
+# The bridges hold slots <prefix>/<n> (BRIDGE_SLOTS, 1 unless a module's extra_env says
+# otherwise); backend client ids hold a "/", which no device serial can.
+CHAOS_BRIDGE_PREFIX = "chaos-bridge"
+CHAOS_BRIDGE_ID = f"{CHAOS_BRIDGE_PREFIX}/0"  # slot 0's client id
 
 # Timers short enough that a few hundred commands and reminders settle in seconds; the applied
 # window outlasts every outage a scenario stages (see the README on APPLIED_WINDOW_S).
@@ -54,6 +56,7 @@ FAST_TIMERS: dict[str, str] = {
     "NOTIFY_SWEEP_AFTER_S": "3",
     "NOTIFY_WEBHOOK_TIMEOUT_S": "5",
     "BRIDGE_SESSION_EXPIRY_S": "600",
+    "BRIDGE_LEASE_S": "5",  # a bridge restarted after a SIGKILL waits out the dead one's lease
     "BRIDGE_DEVICE_RATE_PER_S": "0",
     "LOG_LEVEL": "INFO",
     "LOG_FORMAT": "console",
@@ -239,6 +242,7 @@ class Stack:
     def env(self, name: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "COV_"))}
         base.update(FAST_TIMERS)
+        base.update({"BRIDGE_SLOT_PREFIX": CHAOS_BRIDGE_PREFIX, "BRIDGE_SLOTS": "1"})
         base.update(self.extra_env)
         base.update(
             {
@@ -267,13 +271,21 @@ class Stack:
         py = str(BIN / "python")
         return self.define("simulator", [py, "manage.py", "device_simulator", *args], logdir)
 
+    def bridge_define(self, name: str = "bridge") -> Proc:
+        """A bridge process holding its share of the stack's BRIDGE_SLOTS slots: a second
+        one ("bridge-2") beside "bridge" takes over for it, or shares the slots."""
+        py = str(BIN / "python")
+        return self.define(name, [py, "manage.py", "mqtt_bridge", "--progress-interval", "0"])
+
+    def bridge_slot_ids(self) -> list[str]:
+        """The client ids of the slots the stack's bridges hold between them."""
+        env = self.env("bridge")
+        prefix, slots = env["BRIDGE_SLOT_PREFIX"], int(env["BRIDGE_SLOTS"])
+        return [f"{prefix}/{n}" for n in range(slots)]
+
     def build(self) -> None:
-        py, celery = str(BIN / "python"), str(BIN / "celery")
-        self.define(
-            "bridge",
-            [py, "manage.py", "mqtt_bridge", "--client-id", CHAOS_BRIDGE_ID, "--progress-interval",
-             "0"],
-        )  # fmt: skip
+        celery = str(BIN / "celery")
+        self.bridge_define("bridge")
         for stage, (pool, concurrency) in WORKERS.items():
             self.define(
                 f"worker-{stage}",

@@ -18,7 +18,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.health import _CHECKS, health_check_register
-from devices.services.heartbeat import bridge_heartbeat
+from tests.devices.factories import bridge_slots_live
 
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "TopSecretPw"
@@ -116,8 +116,9 @@ def test_a_check_that_raises_is_reported_as_its_own_failure(client: Client) -> N
 
 
 @pytest.mark.django_db
-def test_health_does_not_show_the_bridges_client_id(client: Client) -> None:
-    bridge_heartbeat(client_id="farm-bridge-host-a")
+def test_health_does_not_show_the_bridges_client_id(client: Client, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.BRIDGE_SLOT_PREFIX = "farm-bridge-host-a"
+    bridge_slots_live()
     response = client.get("/health")
     assert response.json()["checks"]["bridge"]["ok"] is True
     assert b"farm-bridge-host-a" not in response.content

@@ -16,9 +16,8 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from devices.services.heartbeat import bridge_heartbeat
 from tests.automation.conftest import make_intent
-from tests.devices.factories import make_farm
+from tests.devices.factories import bridge_slots_live, make_farm
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,9 +79,9 @@ def test_health_needs_a_fresh_connected_bridge(client: Client, settings) -> None
     body = response.json()
     assert body["checks"]["database"]["ok"] is True
     assert body["checks"]["bridge"]["ok"] is False and response.status_code == 503
-    bridge_heartbeat(client_id="farm-bridge-a")
+    bridge_slots_live()
     body = client.get("/health").json()
     assert body["checks"]["bridge"]["ok"] is True
     assert body["ok"] is body["checks"]["broker"]["ok"]
-    bridge_heartbeat(client_id="farm-bridge-a", now=timezone.now() - timedelta(minutes=5))
+    bridge_slots_live(beat_at=timezone.now() - timedelta(minutes=5))
     assert client.get("/health").json()["checks"]["bridge"]["ok"] is False

@@ -182,3 +182,26 @@ def stored_reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object
         dedupe_key=uuid.uuid4().hex,
         created_at=at,
     )
+
+
+def bridge_slots_live(*, beat_at: datetime | None = None, holder: str = "host-a:1:abcdef") -> None:
+    """Every configured bridge slot held by one process whose bridges beat connected at
+    ``beat_at`` (default now): what ``/health`` sees while the bridges run."""
+    from django.conf import settings
+
+    from devices.services.bridge_slots import (
+        bridge_slot_beat,
+        bridge_slot_claim,
+        bridge_slot_ids,
+        bridge_slots_ensure,
+    )
+
+    now = timezone.now()
+    ids = bridge_slot_ids(prefix=settings.BRIDGE_SLOT_PREFIX, slots=settings.BRIDGE_SLOTS)
+    bridge_slots_ensure(prefix=settings.BRIDGE_SLOT_PREFIX, slots=settings.BRIDGE_SLOTS, now=now)
+    while bridge_slot_claim(
+        client_ids=ids, holder=holder, lease_s=settings.BRIDGE_LEASE_S, now=now
+    ):
+        pass
+    for client_id in ids:
+        bridge_slot_beat(client_id=client_id, holder=holder, connected=True, now=beat_at or now)

@@ -23,6 +23,7 @@ from django.db import DatabaseError
 from django.test import override_settings
 
 from config.env import MqttConfig
+from devices.models import BridgeSlot
 from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
 from devices.mqtt.bridge import batcher as bridge_module
 from devices.mqtt.client import forget_session
@@ -329,19 +330,25 @@ def test_the_command_refuses_to_run_on_the_in_process_celery_broker() -> None:
         call_command("mqtt_bridge", "--duration", "0.1")
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_command_runs_prints_progress_and_stops_keeping_its_session(
     mqtt_config: MqttConfig,
 ) -> None:
-    client_id = f"test-bridge/{uuid.uuid4().hex[:10]}"  # a backend id: no device's has a "/"
+    prefix = f"test-bridge-{uuid.uuid4().hex[:10]}"  # its slot 0: test-bridge-…/0
+    client_id = f"{prefix}/0"
     out = io.StringIO()
     try:
-        with override_settings(CELERY_BROKER_EMBEDDED=False, BRIDGE_SESSION_EXPIRY_S=60):
+        with override_settings(
+            CELERY_BROKER_EMBEDDED=False,
+            BRIDGE_SESSION_EXPIRY_S=60,
+            BRIDGE_SLOT_PREFIX=prefix,
+            BRIDGE_SLOTS=1,
+            BRIDGE_LEASE_S=3.0,
+        ):
             call_command(
                 "mqtt_bridge",
-                "--client-id",
-                client_id,
                 "--duration",
-                "0.6",
+                "1.5",
                 "--progress-interval",
                 "0.2",
                 stdout=out,
@@ -350,6 +357,8 @@ def test_the_command_runs_prints_progress_and_stops_keeping_its_session(
         forget_session(mqtt_config, client_id)
 
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith(f"MQTT bridge {client_id} on {mqtt_config.host}")
-    assert any(line.startswith("t=") and "connected" in line for line in lines)
-    assert lines[-1].startswith("stopped: received[")
+    assert lines[0].startswith(f"MQTT bridge slots {prefix}/0..0 (lease 3s) as ")
+    assert any(line.startswith("t=") and "slot 0 connected received[" in line for line in lines)
+    assert lines[-1] == "stopped: every slot handed over"
+    slot = BridgeSlot.objects.get(client_id=client_id)
+    assert slot.holder == "" and slot.version == 2  # claimed, then handed over on stop

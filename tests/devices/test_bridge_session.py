@@ -1,7 +1,7 @@
 """What the bridge does when its connection is lost, decided without a broker: a takeover
 (another client with the bridge's client id) backs off exponentially instead of reconnecting
 at once, is logged at most once a minute, and too many in a row stop the bridge with a
-message naming BRIDGE_CLIENT_ID; an ordinary loss reconnects at once, as before. The same
+message naming BRIDGE_SLOT_PREFIX; an ordinary loss reconnects at once, as before. The same
 behaviour on a real Mosquitto is in test_bridge_takeover.py."""
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
-from config.env import bridge_client_id_from_env
 from devices.mqtt.bridge.session import (
     SHORT_CONNECTION_S,
     BridgeSession,
@@ -74,13 +72,13 @@ def test_an_ordinary_loss_reconnects_at_once_and_ends_a_run_of_takeovers(
     assert fight(bridge, clock, TAKEN_OVER, 0.5) == 1.0  # a new run starts from the bottom
 
 
-def test_too_many_takeovers_in_a_row_stop_the_bridge_naming_bridge_client_id() -> None:
+def test_too_many_takeovers_in_a_row_stop_the_bridge_naming_bridge_slot_prefix() -> None:
     clock = Clock()
     bridge = session(clock, max_in_row=3)
     fight(bridge, clock, TAKEN_OVER, 0.5)
     fight(bridge, clock, TAKEN_OVER, 1.0)
 
-    with pytest.raises(SessionTakenOver, match="BRIDGE_CLIENT_ID") as raised:
+    with pytest.raises(SessionTakenOver, match="BRIDGE_SLOT_PREFIX") as raised:
         fight(bridge, clock, TAKEN_OVER, 2.0)
 
     assert "'farm-bridge/a'" in str(raised.value)
@@ -114,7 +112,7 @@ def test_takeovers_are_logged_at_most_once_a_minute_with_the_count(
 
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2, lines  # at t=0 and once the minute had passed; no reconnect lines
-    assert "took the session over" in lines[0] and "BRIDGE_CLIENT_ID" in lines[0]
+    assert "took the session over" in lines[0] and "BRIDGE_SLOT_PREFIX" in lines[0]
     assert "120 since the last such line" in lines[1]
 
 
@@ -127,7 +125,7 @@ def test_connections_closed_soon_without_disconnect_twice_in_a_row_are_takeovers
     assert fight(bridge, clock, None, 0.1) == 0.0  # one short connection: maybe a restart
     assert fight(bridge, clock, None, 0.1) == 1.0  # twice in a row: taken over
     assert fight(bridge, clock, None, 1.0) == 2.0
-    with pytest.raises(SessionTakenOver, match="BRIDGE_CLIENT_ID"):
+    with pytest.raises(SessionTakenOver, match="BRIDGE_SLOT_PREFIX"):
         fight(bridge, clock, None, 2.0)
 
 
@@ -142,29 +140,19 @@ def test_an_unreachable_broker_or_another_disconnect_reason_between_is_no_takeov
     assert fight(bridge, clock, None, 0.1) == 0.0
 
 
-def test_backend_client_ids_hold_a_mark_no_device_id_holds() -> None:
+def test_backend_client_ids_hold_a_mark_no_device_id_holds(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.BRIDGE_SLOT_PREFIX = "farm-bridge"
     bridge_id = default_client_id()
     publishers = {Publisher().client_id for _ in range(3)}
 
-    assert bridge_id.startswith("farm-bridge/")
+    assert bridge_id == "farm-bridge/0"  # slot 0's: no host name in it
     assert len(publishers) == 3  # unique per instance: nothing to take over
     assert all(p.startswith("farm-publisher/") for p in publishers)
     assert backend_client_id("bridge", "north") == "farm-bridge/north"
 
 
-def test_a_bridge_client_id_without_the_mark_stops_start_up_naming_the_variable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("BRIDGE_CLIENT_ID", "farm-bridge-north")
-    with pytest.raises(ImproperlyConfigured, match=r"^BRIDGE_CLIENT_ID="):
-        bridge_client_id_from_env()
-
-    monkeypatch.setenv("BRIDGE_CLIENT_ID", "farm-bridge/north")
-    assert bridge_client_id_from_env() == "farm-bridge/north"
-
-
-def test_the_command_refuses_a_client_id_a_device_could_take() -> None:
-    with pytest.raises(CommandError, match="must contain '/'"):
-        call_command("mqtt_bridge", "--client-id", "S-1", "--duration", "0.1")
+def test_the_command_takes_a_client_id_only_to_retire_it() -> None:
+    with pytest.raises(CommandError, match="only for --retire"):
+        call_command("mqtt_bridge", "--client-id", "farm-bridge/north", "--duration", "0.1")
     with pytest.raises(CommandError, match="--retire needs --client-id"):
         call_command("mqtt_bridge", "--retire", "--duration", "0.1")

@@ -11,12 +11,14 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
-from config.env import bridge_slot_prefix_from_env, env_int
+from config.env import env_int
+from config.env_bridge import bridge_slot_prefix_from_env
 from devices.models import BridgeProcess, BridgeSlot
 from devices.mqtt.bridge.slots import BridgeSupervisor
 from devices.mqtt.bridge.stats import BridgeStats
@@ -117,9 +119,7 @@ def test_fair_share_counts_standbys_and_hand_over_needs_a_process_holding_fewer(
     assert bridge_slots_fair_share(slots=1, live_processes=2) == 1
     assert bridge_slots_fair_share(slots=3, live_processes=0) == 3
     live = {"a", "b"}
-    assert bridge_slot_hand_over_due(
-        holder="a", held=2, fair_share=1, held_by={"a": 2}, live=live
-    )
+    assert bridge_slot_hand_over_due(holder="a", held=2, fair_share=1, held_by={"a": 2}, live=live)
     assert not bridge_slot_hand_over_due(
         holder="a", held=2, fair_share=2, held_by={"a": 2}, live=live
     )
@@ -263,16 +263,16 @@ def test_health_fails_for_a_slot_unheld_longer_than_a_lease(ids: list[str], sett
     bridge_slot_release(client_id=ids[1], holder="host-a:1:x", now=T0)
     bridge_slots_renew(client_ids=ids, holder="host-a:1:x", lease_s=LEASE_S, now=T0 + seconds(10))
 
-    within = bridge_health(T0 + seconds(LEASE_S))
+    within: Any = bridge_health(T0 + seconds(LEASE_S))
     assert within["ok"] is True
-    assert within["slots"][0] == {  # type: ignore[index]
+    assert within["slots"][0] == {
         "slot": 0, "ok": True, "held": True, "holderHost": "host-a", "connected": True,
         "ageSeconds": float(LEASE_S), "unheldSeconds": 0.0,
     }  # fmt: skip
 
-    late = bridge_health(T0 + seconds(LEASE_S + 1))
+    late: Any = bridge_health(T0 + seconds(LEASE_S + 1))
     assert late["ok"] is False
-    assert late["slots"][1] == {"slot": 1, "ok": False, "held": False, "unheldSeconds": 21.0}  # type: ignore[index]
+    assert late["slots"][1] == {"slot": 1, "ok": False, "held": False, "unheldSeconds": 21.0}
 
 
 def test_health_fails_for_a_dead_holder_and_a_stale_beat(ids: list[str], settings) -> None:  # type: ignore[no-untyped-def]
@@ -284,10 +284,10 @@ def test_health_fails_for_a_dead_holder_and_a_stale_beat(ids: list[str], setting
 
     # host-a renews but its bridge beat no more; host-b died (its lease ran out).
     bridge_slots_renew(client_ids=ids, holder="host-a:1:x", lease_s=LEASE_S, now=T0 + seconds(61))
-    verdict = bridge_health(T0 + seconds(61))
+    verdict: Any = bridge_health(T0 + seconds(61))
 
     assert verdict["ok"] is False
-    slot_0, slot_1 = verdict["slots"]  # type: ignore[misc]
+    slot_0, slot_1 = verdict["slots"]
     assert slot_0["ok"] is False and slot_0["ageSeconds"] == 61.0 and slot_0["held"] is True
     assert slot_1["ok"] is False and slot_1["held"] is False
     assert slot_1["unheldSeconds"] == 61.0 - 0.75 * LEASE_S
@@ -295,7 +295,8 @@ def test_health_fails_for_a_dead_holder_and_a_stale_beat(ids: list[str], setting
 
 @pytest.mark.django_db
 def test_health_and_metrics_show_slots_by_number_never_by_client_id(
-    client: Client, settings  # type: ignore[no-untyped-def]
+    client: Client,
+    settings: Any,
 ) -> None:
     prefix = f"farm-bridge-{uuid.uuid4().hex[:6]}"
     settings.BRIDGE_SLOT_PREFIX, settings.BRIDGE_SLOTS = prefix, 2

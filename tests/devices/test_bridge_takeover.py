@@ -1,12 +1,14 @@
-"""Two bridge processes with one client id on a real Mosquitto (a private one on a free port),
-as when `make demo` runs beside `make up`: they used to kick each other off tens of thousands
+"""Two bridge processes with one client id on a real Mosquitto (a private one on a free port):
+two deployments, each with its own database, on one broker under one BRIDGE_SLOT_PREFIX, so
+both hold slot 0 through their own lease. They used to kick each other off tens of thousands
 of times a minute, logging every time. Now each waits a doubling backoff after a takeover,
 logs it at most once a minute, and after BRIDGE_TAKEOVER_MAX takeovers in a row one exits
-with status 78 and a message naming BRIDGE_CLIENT_ID, while the other keeps its session."""
+with status 78 and a message naming BRIDGE_SLOT_PREFIX, while the other keeps its session."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -55,22 +57,30 @@ class BridgeProcess:
                 self.proc.wait(5)
 
 
+@pytest.fixture(scope="module")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SQLite database with the tables, made once: each deployment gets a copy."""
+    path = tmp_path_factory.mktemp("takeover") / "migrated.sqlite3"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MQTT_", "BRIDGE_"))}
+    env |= {"DJANGO_SETTINGS_MODULE": "config.settings.test", "DATABASE_URL": f"sqlite:///{path}"}
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    return path
+
+
 @pytest.fixture
 def bridge_env(private_mosquitto: PrivateMosquitto, tmp_path: Path) -> Iterator[dict[str, str]]:
     """The environment of a bridge on the private broker. The Celery broker is never reached:
-    no device publishes, so nothing is handed off. The database is an empty file: the
-    heartbeat fails (and says so) without stopping the bridge."""
-    client_id = f"farm-bridge/test-{uuid.uuid4().hex[:8]}"
+    no device publishes, so nothing is handed off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MQTT_", "BRIDGE_"))}
     env.pop("REDIS_URL", None)
     env |= {
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "DJANGO_SECRET_KEY": f"test-only-{uuid.uuid4().hex}",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'bridge.sqlite3'}",
         "CELERY_BROKER_URL": f"redis://127.0.0.1:{free_port()}/0",
         "MQTT_URL": f"mqtt://127.0.0.1:{private_mosquitto.port}",
         "MQTT_SHARED_GROUP": f"test-{uuid.uuid4().hex[:8]}",
-        "BRIDGE_CLIENT_ID": client_id,
+        "BRIDGE_SLOT_PREFIX": f"farm-bridge-test-{uuid.uuid4().hex[:8]}",
+        "BRIDGE_SLOTS": "1",
         "BRIDGE_TAKEOVER_MAX": str(TAKEOVER_MAX),
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
@@ -79,11 +89,20 @@ def bridge_env(private_mosquitto: PrivateMosquitto, tmp_path: Path) -> Iterator[
 
 
 @pytest.mark.parametrize("protocol", ["5", "4"], ids=["mqtt5", "mqtt311"])
-def test_of_two_bridges_with_one_client_id_one_exits_naming_bridge_client_id(
-    bridge_env: dict[str, str], private_mosquitto: PrivateMosquitto, tmp_path: Path, protocol: str
+def test_of_two_deployments_on_one_slot_id_one_exits_naming_bridge_slot_prefix(
+    bridge_env: dict[str, str],
+    migrated_database: Path,
+    private_mosquitto: PrivateMosquitto,
+    tmp_path: Path,
+    protocol: str,
 ) -> None:
-    env = bridge_env | {"MQTT_PROTOCOL": protocol}
-    bridges = [BridgeProcess(env, tmp_path / f"bridge-{n}.log") for n in range(2)]
+    client_id = f"{bridge_env['BRIDGE_SLOT_PREFIX']}/0"
+    bridges = []
+    for n in range(2):  # each deployment its own database: each holds slot 0
+        database = tmp_path / f"deployment-{n}.sqlite3"
+        shutil.copyfile(migrated_database, database)
+        env = bridge_env | {"MQTT_PROTOCOL": protocol, "DATABASE_URL": f"sqlite:///{database}"}
+        bridges.append(BridgeProcess(env, tmp_path / f"bridge-{n}.log"))
     try:
         loser = wait_for(
             lambda: next((b for b in bridges if b.proc.poll() is not None), None),
@@ -97,12 +116,12 @@ def test_of_two_bridges_with_one_client_id_one_exits_naming_bridge_client_id(
         for bridge in bridges:
             bridge.stop()
         config = MqttConfig(LOOPBACK, private_mosquitto.port, None, None, False, False, 5, None)
-        forget_session(config, env["BRIDGE_CLIENT_ID"])
+        forget_session(config, client_id)
 
     assert loser.proc.returncode == EXIT_SESSION_TAKEN_OVER, loser.output()
     errors = [x for x in loser.output().splitlines() if x.startswith("CommandError:")]
-    assert len(errors) == 1 and "BRIDGE_CLIENT_ID" in errors[0], loser.output()
-    assert repr(env["BRIDGE_CLIENT_ID"]) in errors[0]
+    assert len(errors) == 1 and "BRIDGE_SLOT_PREFIX" in errors[0], loser.output()
+    assert repr(client_id) in errors[0]
     for bridge in bridges:
         out = bridge.output()
         assert len(out.encode()) < MAX_LOG_BYTES, out

@@ -26,7 +26,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from config.env import MqttConfig, bridge_slot_client_id
+from config.env import MqttConfig
+from config.env_bridge import bridge_slot_client_id
 from devices.mqtt.client import MqttError, forget_session
 
 logger = logging.getLogger("devices.mqtt.bridge")

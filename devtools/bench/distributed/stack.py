@@ -14,7 +14,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from config.env import MqttConfig, bridge_slot_client_id
+from config.env import MqttConfig
+from config.env_bridge import bridge_slot_client_id
 from devices.models import BridgeSlot
 from devices.mqtt.client import forget_session
 from devtools.bench import BenchError
