@@ -1,19 +1,17 @@
 """The MQTT bridge: the only MQTT subscriber. It commits device messages to the database in
-batches and acknowledges each MQTT message only after the batch holding it was committed.
+batches and acknowledges each one (PUBACK) only after the batch holding it was committed:
+telemetry with its endpoint events, a reply as a receipt, a refused message as a rejection.
 
-Guarantees: a message is acknowledged (PUBACK) only once it is in the database (telemetry
-with its endpoint events, a device reply as a receipt, a refused message as a rejection with
-its reason), so a crash of the bridge, a worker outage or a Celery broker restarted empty
-delays work but loses nothing: the broker redelivers what was not acknowledged, the
-persistent session keeps what arrives while the bridge is away, and the Celery messages sent
-after a commit carry only ids, which beat's sweeps re-derive from SQL when one is lost. While
-the database is unreachable nothing is acknowledged and commits are retried with a capped
-backoff. Delivery is at least once: unique keys absorb a redelivery, and a short-TTL cache
-key, set only after a commit, drops most redelivered telemetry before it costs a statement.
+So a bridge crash, a worker outage or a Celery broker restarted empty loses nothing: the
+broker redelivers what was not acknowledged, the persistent session keeps what arrives while
+the bridge is away, and Celery then carries ids only, which the sweeps re-derive from SQL.
+While the database is unreachable nothing is acknowledged and commits are retried with a
+capped backoff. Unique keys absorb a redelivery; a short-TTL cache key, set after a commit,
+drops most redelivered telemetry before it costs a statement.
 
-The bridge drives paho's network loop itself (``client.loop()`` on one thread): timed
-flushes need the loop, a loop we own was the fast one (docs/spec.md §11), and acknowledgements must
-be sent from the loop's own thread because paho does not guard concurrent socket writes.
+The bridge drives paho's network loop itself (``client.loop()`` on one thread): timed flushes
+need the loop, a loop we own was the fast one (docs/spec.md §11), and acknowledgements must be
+sent from the loop's own thread because paho does not guard concurrent socket writes.
 """
 
 from __future__ import annotations
