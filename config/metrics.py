@@ -65,11 +65,18 @@ if os.environ.get(MULTIPROC_ENV):  # before any series below is created
 
 TASK_RESULTS = Counter(
     "farm_task_items_total",
-    "Items a stage task handled, by stage: ingest=endpoint events created, "
+    "Items a stage handled, by stage: ingest=endpoint events created (by the bridge), "
     "evaluate=rule executions (matches), dispatch=commands published.",
     ["stage"],
 )
 TASK_RUNS = Counter("farm_task_runs_total", "Stage task runs by task and state.", ["task", "state"])
+BRIDGE_STORED = Counter(
+    "farm_bridge_messages_stored_total",
+    "Device messages the MQTT bridge committed to the database before acknowledging them, by "
+    "kind (telemetry, reply): the edge's throughput; flat while telemetry arrives means the "
+    "bridges are down or cannot reach the database.",
+    ["kind"],
+)
 COMMAND_TRANSITIONS = Counter(
     "farm_command_transitions_total",
     "Command status changes (dispatched, acknowledged, applied, retrying, failed, expired, "
@@ -124,6 +131,14 @@ def metrics_task_finished(*, task_name: str, state: str, retval: Any) -> None:
     stage = _STAGE_OF_TASK.get(task_name)
     if stage is not None and state == "SUCCESS" and isinstance(retval, int):
         TASK_RESULTS.labels(stage=stage).inc(retval)
+
+
+def metrics_bridge_stored(*, kind: str, messages: int, events: int = 0) -> None:
+    """A committed bridge batch: its messages, and the endpoint events it created (counted as
+    the ingest stage's items, as the ingest task's were)."""
+    BRIDGE_STORED.labels(kind=kind).inc(messages)
+    if events:
+        TASK_RESULTS.labels(stage="ingest").inc(events)
 
 
 def metrics_decisions_counted(*, outcomes: dict[str, int]) -> None:

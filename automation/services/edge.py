@@ -20,6 +20,7 @@ from django.db import close_old_connections
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
 from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
+from config.metrics import metrics_bridge_stored
 from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetry, WireRow
 
 # One per process: its pause after a failed nudge spans every batch of the process.
@@ -46,6 +47,7 @@ def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
     """Telemetry and its events committed; evaluation of the new events nudged after commit.
     Returns the events created (none for a redelivery)."""
     result = telemetry_ingest(messages=messages)
+    metrics_bridge_stored(kind="telemetry", messages=len(messages), events=result.events)
     size = settings.EVALUATE_BATCH_SIZE
     ids = result.pending_event_ids
     for start in range(0, len(ids), size):
@@ -57,6 +59,7 @@ def replies_store(*, messages: Sequence[DeviceMessage]) -> int:
     """Acks and state reports committed as receipts; the commands they concern nudged for
     reconciliation. Returns how many commands got new evidence."""
     command_ids = device_messages_record(messages=messages)
+    metrics_bridge_stored(kind="reply", messages=len(messages))
     _nudge(COMMANDS_RECONCILE, command_ids)
     return len(command_ids)
 

@@ -165,13 +165,6 @@ class Batcher:
     def retry_due(self) -> bool:
         return bool(self.pending()) and time.monotonic() >= self._retry_at
 
-    @property
-    def failing_for_s(self) -> float:
-        """How long commits have been failing (0 while they succeed): ``/health``'s why."""
-        if self._failing_since is None:
-            return 0.0
-        return time.monotonic() - self._failing_since
-
     def flush(self) -> None:
         """Commit every waiting message in chunks of ``batch_size``; on failure keep the
         rest, acknowledge nothing of it, and retry after a capped backoff."""

@@ -138,12 +138,6 @@ class MqttBridge:
     def stats(self) -> BridgeStats:
         return replace(self._stats, received=dict(self._stats.received))
 
-    @property
-    def store_failing_for_s(self) -> float:
-        """How long commits have been failing (0 while they succeed): nothing is
-        acknowledged meanwhile, so the broker's queue for this session grows."""
-        return self._batcher.failing_for_s
-
     def wait_connected(self, timeout_s: float) -> bool:
         """True once connected and subscribed (a message published next is not missed)."""
         return self._ready.wait(timeout_s)
