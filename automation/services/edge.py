@@ -13,6 +13,7 @@ restarted empty) only delays that work until beat's sweeps find it in SQL: pendi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -21,10 +22,17 @@ from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
 from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
 from config.metrics import metrics_bridge_stored
+from devices.directory import DeviceDirectory
 from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetry, WireRow
 
-# One per process: its pause after a failed nudge spans every batch of the process.
+# One per process: its pause after a failed nudge spans every batch of the process, and the
+# directory spares each batch its device and endpoint reads (``DEVICE_DIRECTORY_TTL_S``).
 _nudge = Nudger()
+
+
+@cache
+def _devices() -> DeviceDirectory:
+    return DeviceDirectory(ttl_s=settings.DEVICE_DIRECTORY_TTL_S)
 
 
 def bridge_batch_store(group: str, batch: list[WireRow]) -> None:
@@ -40,13 +48,14 @@ def bridge_batch_store(group: str, batch: list[WireRow]) -> None:
             replies_store(messages=[DeviceMessage.from_task_arg(row) for row in batch])
     except Exception:
         close_old_connections()  # a broken connection is not reused for the retry
+        _devices().forget()  # nor a device deleted meanwhile: the retry reads them afresh
         raise
 
 
 def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
     """Telemetry and its events committed; evaluation of the new events nudged after commit.
     Returns the events created (none for a redelivery)."""
-    result = telemetry_ingest(messages=messages)
+    result = telemetry_ingest(messages=messages, directory=_devices())
     metrics_bridge_stored(kind="telemetry", messages=len(messages), events=result.events)
     size = settings.EVALUATE_BATCH_SIZE
     ids = result.pending_event_ids

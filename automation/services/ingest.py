@@ -23,6 +23,7 @@ from automation.services.rows import as_row
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
+from devices.directory import DeviceDirectory
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -199,25 +200,35 @@ def telemetry_ingest(
     *,
     messages: Sequence[InboundTelemetry],
     on_events: Callable[[list[int]], None] | None = None,
+    directory: DeviceDirectory | None = None,
 ) -> IngestResult:
     """Persist a batch of telemetry; ``on_events`` receives new event ids after commit.
+    ``directory`` (the bridge's) answers the device and endpoint lookups from its cache;
+    without it they are read here.
 
     Idempotent: a redelivered message inserts no telemetry, so no events are even built for
     it. A crash between commit and hand-off only delays work: the pending sweep finds it.
     """
     serials = {m.serial for m in messages if "\x00" not in m.serial}
-    devices = {
-        d.serial_number: d
-        for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
-    }
+    if directory is not None:
+        devices = directory.devices(serials)
+    else:
+        devices = {
+            d.serial_number: d
+            for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
+        }
     now = timezone.now()
     parsed, refused = _validate(messages, devices, now)
-    endpoints: dict[tuple[int, str], DeviceInstanceEndpoint] = {
-        (e.device_id, e.profile_endpoint.key): e
-        for e in DeviceInstanceEndpoint.objects.filter(
-            device_id__in={p.device.pk for p in parsed}
-        ).select_related("profile_endpoint")
-    }
+    endpoints: dict[tuple[int, str], DeviceInstanceEndpoint]
+    if directory is not None:
+        endpoints = directory.endpoints({p.device for p in parsed})
+    else:
+        endpoints = {
+            (e.device_id, e.profile_endpoint.key): e
+            for e in DeviceInstanceEndpoint.objects.filter(
+                device_id__in={p.device.pk for p in parsed}
+            ).select_related("profile_endpoint")
+        }
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
         events, value_refusals = _build_events(fresh, endpoints, now)
