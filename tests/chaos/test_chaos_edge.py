@@ -33,7 +33,7 @@ from django.db import connection
 from django.db.models import Count
 
 from automation.models import AutomationEndpointEvent, AutomationRuleExecution, DeviceCommand
-from automation.states import COMMAND_TERMINAL, CommandStatus, EventStatus
+from automation.states import COMMAND_TERMINAL, CommandStatus, EventStatus, ReasonCode
 from devices.models import DeviceMessageRejection, Telemetry
 from tests.chaos.celery_brokers import (
     BrokerKind,
@@ -443,8 +443,10 @@ def _finish(edge: Edge, scenario: str, *, slots: int) -> Outcome:
             outcome.applied,
             commands.filter(attempt_count__gt=1).count(),
             commands.filter(status=CommandStatus.UNCERTAIN).count(),
-            0,
-            commands.filter(status__in=[CommandStatus.FAILED, CommandStatus.EXPIRED]).count(),
+            commands.filter(status_reason=ReasonCode.SUPERSEDED).count(),
+            commands.filter(status__in=[CommandStatus.FAILED, CommandStatus.EXPIRED])
+            .exclude(status_reason=ReasonCode.SUPERSEDED)
+            .count(),
             0,
             len(outcome.missing),
             outcome.duplicated,
