@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import os
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from common.accounts.services import api_token_issue
 from config.env import SettingError
 from tests.automation.conftest import dispatch, make_intent
 from tests.common.auth import token_client
+from tests.config.entry_points import SERVERS_NAMED
 from tests.conftest import Tenant
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
@@ -107,6 +109,9 @@ def test_the_production_settings_have_no_basic_auth(monkeypatch: Any) -> None:
     monkeypatch.setenv("DJANGO_SECRET_KEY", secrets.token_urlsafe(50))
     monkeypatch.setenv("WEBHOOK_SECRET_KEY", secrets.token_urlsafe(50))
     monkeypatch.setenv("DJANGO_ALLOWED_HOSTS", "farm.example.com")
+    for name, url in SERVERS_NAMED.items():  # production runs no embedded server
+        if not os.environ.get(name, "").strip():
+            monkeypatch.setenv(name, url)
     production = importlib.import_module("config.settings.production")
     classes = production.REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"]
     assert not any("Basic" in name for name in classes)
