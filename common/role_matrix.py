@@ -1,6 +1,6 @@
 """The role matrix as a table: every route of the URL conf served by the REST framework,
 each HTTP method it answers, the action it runs and the ``Need`` its view declares
-(``common.permissions``). The README's "Security model" prints it (``manage.py
+(``common.permissions``). docs/security.md prints it (``manage.py
 role_matrix``) and ``tests/common/test_role_matrix.py`` walks it."""
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ _WHO = {
 
 
 def who(need: Need | None) -> str:
-    """The roles that meet ``need``, as the README names them."""
+    """The roles that meet ``need``, as docs/security.md names them."""
     if need is None:
         return "nobody (undeclared)"
     if need in _WHO:
@@ -97,7 +97,7 @@ def who(need: Need | None) -> str:
 
 
 def matrix_markdown() -> str:
-    """The README's table: one row per route and method."""
+    """docs/security.md's table: one row per route and method."""
     lines = ["| method | route | action | needs | roles allowed |", "|---|---|---|---|---|"]
     for route in api_routes():
         need = "—" if route.need is None else route.need.value

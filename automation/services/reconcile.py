@@ -76,7 +76,7 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Verdict | Non
     """The next transition the evidence justifies, or None. Called repeatedly until None,
     so dispatched + ack + matching state walks dispatched → acknowledged → applied.
 
-    Precedence of evidence, strongest first (README "How the execution core stays correct"):
+    Precedence of evidence, strongest first (docs/correctness.md):
 
     1. A refusal of the current attempt (``rejected`` with a non-transient code) → ``failed``
        with that code. The device said no; no report or reading afterwards overrules it.

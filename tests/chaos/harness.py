@@ -33,7 +33,7 @@ CHAOS_BRIDGE_PREFIX = "chaos-bridge"
 CHAOS_BRIDGE_ID = f"{CHAOS_BRIDGE_PREFIX}/0"  # slot 0's client id
 
 # Timers short enough that a few hundred commands and reminders settle in seconds; the applied
-# window outlasts every outage a scenario stages (see the README on APPLIED_WINDOW_S).
+# window outlasts every outage a scenario stages (see docs/configuration.md on APPLIED_WINDOW_S).
 FAST_TIMERS: dict[str, str] = {
     "ACK_TIMEOUT_S": "1.5",
     "RETRY_BACKOFF_S": "0.5,1,2",

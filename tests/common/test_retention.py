@@ -241,6 +241,6 @@ def test_the_readme_lists_every_retention_with_its_default() -> None:
 
     from config.env_retention import RETENTION_DEFAULTS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     for name, (days, _) in RETENTION_DEFAULTS.items():
         assert f"| `{name}` | {days} |" in readme, name

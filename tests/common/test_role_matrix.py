@@ -4,7 +4,7 @@ operator, an admin of the row's organisation, an admin of another organisation, 
 on a row of organisation A. Each answer must be what the route's declared need says: 401
 anonymous, 403 a role that does not meet it, 404 a row of another organisation, anything but
 those (and no 5xx) for a role that meets it. A route without an entry fails here, and the
-README prints the same matrix (``manage.py role_matrix``)."""
+docs/security.md prints the same matrix (``manage.py role_matrix``)."""
 
 from __future__ import annotations
 
@@ -200,8 +200,8 @@ def test_every_route_declares_its_need_and_uses_the_matrix() -> None:
 
 
 def test_readme_prints_the_matrix() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert matrix_markdown() in readme, "README's role matrix is stale: manage.py role_matrix"
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    assert matrix_markdown() in readme, "docs/security.md's role matrix is stale: manage.py role_matrix"
 
 
 @override_settings(DEVICE_CREDENTIALS_BACKEND="tests.devices.fake_credentials.FakeBackend")

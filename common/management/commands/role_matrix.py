@@ -1,5 +1,5 @@
 """``manage.py role_matrix``: who may call each route of the API, as a Markdown table (the
-README's "Security model" prints it; a test checks the two agree)."""
+docs/security.md prints it; a test checks the two agree)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ class Tolerance:
         return f"max({self.share:.0%} of mean, {self.floor:g} {self.unit})"
 
 
-# Chosen for the 2-core development machine; README, "A long run (soak)", says why.
+# Chosen for the 2-core development machine; docs/benchmarks.md, "A long run (soak)", says why.
 LATENCY = Tolerance(0.30, 100.0, "ms")
 RSS = Tolerance(0.05, 8.0, "MiB")
 TABLE_BYTES = Tolerance(0.20, 1.0, "MiB")
