@@ -342,7 +342,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # a telemetry batch of 500 messages n
 # How long an Idempotency-Key replays its first response; beat prunes older records.
 API_IDEMPOTENCY_TTL_S = env_int("API_IDEMPOTENCY_TTL_S", 24 * 3600, minimum=60)
 API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S", 3600.0, minimum=1)
-# How long each append-only table keeps its rows (config/env_retention.py, docs/operations.md "Retention").
+# How long each append-only table keeps its rows (config/env_retention.py; docs/operations.md,
+# "Retention").
 globals().update(retention_from_env())
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
 # Fleet rollouts: canary, driver tick, lease (config/env_rollouts.py, docs/rollouts.md).

@@ -201,7 +201,8 @@ def test_every_route_declares_its_need_and_uses_the_matrix() -> None:
 
 def test_readme_prints_the_matrix() -> None:
     readme = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
-    assert matrix_markdown() in readme, "docs/security.md's role matrix is stale: manage.py role_matrix"
+    stale = "docs/security.md's role matrix is stale: manage.py role_matrix"
+    assert matrix_markdown() in readme, stale
 
 
 @override_settings(DEVICE_CREDENTIALS_BACKEND="tests.devices.fake_credentials.FakeBackend")

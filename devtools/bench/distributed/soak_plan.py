@@ -15,8 +15,9 @@ from typing import Any
 
 from devtools.bench.distributed.plan import PlanError
 
-# What the 2-core development machine keeps with its queues near empty (docs/benchmarks.md, "A long run"):
-# at 75/s, half the ~150 commands/s of large batches, the ingest and reconcile queues grow.
+# What the 2-core development machine keeps with its queues near empty (docs/benchmarks.md,
+# "A long run"): at 75/s, half the ~150 commands/s of large batches, the ingest and
+# reconcile queues grow.
 DEFAULT_RATE = 50.0
 DEFAULT_INTERVAL_S = 300.0
 MIN_INTERVAL_S = 5.0
