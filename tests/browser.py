@@ -3,8 +3,10 @@ skip naming what is missing (CI installs Debian's chromium and chromium-driver).
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,9 @@ from typing import Any
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
+# A failed browser test leaves its last page here as a PNG, kept by CI as an artifact: a
+# layout failure is read from the picture faster than from an assertion about pixels.
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS_DIR", "var/test-artifacts"))
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WAIT_S = 15
 CHROMIUM_FLAGS = (
@@ -53,8 +58,29 @@ def chromium(profile_dir: Path) -> Iterator[Any]:
         shutil.rmtree(profile_dir, ignore_errors=True)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[Any]:
+    """Keep each phase's report on the item, so the browser fixture knows whether the test
+    body failed when it tears down."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def screenshot_path(nodeid: str) -> Path:
+    """Where a test's failure screenshot goes: its node id made a file name."""
+    return ARTIFACTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', nodeid).strip('_')}.png"
+
+
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    """The headless browser for one test (tests/conftest.py makes it every test's fixture)."""
+def browser(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The headless browser for one test (tests/conftest.py makes it every test's fixture);
+    a failed test leaves a screenshot of the page it was on under ``ARTIFACTS``."""
     with chromium(tmp_path / "chromium-profile") as driver:
         yield driver
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            path = screenshot_path(request.node.nodeid)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            driver.save_screenshot(str(path))
+            print(f"screenshot of the failed page: {path}")
