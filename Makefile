@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lint bench bench-distributed migrate up lock
+.PHONY: setup test demo lint bench bench-distributed migrate up lock docs
 
 # A deployment installs requirements.lock only; development and CI add the test lock. Every
 # lock pins every package with its hashes, and pip refuses a file whose hash is not listed.
@@ -27,6 +27,19 @@ $(CODEGEN_STAMP): requirements-pip.lock requirements-codegen.lock
 	$(CODEGEN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		--require-hashes -r requirements-codegen.lock
 	touch $(CODEGEN_STAMP)
+
+# The documentation site's toolchain has a venv of its own too (requirements-docs.in), which
+# only `make docs` installs; it lives under var/, which git and the source-walking tests skip.
+DOCS_VENV := var/docs-venv
+DOCS_STAMP := $(DOCS_VENV)/.installed
+
+$(DOCS_STAMP): requirements-pip.lock requirements-docs.lock
+	test -x $(DOCS_VENV)/bin/python || $(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--require-hashes -r requirements-pip.lock
+	$(DOCS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--require-hashes -r requirements-docs.lock
+	touch $(DOCS_STAMP)
 
 setup: $(STAMP) $(CODEGEN_STAMP)
 
@@ -87,6 +100,12 @@ bench-distributed: setup
 bench: migrate
 	$(PY) manage.py bench $(BENCH_ARGS)
 
+# The site built from docs/ into site/ (ignored by git), strictly: a broken link or anchor, a
+# link out of docs/, or a page missing from the nav in mkdocs.yml fails the build. The theme's
+# end-of-life banner is silenced (requirements-docs.in notes it).
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --clean
+
 lint: setup
 	$(PIP_INSTALL) -r requirements.lock -r requirements-test.lock -r requirements-lint.lock
 	$(VENV)/bin/ruff check .
@@ -96,7 +115,7 @@ lint: setup
 # The three locks from pyproject.toml (dependencies, then the extras test and lint), hashed,
 # each layered on the ones before it so that they install together. A pin already in a lock is
 # kept while it fits; LOCK_ARGS="--upgrade-package NAME" moves one. uv runs from a throwaway
-# venv, never from .venv.
+# venv, never from .venv. The codegen and docs locks come from their own .in files.
 UV_VERSION := 0.13.9
 LOCK = "$$tools/bin/uv" pip compile pyproject.toml --quiet --universal --generate-hashes \
 	--custom-compile-command "make lock" $(LOCK_ARGS)
@@ -112,4 +131,6 @@ lock:
 	$(LOCK) --extra test --extra lint -c requirements.lock -c requirements-test.lock \
 		$(call NO_EMIT,requirements.lock requirements-test.lock) -o requirements-lint.lock && \
 	"$$tools/bin/uv" pip compile requirements-codegen.in --quiet --universal --generate-hashes \
-		--custom-compile-command "make lock" $(LOCK_ARGS) -o requirements-codegen.lock
+		--custom-compile-command "make lock" $(LOCK_ARGS) -o requirements-codegen.lock && \
+	"$$tools/bin/uv" pip compile requirements-docs.in --quiet --universal --generate-hashes \
+		--custom-compile-command "make lock" $(LOCK_ARGS) -o requirements-docs.lock
