@@ -145,6 +145,7 @@ class DeviceInstanceEndpoint(models.Model):
     updated_at = models.DateTimeField(auto_now=True, null=True)
 
     class Meta:
+        verbose_name = "device endpoint"
         constraints = [
             models.UniqueConstraint(
                 fields=["device", "profile_endpoint"], name="one_instance_per_endpoint"
@@ -325,6 +326,9 @@ class BridgeProcess(models.Model):
 
     holder = models.CharField(max_length=200, primary_key=True)
     seen_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "bridge processes"
 
     def __str__(self) -> str:
         return f"{self.holder} @ {self.seen_at:%Y-%m-%d %H:%M:%S}"

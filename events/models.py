@@ -24,6 +24,7 @@ class EventInbox(models.Model):
     processed_at = models.DateTimeField()
 
     class Meta:
+        verbose_name_plural = "event inboxes"
         constraints = [
             models.UniqueConstraint(
                 fields=["handler", "idempotency_key"], name="event_inbox_once_per_handler"

@@ -63,6 +63,7 @@ class DueWork(models.Model):
 
     class Meta:
         db_table = "automation_automationscheduler"  # the table predates this app
+        verbose_name = verbose_name_plural = "due work"  # uncountable: no "due works"
         constraints = [
             # One index for the key's three reads: uniqueness (ON CONFLICT), equality and the
             # prefix matches of reminders, reports and rule schedules (``startswith``), which

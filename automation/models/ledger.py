@@ -49,6 +49,7 @@ class AutomationEndpointEvent(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "endpoint event"
         # Unique keys are constraints, not ``unique=True``: on PostgreSQL a unique CharField
         # also gets a ``varchar_pattern_ops`` copy of its index for LIKE, which no query here
         # runs (docs/architecture.md, "Indexes and what reads them").
@@ -125,6 +126,7 @@ class AutomationRuleExecution(models.Model):
     created_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = "rule execution"
         constraints = [
             models.UniqueConstraint(
                 fields=["event", "rule", "target_endpoint"],
@@ -233,6 +235,7 @@ class DeviceCommand(models.Model):
 
     class Meta:
         db_table = "automation_automationcommandintent"  # named before the model was renamed
+        verbose_name = "command"
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="intent_status_due_idx"),
             models.Index(fields=["status", "deadline_at"], name="intent_status_deadline_idx"),

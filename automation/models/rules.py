@@ -69,6 +69,7 @@ class AutomationRule(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "rule"
         indexes = [models.Index(fields=["trigger_endpoint", "is_active"])]
         constraints = [
             # A deleted rule is never active again, whoever writes the row.

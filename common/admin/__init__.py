@@ -30,6 +30,12 @@ from common.admin.scoping import (
 )
 from common.models import Organization, OrganizationMember
 
+# The product's name on every page, and "View site" to the API's docs: the admin is one face of
+# the product, the API the other (there is no public site to view).
+admin.site.site_header = admin.site.site_title = "Farm Automation Core"
+admin.site.index_title = "Operations"
+admin.site.site_url = "/api/docs/"
+
 __all__ = [
     "OrgScopedAdmin",
     "OrgScopedChoices",
