@@ -53,6 +53,7 @@ def servers_down() -> dict[str, Any]:
         DATABASE_URL=f"postgres://farm:{PASSWORD}@127.0.0.1:{_closed_port()}/farm",
         REDIS_URL=f"redis://:{PASSWORD}@127.0.0.1:{_closed_port()}/0",
         CELERY_BROKER_URL=f"redis://:{PASSWORD}@127.0.0.1:{_closed_port()}/1",
+        MQTT_URL=f"mqtt://127.0.0.1:{_closed_port()}",  # a deployment that runs a bridge
     )
     proc = subprocess.run(
         [sys.executable, "-c", PROBE],
@@ -110,6 +111,7 @@ def test_a_check_that_raises_is_reported_as_its_own_failure(client: Client) -> N
     probe = response.json()["checks"]["probe"]
     assert probe == {
         "ok": False,
+        "status": "failing",
         "error": "ConnectionRefusedError: redis://:***@10.0.0.9:6379 refused",
     }
     assert response.json()["checks"]["database"]["ok"] is True

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -75,6 +76,7 @@ def test_single_process_metrics_include_database_backlogs(
 
 
 def test_health_needs_a_fresh_connected_bridge(client: Client, settings) -> None:
+    settings.MQTT = replace(settings.MQTT, embedded=False)  # a deployment that runs a bridge
     response = client.get("/health")
     body = response.json()
     assert body["checks"]["database"]["ok"] is True
