@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test demo lint bench bench-distributed migrate up lock docs
+.PHONY: setup test demo admin lint bench bench-distributed migrate up lock docs
 
 # A deployment installs requirements.lock only; development and CI add the test lock. Every
 # lock pins every package with its hashes, and pip refuses a file whose hash is not listed.
@@ -55,6 +55,12 @@ test: setup
 
 demo: migrate
 	$(PY) manage.py demo
+
+# The admin on the data `make demo` left (same database): a staff login scoped to the demo
+# organisation, its password printed once (ADMIN_ARGS=--reset prints a new one), then the
+# development server on 127.0.0.1:$(WEB_PORT). Without the demo's data it says so and stops.
+admin: setup
+	$(PY) manage.py demo_admin --port $(WEB_PORT) $(ADMIN_ARGS)
 
 # The distributed stack (deploy/Procfile.dev) against real servers; `make demo` is embedded.
 UP_NEEDS := DATABASE_URL CELERY_BROKER_URL REDIS_URL MQTT_URL

@@ -20,7 +20,10 @@ from devices.models import (
     Farm,
 )
 from devices.services import device_create, device_endpoints_sync
+from devtools.provisioning import ORGANIZATION
 from devtools.simulator import FaultMode
+
+DEMO_FARM = "Demo farm"  # in ORGANIZATION, which ``make up``'s farms share
 
 DEMO_FAULTS: list[dict[str, Any]] = [
     {},
@@ -88,9 +91,9 @@ def demo_endpoint(serial: str, key: str) -> DeviceInstanceEndpoint:
 def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
     """Idempotently create ``pairs`` (sensor, relay) pairs with a vent-on and a vent-off rule;
     returns (sensor serial, relay serial, simulator fault options) per pair."""
-    org, _ = Organization.objects.get_or_create(name="Demo Co-op")
+    org, _ = Organization.objects.get_or_create(name=ORGANIZATION)
     farm, _ = Farm.objects.get_or_create(
-        organization=org, name="Demo farm", defaults={"time_zone": "Europe/Berlin"}
+        organization=org, name=DEMO_FARM, defaults={"time_zone": "Europe/Berlin"}
     )
     sensor_profile, relay_profile, ep = _profiles(org)
     out = []

@@ -1,7 +1,8 @@
 """What ``make up`` needs before its simulator's devices mean anything: an organisation, an
 operator who can log in, farms, one device per simulated serial and rules that the
 simulator's swinging temperature keeps crossing. Idempotent, so a second run adds only what
-is missing; secrets are made only for a user created now and shown once."""
+is missing; secrets are made only for a user created (or reset) now and shown once. The
+demo's admin login (``manage.py demo_admin``) is made by the same ``demo_login_ensure``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import secrets
 from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser, Group
 from django.db import transaction
 
 from automation.models import AutomationRule
 from automation.services.rules import rule_create
 from common.accounts.services import api_token_issue
+from common.members.services import member_role_change
 from common.models import MemberRole, Organization, OrganizationMember
 from devices.models import (
     Device,
@@ -69,16 +72,51 @@ def _profile(
     return profile, temp, io1
 
 
-def _operator(org: Organization, out: Provisioned) -> None:
+@dataclass(frozen=True)
+class DemoLogin:
+    """A login to the demo organisation; ``password`` is set only when it was made or reset
+    by this call (it is stored hashed, so nothing can show it again)."""
+
+    user: AbstractUser
+    password: str | None
+
+
+def demo_login_ensure(
+    *, organization: Organization, username: str, superuser: bool = False, reset: bool = False
+) -> DemoLogin:
+    """A login that administers ``organization``: a superuser (``make up``'s operator: every
+    organisation), or a staff user in the admin's ``admin`` group whose role is admin in
+    ``organization`` alone, so the scoped admin lists that organisation's rows only. Made with
+    a random password when missing; ``reset`` gives an existing one a new password."""
     users = get_user_model()._default_manager
-    user = users.filter(username=OPERATOR).first()
-    if user is None:
-        out.password = secrets.token_urlsafe(12)
-        user = users.create_superuser(username=OPERATOR, email="", password=out.password)
-        out.token = api_token_issue(user=user).key
-    OrganizationMember.objects.get_or_create(
-        user=user, organization=org, defaults={"role": MemberRole.ADMIN}
-    )
+    with transaction.atomic():
+        user = users.filter(username=username).first()
+        password = secrets.token_urlsafe(12) if user is None or reset else None
+        if user is None and superuser:
+            user = users.create_superuser(username=username, email="", password=password)
+        elif user is None:
+            user = users.create_user(username=username, email="", password=password)
+        elif password is not None:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        if not superuser and not (user.is_staff and user.is_active):
+            user.is_staff = user.is_active = True
+            user.save(update_fields=["is_staff", "is_active"])
+        if not superuser:  # the staff group common's migrations made, one per role
+            user.groups.add(Group.objects.get(name=MemberRole.ADMIN))
+        member, _ = OrganizationMember.objects.get_or_create(
+            user=user, organization=organization, defaults={"role": MemberRole.ADMIN}
+        )
+        if member.role != MemberRole.ADMIN:
+            member_role_change(member=member, role=MemberRole.ADMIN, by_superuser=True)
+    return DemoLogin(user=user, password=password)
+
+
+def _operator(org: Organization, out: Provisioned) -> None:
+    login = demo_login_ensure(organization=org, username=OPERATOR, superuser=True)
+    if login.password is not None:
+        out.password = login.password
+        out.token = api_token_issue(user=login.user).key
 
 
 def _rules(
