@@ -87,6 +87,8 @@ class DeviceProfileEndpoint(models.Model):
     allowed_values = models.JSONField(null=True, blank=True, validators=[validate_json_bounds])
     rpc_method = models.CharField(max_length=64, blank=True, default="")
     rpc_param_key = models.CharField(max_length=64, blank=True, default="")
+    # What a number counts, shown after it on every page ("30 °C", "55 %"); "" for none.
+    unit = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         constraints = [
