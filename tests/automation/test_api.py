@@ -60,7 +60,7 @@ def test_command_timeline_over_the_api(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     ids = _resources(alpha)
     body = _client(alpha.user).get(f"/api/v1/commands/{ids['commands']}/timeline/").json()
-    assert [e["stage"] for e in body["entries"]] == ["telemetry", "event", "execution", "intent"]
+    assert [e["stage"] for e in body["entries"]] == ["telemetry", "event", "execution", "command"]
     assert body["ids"]["commandIntentId"] == ids["commands"]
 
 

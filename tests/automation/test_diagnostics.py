@@ -48,7 +48,9 @@ def test_command_timeline_walks_event_to_each_attempt_and_receipt() -> None:
     assert intent.status == CommandStatus.APPLIED
     timeline = timeline_lookup(ref=intent.device_command_id)
     stages = [e.stage for e in timeline.entries]
-    assert stages[:4] == ["telemetry", "event", "execution", "intent"]
+    assert stages[:4] == ["telemetry", "event", "execution", "command"]
+    created = timeline.entries[3].what
+    assert created.startswith("rule command created: setIO io1=true to ")  # not {'io1': True}
     moves = [(e.what, e.reason, e.attempt) for e in timeline.entries if e.stage == "transition"]
     assert moves == [
         ("pending_dispatch -> dispatched", "dispatched", 1),
@@ -57,8 +59,14 @@ def test_command_timeline_walks_event_to_each_attempt_and_receipt() -> None:
         ("dispatched -> acknowledged", "acknowledged", 2),
         ("acknowledged -> applied", "state_reported", 2),
     ]
-    receipts = [e.what.split()[0] for e in timeline.entries if e.stage == "receipt"]
-    assert receipts == ["timeout_mark", "retry_mark", "rpc_ack", "state_report"]
+    receipts = [e.what for e in timeline.entries if e.stage == "receipt"]
+    assert [what.split()[0] for what in receipts] == [
+        "timeout_mark",
+        "retry_mark",
+        "rpc_ack",
+        "state_report",
+    ]
+    assert receipts[-1] == "state_report io1=true"
     assert [e.at for e in timeline.entries] == sorted(e.at for e in timeline.entries)
     assert timeline.ids["deviceCommandId"] == intent.device_command_id
     assert timeline.ids["ruleExecutionId"] == intent.rule_execution_id
@@ -112,5 +120,6 @@ def test_timeline_and_diagnostics_commands_print_tables() -> None:
     call_command("diagnostics", "--window-hours", "2", stdout=out)
     text = out.getvalue()
     assert "Commands retrying (1)" in text
+    assert text.splitlines()[1].split()[0] == "command"  # the column a person reads, not "intent"
     assert "late-relay" in text
     assert "Devices with the most ack timeouts" in text

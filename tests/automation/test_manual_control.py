@@ -309,16 +309,16 @@ def test_the_timeline_names_the_origin_and_who_asked(operator: User) -> None:
     assert timeline.ids["origin"] == "manual" and timeline.ids["requestedBy"] == "olga"
     assert timeline.ids["ruleId"] is None and timeline.ids["eventId"] is None
     stages = [e.stage for e in timeline.entries]
-    assert stages == ["intent", "transition", "transition"]
+    assert stages == ["command", "transition", "transition"]
     created, requested = timeline.entries[0], timeline.entries[1]
-    assert created.what.startswith("manual intent created")
+    assert created.what.startswith("manual command created")
     assert "asked by olga: fan test before the harvest" in created.detail
     assert requested.reason == "manual" and "by olga" in requested.detail
     out = StringIO()
     call_command("timeline", f"intent:{intent.pk}", stdout=out)
     printed = out.getvalue()
     assert "origin=manual" in printed and "requestedBy=olga" in printed
-    assert "manual intent created" in printed
+    assert "manual command created" in printed
 
 
 def test_a_rule_timeline_names_its_origin_too() -> None:
@@ -326,7 +326,7 @@ def test_a_rule_timeline_names_its_origin_too() -> None:
     kit.rule()
     timeline = command_timeline(intent=make_intent(kit))
     assert timeline.ids["origin"] == "rule" and timeline.ids["requestedBy"] is None
-    assert [e.stage for e in timeline.entries] == ["telemetry", "event", "execution", "intent"]
+    assert [e.stage for e in timeline.entries] == ["telemetry", "event", "execution", "command"]
 
 
 def test_the_database_refuses_a_rule_intent_without_its_rule(operator: User) -> None:

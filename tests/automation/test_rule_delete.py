@@ -71,7 +71,7 @@ def test_a_deleted_rule_is_gone_from_the_api_and_its_history_stays(
         "telemetry",
         "event",
         "execution",
-        "intent",
+        "command",
     ]
     assert DeviceCommand.objects.get(pk=intent.pk).transitions.exists()  # its audit rows
     row = AutomationRule.objects.get(pk=rule.pk)

@@ -296,5 +296,5 @@ def test_the_timeline_command_shows_a_scheduled_command_with_its_occurrence() ->
         assert "requestedBy" not in printed and "eventId" not in printed
         assert "rule schedule occurrence due (local 2026-11-29, Europe/Berlin)" in printed
         assert f"rule-schedule:{rule.pk}:2026-11-29T05:00:00Z" in printed
-        assert "schedule intent created" in printed
+        assert "schedule command created" in printed
         assert f"by rule {rule.pk}'s schedule" in printed

@@ -166,4 +166,4 @@ def test_a_rollouts_command_shows_its_origin_and_wave(olga: User, support: Clien
     listing = support.get("/admin/automation/devicecommand/?origin__exact=rollout")
     assert listing.status_code == 200 and f">{command}<".encode() in listing.content
     page = support.get(f"/admin/automation/devicecommand/{command}/change/").content.decode()
-    assert "rollout intent created" in page and f"rollout #{rollout.pk} wave 1" in page
+    assert "rollout command created" in page and f"rollout #{rollout.pk} wave 1" in page

@@ -17,6 +17,7 @@ from automation.diagnostics import (
     targets_cooling_down,
 )
 from config.tables import format_table
+from devices.display import endpoint_value_text
 
 
 def _t(value: datetime | None) -> str:
@@ -37,7 +38,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Commands retrying ({len(retrying)})")
         self.stdout.write(
             format_table(
-                ("intent", "commandId", "device", "attempt", "next attempt", "reason", "error"),
+                ("command", "commandId", "device", "attempt", "next attempt", "reason", "error"),
                 [
                     (
                         str(i.pk),  # an id, not a count: no thousands separator
@@ -56,13 +57,15 @@ class Command(BaseCommand):
         self.stdout.write(f"\nCommands uncertain since {_t(since)} ({len(uncertain)})")
         self.stdout.write(
             format_table(
-                ("intent", "commandId", "device", "target", "reason", "finished"),
+                ("command", "commandId", "device", "target", "reason", "finished"),
                 [
                     (
                         str(i.pk),
                         i.device_command_id or "",
                         i.target_serial_number,
-                        repr(i.target_value),
+                        endpoint_value_text(
+                            i.target_value, i.target_device_endpoint.profile_endpoint
+                        ),
                         i.status_reason,
                         _t(i.finished_at),
                     )
@@ -104,7 +107,10 @@ class Command(BaseCommand):
                     (
                         c.serial_number,
                         c.endpoint_key,
-                        repr(c.cooldown.target_value),
+                        endpoint_value_text(
+                            c.cooldown.target_value,
+                            c.cooldown.target_device_endpoint.profile_endpoint,
+                        ),
                         c.cooldown.failures,
                         _t(c.cooldown.until),
                         c.cooldown.reason_code,

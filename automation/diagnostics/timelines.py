@@ -1,10 +1,6 @@
-"""Diagnostics reads (docs/spec.md §9): the timeline of a device command and of a rule
-execution, commands retrying or uncertain, devices with the most ack timeouts.
-
-Every read is a selector over the ledger (events, executions, intents, transitions, receipts):
-nothing here writes, so support can run it against production at any time. ``scope`` limits
-rows to organisations (``None``: all), so the API and the admin reuse the same reads.
-"""
+"""The timeline of a device command and of a rule execution: every step from the reading
+to the device's receipts, with when, what and why, each value in its endpoint's type and unit.
+``scope`` limits rows to organisations (``None``: all)."""
 
 from __future__ import annotations
 
@@ -12,22 +8,30 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import QuerySet
 
 from automation.models import (
+    AutomationEndpointEvent,
     AutomationRuleExecution,
-    CommandCooldown,
     DeviceCommand,
     DeviceCommandReceipt,
     ReceiptType,
 )
-from automation.services.cooldown import command_cooldowns_cooling
-from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
+from automation.states import CommandOrigin, ExecutionOutcome
 from common.tenancy import OrgScope, scope_filter
+from devices.display import endpoint_value_text, params_text
+from devices.models import DeviceProfileEndpoint
 
 # Order of stages at the same instant: cause before effect.
-_STAGE_ORDER = {"telemetry": 0, "event": 1, "execution": 2, "intent": 3, "transition": 4}
+_STAGE_ORDER = {"telemetry": 0, "event": 1, "execution": 2, "command": 3, "transition": 4}
 _STAGE_ORDER["receipt"] = 5
+# An outcome as a person reads it, where its stored value says something else.
+OUTCOME_TEXT: dict[str, str] = {ExecutionOutcome.INTENT_CREATED: "command created"}
+
+
+def outcome_text(outcome: str) -> str:
+    """A rule execution's outcome in the pages' words (``command created``)."""
+    return OUTCOME_TEXT.get(outcome, outcome)
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,7 @@ class TimelineEntry:
     """One step of a command's life, with when, what and why."""
 
     at: datetime
-    stage: str  # telemetry | event | execution | intent | transition | receipt
+    stage: str  # telemetry | event | execution | command | transition | receipt
     what: str
     reason: str = ""
     attempt: int | None = None
@@ -78,7 +82,8 @@ def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry
     decided = TimelineEntry(
         at=execution.created_at,
         stage="execution",
-        what=f"rule {execution.rule_id} '{execution.rule.name}' -> {execution.outcome}",
+        what=f"rule {execution.rule_id} '{execution.rule.name}' -> "
+        f"{outcome_text(execution.outcome)}",
         reason=execution.failure_reason,
         detail=f"won by execution {execution.won_by_id}" if execution.won_by_id else "",
         ref=f"execution:{execution.pk}",
@@ -116,7 +121,7 @@ def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry
         TimelineEntry(
             at=event.created_at,
             stage="event",
-            what=f"endpoint event value={event.normalized_value!r} -> {event.processing_status}",
+            what=f"endpoint event value={_reading_text(event)} -> {event.processing_status}",
             reason=event.status_reason,
             detail=f"endpoint {event.device_instance_endpoint_id}",
             ref=f"event:{event.pk}",
@@ -125,14 +130,30 @@ def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry
     ]
 
 
-def _receipt_what(receipt: DeviceCommandReceipt) -> tuple[str, str]:
+def _reading_text(event: AutomationEndpointEvent) -> str:
+    """The reading in its endpoint's type and unit."""
+    endpoint = event.device_instance_endpoint
+    return endpoint_value_text(event.normalized_value, endpoint.profile_endpoint)
+
+
+def _command_endpoints(intent: DeviceCommand) -> dict[str, DeviceProfileEndpoint]:
+    """A command sets one endpoint: each key of its parameters (and of the state the device
+    reports back) is that endpoint, read in its type and unit."""
+    endpoint = intent.target_device_endpoint.profile_endpoint
+    params = intent.command_params if isinstance(intent.command_params, dict) else {}
+    return {key: endpoint for key in (*params, endpoint.key)}
+
+
+def _receipt_what(
+    receipt: DeviceCommandReceipt, endpoints: dict[str, DeviceProfileEndpoint]
+) -> tuple[str, str]:
     payload = receipt.payload if isinstance(receipt.payload, dict) else {}
     if receipt.receipt_type in (ReceiptType.RPC_ACK, ReceiptType.RPC_RESULT):
         return f"{receipt.receipt_type} {payload.get('status', '')}", str(
             payload.get("resultCode", "")
         )
     if receipt.receipt_type == ReceiptType.STATE_REPORT:
-        return f"state_report {payload.get('reportedState')!r}", ""
+        return f"state_report {params_text(payload.get('reportedState'), endpoints)}", ""
     return str(receipt.receipt_type), str(payload.get("reason", ""))
 
 
@@ -150,12 +171,13 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
         asked = f" asked by {requester_name(intent)}: {intent.request_reason}"
     elif intent.origin == CommandOrigin.SCHEDULE:
         asked = f" by rule {intent.rule_id}'s schedule"
+    endpoints = _command_endpoints(intent)
     entries = [
         TimelineEntry(
             at=intent.created_at,
-            stage="intent",
-            what=f"{intent.origin} intent created: {intent.command_method} "
-            f"{intent.command_params!r} to {intent.target_serial_number}",
+            stage="command",
+            what=f"{intent.origin} command created: {intent.command_method} "
+            f"{params_text(intent.command_params, endpoints)} to {intent.target_serial_number}",
             detail=f"idempotency key {intent.idempotency_key[:12]}…{asked}",
             ref=f"intent:{intent.pk}",
         )
@@ -173,7 +195,7 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
             )
         )
     for r in intent.receipts.order_by("received_at", "pk"):
-        what, reason = _receipt_what(r)
+        what, reason = _receipt_what(r, endpoints)
         entries.append(
             TimelineEntry(
                 at=r.received_at,
@@ -208,7 +230,12 @@ def _intent_ids(intent: DeviceCommand) -> dict[str, Any]:
 
 
 def intents_visible(*, scope: OrgScope) -> QuerySet[DeviceCommand]:
-    rows = DeviceCommand.objects.select_related("rule_execution", "target_device", "requested_by")
+    rows = DeviceCommand.objects.select_related(
+        "rule_execution",
+        "target_device",
+        "requested_by",
+        "target_device_endpoint__profile_endpoint",
+    )
     return scope_filter(rows, scope, "target_device__farm__organization_id")
 
 
@@ -218,22 +245,28 @@ def executions_visible(*, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
 
 
 def command_timeline(*, intent: DeviceCommand) -> Timeline:
-    """event → execution → intent → each transition (attempt) → each receipt; a manual
-    command starts at its intent, which names who asked and why."""
+    """event → execution → command → each transition (attempt) → each receipt; a manual
+    command starts at its creation, which names who asked and why."""
     entries = _intent_entries(intent)
     if intent.rule_execution_id is not None:
         execution = AutomationRuleExecution.objects.select_related(
-            "rule", "event__source_telemetry", "occurrence"
+            "rule",
+            "event__source_telemetry",
+            "event__device_instance_endpoint__profile_endpoint",
+            "occurrence",
         ).get(pk=intent.rule_execution_id)
         entries = _execution_entries(execution) + entries
-    subject = f"command {intent.device_command_id or '(not yet sent)'} (intent {intent.pk})"
+    subject = f"command {intent.device_command_id or '(not yet sent)'} (#{intent.pk})"
     return Timeline(subject=subject, ids=_intent_ids(intent), entries=_sorted(entries))
 
 
 def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
     """The execution's cause and decision, then its command's whole life if it made one."""
     execution = AutomationRuleExecution.objects.select_related(
-        "rule", "event__source_telemetry", "occurrence"
+        "rule",
+        "event__source_telemetry",
+        "event__device_instance_endpoint__profile_endpoint",
+        "occurrence",
     ).get(pk=execution.pk)
     entries = _execution_entries(execution)
     intent = DeviceCommand.objects.filter(rule_execution=execution).first()
@@ -274,109 +307,3 @@ def timeline_lookup(*, ref: str, scope: OrgScope = None) -> Timeline:
             if execution is not None:
                 return execution_timeline(execution=execution)
     raise TimelineNotFound(f"no command or execution {ref!r}")
-
-
-# --- lists ------------------------------------------------------------------------------
-
-
-def commands_retrying(*, scope: OrgScope = None, limit: int = 100) -> list[DeviceCommand]:
-    """Commands waiting for their next attempt, the soonest first."""
-    rows = intents_visible(scope=scope).filter(status=CommandStatus.RETRYING)
-    return list(rows.order_by("next_attempt_at", "pk")[:limit])
-
-
-def commands_uncertain(
-    *, scope: OrgScope = None, since: datetime | None = None, limit: int = 100
-) -> list[DeviceCommand]:
-    """Commands the device acknowledged (or contradicted) without proof: newest first."""
-    rows = intents_visible(scope=scope).filter(status=CommandStatus.UNCERTAIN)
-    if since is not None:
-        rows = rows.filter(finished_at__gte=since)
-    return list(rows.order_by("-finished_at", "-pk")[:limit])
-
-
-@dataclass(frozen=True)
-class DeviceTimeouts:
-    device_id: int | None
-    serial_number: str
-    timeouts: int
-    commands: int
-    last_at: datetime
-
-
-def devices_top_timeouts(
-    *, since: datetime, scope: OrgScope = None, limit: int = 10
-) -> list[DeviceTimeouts]:
-    """Devices by ack timeouts (``timeout_mark`` receipts) since ``since``, most first."""
-    rows = DeviceCommandReceipt.objects.filter(
-        receipt_type=ReceiptType.TIMEOUT_MARK, received_at__gte=since
-    )
-    rows = scope_filter(rows, scope, "device__farm__organization_id")
-    grouped = (
-        rows.values("device_id", "serial_number")
-        .annotate(
-            timeouts=Count("id"),
-            commands=Count("intent_id", distinct=True),
-            last_at=Max("received_at"),
-        )
-        .order_by("-timeouts", "serial_number")[:limit]
-    )
-    return [
-        DeviceTimeouts(
-            device_id=g["device_id"],
-            serial_number=g["serial_number"],
-            timeouts=g["timeouts"],
-            commands=g["commands"],
-            last_at=g["last_at"],
-        )
-        for g in grouped
-    ]
-
-
-@dataclass(frozen=True)
-class TargetCooling:
-    """A target (endpoint, value) held by a cool-down, and how many decisions it held."""
-
-    cooldown: CommandCooldown
-    serial_number: str
-    endpoint_key: str
-    suppressed: int
-
-
-def targets_cooling_down(
-    *, now: datetime, since: datetime, scope: OrgScope = None, limit: int = 100
-) -> list[TargetCooling]:
-    """Pairs still cooling down (by time), the latest failure first, with the decisions each
-    suppressed since ``since``: a device that cannot obey shows here, not as a storm."""
-    rows = scope_filter(
-        command_cooldowns_cooling(now=now),
-        scope,
-        "target_device_endpoint__device__farm__organization_id",
-    ).select_related("target_device_endpoint__device", "target_device_endpoint__profile_endpoint")
-    cooling = list(rows.order_by("-updated_at", "-pk")[:limit])
-    counts = dict(
-        AutomationRuleExecution.objects.filter(
-            suppressed_by_id__in=[c.command_id for c in cooling], created_at__gte=since
-        )
-        .values_list("suppressed_by_id")
-        .annotate(n=Count("id"))
-    )
-    return [
-        TargetCooling(
-            cooldown=c,
-            serial_number=c.target_device_endpoint.device.serial_number,
-            endpoint_key=c.target_device_endpoint.profile_endpoint.key,
-            suppressed=counts.get(c.command_id, 0),
-        )
-        for c in cooling
-    ]
-
-
-def decisions_suppressed(*, since: datetime, scope: OrgScope = None) -> int:
-    """Rule decisions a cool-down held since ``since`` (not those a manual hold held)."""
-    rows = executions_visible(scope=scope).filter(
-        outcome=ExecutionOutcome.SUPPRESSED,
-        failure_reason=ReasonCode.COOLDOWN,
-        created_at__gte=since,
-    )
-    return rows.count()
