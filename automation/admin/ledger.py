@@ -12,20 +12,26 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from automation.diagnostics import Timeline, execution_timeline
+from automation.diagnostics.timelines import outcome_text
 from automation.models import (
     AutomationEndpointEvent,
     AutomationRuleExecution,
     CommandCooldown,
 )
+from automation.states import ExecutionOutcome
 from common.admin import ReadOnlyAdmin
+from devices.display import endpoint_value_text
 
 
-def timeline_html(timeline: Timeline) -> SafeString:
+def timeline_html(timeline: Timeline, *, element_id: str = "") -> SafeString:
+    """The timeline as a table (``table.timeline``, one ``tr`` per entry, its stage its class)."""
     rows = format_html_join(
         "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        '<tr class="stage-{}"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>'
+        "<td>{}</td></tr>",
         (
             (
+                e.stage,
                 e.at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
                 e.stage,
                 "" if e.attempt is None else e.attempt,
@@ -37,8 +43,9 @@ def timeline_html(timeline: Timeline) -> SafeString:
         ),
     )
     return format_html(
-        "<table><thead><tr><th>at (UTC)</th><th>stage</th><th>try</th><th>what</th>"
-        "<th>reason</th><th>detail</th></tr></thead><tbody>{}</tbody></table>",
+        '<table class="timeline"{}><thead><tr><th>at (UTC)</th><th>stage</th><th>try</th>'
+        "<th>what</th><th>reason</th><th>detail</th></tr></thead><tbody>{}</tbody></table>",
+        format_html(' id="{}"', element_id) if element_id else "",
         rows,
     )
 
@@ -48,31 +55,73 @@ class EndpointEventAdmin(ReadOnlyAdmin):
     org_path = "organization_id"
     list_display = (
         "id",
-        "device_id",
-        "device_instance_endpoint_id",
-        "normalized_value",
+        "endpoint",
+        "value",
         "event_timestamp",
         "processing_status",
         "status_reason",
     )
     list_filter = ("processing_status",)
+    list_select_related = (
+        "device_instance_endpoint__device",
+        "device_instance_endpoint__profile_endpoint",
+    )
     date_hierarchy = "created_at"
+
+    @admin.display(description="endpoint")
+    def endpoint(self, obj: AutomationEndpointEvent) -> str:
+        return str(obj.device_instance_endpoint)
+
+    @admin.display(description="value")
+    def value(self, obj: AutomationEndpointEvent) -> str:
+        endpoint = obj.device_instance_endpoint.profile_endpoint
+        return endpoint_value_text(obj.normalized_value, endpoint)
+
+
+class OutcomeFilter(admin.SimpleListFilter):
+    """The outcomes in the pages' words (``command created``, not ``Intent Created``)."""
+
+    title = "outcome"
+    parameter_name = "outcome__exact"  # the address the plain field filter had
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(outcome), outcome_text(outcome)) for outcome in ExecutionOutcome]
+
+    def queryset(self, request: Any, queryset: QuerySet[AutomationRuleExecution]) -> Any:
+        value = self.value()
+        return queryset.filter(outcome=value) if value else queryset
 
 
 @admin.register(AutomationRuleExecution)
 class RuleExecutionAdmin(ReadOnlyAdmin):
     org_path = "rule__farm__organization_id"
-    list_display = (
-        "id",
-        "rule",
-        "event_id",
-        "outcome",
-        "failure_reason",
-        "suppressed_by_id",
-        "created_at",
-    )
-    list_filter = ("outcome", "failure_reason")
+    list_display = ("id", "rule", "event", "decided", "reason", "held_by", "at")
+    list_filter = (OutcomeFilter, "failure_reason")
+    list_select_related = ("rule",)
     readonly_fields = ("timeline",)
+
+    @admin.display(description="outcome", ordering="outcome")
+    def decided(self, obj: AutomationRuleExecution) -> str:
+        return outcome_text(obj.outcome)
+
+    @admin.display(description="event", ordering="event_id")
+    def event(self, obj: AutomationRuleExecution) -> int | None:
+        return obj.event_id
+
+    @admin.display(description="reason", ordering="failure_reason")
+    def reason(self, obj: AutomationRuleExecution) -> str:
+        return obj.failure_reason
+
+    @admin.display(description="held by")
+    def held_by(self, obj: AutomationRuleExecution) -> str:
+        """The command whose cool-down, or the decision whose priority, held this one."""
+        if obj.suppressed_by_id is not None:
+            return f"command #{obj.suppressed_by_id}"
+        return f"execution #{obj.won_by_id}" if obj.won_by_id is not None else ""
+
+    @admin.display(description="at (UTC)", ordering="created_at")
+    def at(self, obj: AutomationRuleExecution) -> str:
+        return f"{obj.created_at:%m-%d %H:%M:%S}"
 
     @admin.display(description="timeline")
     def timeline(self, obj: AutomationRuleExecution) -> SafeString:
@@ -104,7 +153,7 @@ class CommandCooldownAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "target",
-        "target_value",
+        "value",
         "failures",
         "until",
         "reason_code",
@@ -120,5 +169,8 @@ class CommandCooldownAdmin(ReadOnlyAdmin):
 
     @admin.display(description="target")
     def target(self, obj: CommandCooldown) -> str:
-        endpoint = obj.target_device_endpoint
-        return f"{endpoint.device.serial_number} {endpoint.profile_endpoint.key}"
+        return str(obj.target_device_endpoint)
+
+    @admin.display(description="value")
+    def value(self, obj: CommandCooldown) -> str:
+        return endpoint_value_text(obj.target_value, obj.target_device_endpoint.profile_endpoint)

@@ -65,6 +65,53 @@ def test_command_list_shows_what_is_wrong_first_in_constant_queries(support: Cli
     assert _queries(support, INTENT_URL) == few
 
 
+def test_command_list_shows_its_key_columns_and_values_as_their_endpoints_type(
+    support: Client,
+) -> None:
+    (kit,) = _kits(1)
+    DeviceCommand.objects.filter(pk=dispatch(make_intent(kit)).pk).update(target_value=False)
+    page = support.get(INTENT_URL).content.decode()
+    headers = re.findall(r'<th scope="col" class="(?:sortable )?column-(\w+)', page)
+    # The key columns at 1400 px: nothing long (the MQTT command id, the method) in between.
+    assert headers == [
+        "status",
+        "status_reason",
+        "age",
+        "id",
+        "device",
+        "endpoint",
+        "value",
+        "origin",
+        "tries",
+    ]
+    assert '<td class="field-value">false</td>' in page  # not "False"
+
+
+def test_a_commands_page_leads_with_state_target_value_origin_then_its_timeline(
+    support: Client,
+) -> None:
+    (kit,) = _kits(1)
+    intent = dispatch(make_intent(kit))
+    html = support.get(f"{INTENT_URL}{intent.pk}/change/").content.decode()
+    first = [
+        'id="command-state"',
+        "field-target",
+        'class="readonly">true</div>',  # the value, as its endpoint's type reads
+        "field-origin_shown",
+        'id="command-timeline"',
+        "Internals:",
+    ]
+    at = [html.index(marker) for marker in first]
+    assert at == sorted(at), dict(zip(first, at, strict=True))
+    internals = html[html.index('<fieldset class="module aligned collapse"') :]
+    internals = internals[: internals.index("</fieldset>")]
+    for name in ("idempotency_key", "desired_state_fingerprint", "lease_expires_at", "version"):
+        assert f"field-{name}" in internals and f"field-{name}" not in html.split(internals)[0]
+    timeline = html[html.index('id="command-timeline"') :]
+    assert "rule command created: setIO io1=true to " in timeline  # not {'io1': True}
+    assert f'href="/admin/automation/automationrule/{intent.rule_id}/change/"' in html
+
+
 def test_stuck_filter_lists_live_commands_older_than_the_choice(support: Client) -> None:
     old_live, new_live, old_ended = (make_intent(kit) for kit in _kits(3))
     long_ago = timezone.now() - timedelta(minutes=20)
