@@ -1,5 +1,6 @@
-"""Rule operators as pure functions. A comparison between incompatible types is False (the
-rule does not match), never an exception that fails the event."""
+"""Rule operators as pure functions, and how a condition reads on a page (``> 30 °C``). A
+comparison between incompatible types is False (the rule does not match), never an exception
+that fails the event."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from automation.models import Operator
+from devices.display import endpoint_value_text
+from devices.models import DeviceProfileEndpoint
 
 
 def _num(value: Any) -> float | None:
@@ -61,3 +64,42 @@ def operator_matches(operator: str, value: Any, threshold: Any, threshold_high: 
 def values_equal(a: Any, b: Any) -> bool:
     """Equality used for 'already in state' and applied evidence (True is not 1)."""
     return _equal(a, b)
+
+
+# How an operator reads: its sign where it has one, and in the forms' choices with its words.
+OPERATOR_SIGNS: dict[str, str] = {
+    Operator.GT: ">",
+    Operator.GTE: "≥",
+    Operator.LT: "<",
+    Operator.LTE: "≤",
+    Operator.EQ: "=",
+    Operator.NEQ: "≠",
+    Operator.BETWEEN: "between",
+    Operator.OUTSIDE: "outside",
+}
+OPERATOR_WORDS: dict[str, str] = {
+    Operator.GT: "greater than",
+    Operator.GTE: "at least",
+    Operator.LT: "less than",
+    Operator.LTE: "at most",
+    Operator.EQ: "equal to",
+    Operator.NEQ: "not equal to",
+    Operator.BETWEEN: "low and high, both included",
+    Operator.OUTSIDE: "below low or above high",
+}
+OPERATOR_CHOICES: list[tuple[str, str]] = [
+    (str(op), f"{OPERATOR_SIGNS[op]} ({OPERATOR_WORDS[op]})") for op in Operator
+]
+RANGES = frozenset({Operator.BETWEEN, Operator.OUTSIDE})
+
+
+def condition_text(
+    operator: str, low: Any, high: Any = None, endpoint: DeviceProfileEndpoint | None = None
+) -> str:
+    """``> 30 °C``, ``= true``, ``between 18 °C and 30 °C``: the values in the type and unit
+    of ``endpoint`` (the condition's profile endpoint)."""
+    sign = OPERATOR_SIGNS.get(operator, operator)
+    shown = endpoint_value_text(low, endpoint)
+    if operator in RANGES:
+        return f"{sign} {shown} and {endpoint_value_text(high, endpoint)}"
+    return f"{sign} {shown}"

@@ -149,6 +149,7 @@ class ConditionInline(OrgScopedTabularInline):
     formset = ConditionsFormSet
     extra = 0
     autocomplete_fields = ("endpoint",)
+    verbose_name = "condition"
     verbose_name_plural = "further conditions (each must hold within the condition window)"
 
 
@@ -158,6 +159,7 @@ class ActionInline(OrgScopedTabularInline):
     formset = ActionsFormSet
     extra = 0
     autocomplete_fields = ("target_endpoint",)
+    verbose_name = "action"
     verbose_name_plural = "further actions"
 
 
@@ -166,4 +168,5 @@ class ScheduleInline(OrgScopedTabularInline):
     form = ScheduleForm
     formset = SchedulesFormSet
     extra = 0
+    verbose_name = "schedule"
     verbose_name_plural = "schedules (local times in the farm's zone)"

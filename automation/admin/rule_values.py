@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from django import forms
 
+from automation.operators import OPERATOR_CHOICES
 from devices.models import DeviceProfileEndpoint, EndpointDataType
 
 BOOL_CHOICES = [("true", "true"), ("false", "false")]
@@ -42,7 +43,8 @@ def typed_value_field(
     endpoint: DeviceProfileEndpoint | None, *, required: bool, limits: bool
 ) -> forms.Field:
     """The input for a value of ``endpoint`` (``limits``: its min/max/allowed bind)."""
-    help_text = "" if endpoint is None else f"a {endpoint.data_type} of {endpoint.key}"
+    unit = f", in {endpoint.unit}" if endpoint is not None and endpoint.unit else ""
+    help_text = "" if endpoint is None else f"a {endpoint.data_type} of {endpoint.key}{unit}"
     common: dict[str, Any] = {"required": required, "help_text": help_text}
     if endpoint is None:
         common["help_text"] = "true/false, a number or text: typed once the endpoint is saved"
@@ -97,6 +99,10 @@ class TypedValuesForm(forms.ModelForm):  # type: ignore[type-arg]
             )
             if self.instance.pk is not None:
                 self.initial[name] = _as_initial(getattr(self.instance, name))
+        operator = self.fields.get("operator")
+        if isinstance(operator, forms.ChoiceField):  # "> (greater than)", not "Gt"
+            labels = dict(OPERATOR_CHOICES)
+            operator.choices = [(v, labels.get(str(v), label)) for v, label in operator.choices]
 
     def _chosen_endpoint(self, field_name: str) -> DeviceProfileEndpoint | None:
         """The profile endpoint of the posted choice, else of the saved row; only among the

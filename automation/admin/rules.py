@@ -26,6 +26,7 @@ from automation.admin.rule_inlines import (
 from automation.admin.rule_values import TypedValuesForm
 from automation.models import AutomationRule, AutomationRuleSchedule
 from automation.models.schedules import EVERY_DAY
+from automation.operators import condition_text
 from automation.services.rules import (
     RULE_FIELDS,
     RuleInvalid,
@@ -37,6 +38,7 @@ from automation.services.rules import (
 )
 from common.admin import OrgScopedAdmin
 from common.tenancy import organization_scope
+from devices.display import endpoint_value_text
 
 # Left empty on the form, these keep the rule's value (a new rule's: the model default).
 DEFAULTED = ("priority", "condition_window_s")
@@ -104,6 +106,27 @@ class RuleAdminForm(TypedValuesForm):
                 form.add_error(name if name in form.fields else None, message)
 
 
+def rule_when_text(rule: AutomationRule) -> str:
+    """``DEMO-S01 · temp > 30 °C``, and how many further conditions; "—" for a rule only its
+    schedules fire."""
+    endpoint = rule.trigger_endpoint
+    if endpoint is None:
+        return "—"
+    condition = condition_text(
+        rule.operator, rule.threshold_value, rule.threshold_value_high, endpoint.profile_endpoint
+    )
+    more = len(rule.conditions.all())
+    return f"{endpoint} {condition}" + (f" and {more} more" if more else "")
+
+
+def rule_then_text(rule: AutomationRule) -> str:
+    """``DEMO-R01 · io1 → true``, and how many further actions."""
+    endpoint = rule.target_endpoint
+    value = endpoint_value_text(rule.target_value, endpoint.profile_endpoint)
+    more = len(rule.actions.all())
+    return f"{endpoint} → {value}" + (f" and {more} more" if more else "")
+
+
 def schedule_summary(schedules: list[AutomationRuleSchedule]) -> str:
     """``07:00, 18:30 Mon Fri``: the active times, with their days unless every day."""
     parts = []
@@ -141,20 +164,19 @@ class AutomationRuleAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
     form = RuleAdminForm
     inlines = (ConditionInline, ActionInline, ScheduleInline)
+    # A rule reads as a sentence: when (trigger and condition), then (target and value); the
+    # key columns fit a 1400 px screen with the menu and filters.
     list_display = (
         "id",
-        "name",
+        "rule",
         "farm",
+        "when",
+        "then",
         "priority",
-        "trigger_endpoint",
-        "operator",
-        "threshold_value",
-        "target_endpoint",
-        "target_value",
         "schedule",
-        "is_active",
-        "deleted_at",
+        "active",
     )
+    list_display_links = ("id", "rule")
     list_filter = ("is_active", DeletedFilter, "farm")
     list_select_related = (
         "farm",
@@ -168,11 +190,31 @@ class AutomationRuleAdmin(OrgScopedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AutomationRule]:
         schedules = AutomationRuleSchedule.objects.order_by("local_time")
-        return super().get_queryset(request).prefetch_related(Prefetch("schedules", schedules))
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(Prefetch("schedules", schedules), "conditions", "actions")
+        )
 
     @admin.display(description="schedule")
     def schedule(self, rule: AutomationRule) -> str:
         return schedule_summary(list(rule.schedules.all()))
+
+    @admin.display(description="rule", ordering="name")
+    def rule(self, rule: AutomationRule) -> str:
+        return f"{rule.name} (deleted)" if rule.deleted_at else rule.name
+
+    @admin.display(description="when")
+    def when(self, rule: AutomationRule) -> str:
+        return rule_when_text(rule)
+
+    @admin.display(description="then")
+    def then(self, rule: AutomationRule) -> str:
+        return rule_then_text(rule)
+
+    @admin.display(description="active", boolean=True, ordering="is_active")
+    def active(self, rule: AutomationRule) -> bool:
+        return rule.is_active
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         fields = tuple(super().get_readonly_fields(request, obj))

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from automation.models import AutomationRule
+from devices.models import DeviceProfileEndpoint
 from tests.conftest import Tenant
 from tests.devices.factories import FarmKit, make_farm
 
@@ -131,3 +132,20 @@ def test_endpoint_autocomplete_offers_only_the_users_organisations(
     User.objects.create_superuser("root", "r@example.com", "pw")
     client.login(username="root", password="pw")
     assert _autocomplete(client, "io1") == ["alpha-relay · io1", "beta-relay · io1"]
+
+
+def test_the_list_and_the_form_read_operators_as_signs_and_values_with_units(
+    support: Client,
+) -> None:
+    kit = make_farm(prefix="read")
+    DeviceProfileEndpoint.objects.filter(pk=kit.temp.profile_endpoint_id).update(unit="°C")
+    rule = kit.rule(operator="gt", threshold_value=30, target_value=False)
+    kit.rule(name="band", operator="between", threshold_value=18, threshold_value_high=30.5)
+    listing = support.get(RULE_URL).content.decode()
+    assert '<td class="field-when">read-sensor · temp &gt; 30 °C</td>' in listing
+    assert "between 18 °C and 30.5 °C" in listing
+    assert '<td class="field-then">read-relay · io1 → false</td>' in listing
+    assert ">Gt<" not in listing and "False" not in listing
+    form = support.get(f"{RULE_URL}{rule.pk}/change/").context["adminform"].form
+    assert dict(form.fields["operator"].choices)["gt"] == "> (greater than)"
+    assert form.fields["threshold_value"].help_text == "a number of temp, in °C"
