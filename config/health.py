@@ -125,13 +125,13 @@ def _entry(name: str, verdict: dict[str, Any]) -> dict[str, Any]:
     not run is ``not running here`` with no verdict (``ok`` null), and counts for nothing."""
     process = DEPLOYMENT_PROCESSES.get(name)
     passed = verdict.get("ok") is True
-    entry = {**verdict, "status": OK if passed else FAILING}
+    entry: dict[str, Any] = {"ok": verdict.get("ok"), "status": OK if passed else FAILING}
     why = process.why if process is not None else WHY.get(name)
     if why:
         entry["why"] = why
     if process is not None and not passed and not process.runs_here():
         entry.update(ok=None, status=NOT_HERE, detail=process.not_here)
-    return entry
+    return {**entry, **{k: v for k, v in verdict.items() if k not in entry}}
 
 
 @never_cache
