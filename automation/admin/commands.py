@@ -95,7 +95,9 @@ def origin_html(obj: DeviceCommand) -> SafeString:
     if obj.origin != CommandOrigin.RULE:
         parts.append(format_html("{}", obj.get_origin_display().lower()))
     if obj.rule_id is not None:
-        rule = _change_link(RULE_ADMIN, obj.rule_id, obj.rule.name if obj.rule else obj.rule_id)
+        rule = _change_link(
+            RULE_ADMIN, obj.rule_id, obj.rule.name if obj.rule else str(obj.rule_id)
+        )
         parts.append(format_html("of rule «{}»" if parts else "rule «{}»", rule))
     if obj.rule_execution_id is not None:
         execution = f"execution #{obj.rule_execution_id}"
@@ -109,40 +111,6 @@ def origin_html(obj: DeviceCommand) -> SafeString:
         retried = _change_link(COMMAND_ADMIN, obj.retry_of_id, f"#{obj.retry_of_id}")
         parts.append(format_html("— a retry of command {}", retried))
     return format_html_join(" ", "{}", ((part,) for part in parts))
-
-
-# The command page: what happened first, then the timeline; the ledger's internals folded.
-COMMAND_FIELDSETS = (
-    (None, {"fields": ("state", "target", "value", "origin_shown", "attempts", "last_error")}),
-    ("Timeline", {"fields": ("timeline",), "classes": ("wide", "command-timeline")}),
-    (
-        "When",
-        {
-            "fields": (
-                ("created_at", "dispatched_at", "first_dispatched_at"),
-                ("acknowledged_at", "applied_at", "finished_at"),
-                ("next_attempt_at", "deadline_at"),
-                ("prior", "prior_value_at"),
-            )
-        },
-    ),
-    (
-        "Internals: the ledger's keys, lease and version",
-        {
-            "classes": ("collapse",),
-            "fields": (
-                ("command_method", "command_params"),
-                ("device_command_id", "mqtt_request_id"),
-                "idempotency_key",
-                "desired_state_fingerprint",
-                ("lease_expires_at", "inflight_endpoint"),
-                ("version", "updated_at"),
-                ("target_device", "target_device_endpoint", "target_serial_number"),
-                ("rule", "rule_execution", "retry_of", "requested_by"),
-            ),
-        },
-    ),
-)
 
 
 @admin.register(DeviceCommand)
@@ -171,7 +139,38 @@ class CommandIntentAdmin(ReadOnlyAdmin):
     )
     list_select_related = ("target_device_endpoint__profile_endpoint",)
     search_fields = ("device_command_id", "target_serial_number", "idempotency_key")
-    fieldsets = COMMAND_FIELDSETS
+    # What happened first, then the timeline; the ledger's internals folded.
+    fieldsets = (
+        (None, {"fields": ("state", "target", "value", "origin_shown", "attempts", "last_error")}),
+        ("Timeline", {"fields": ("timeline",), "classes": ("wide", "command-timeline")}),
+        (
+            "When",
+            {
+                "fields": (
+                    ("created_at", "dispatched_at", "first_dispatched_at"),
+                    ("acknowledged_at", "applied_at", "finished_at"),
+                    ("next_attempt_at", "deadline_at"),
+                    ("prior", "prior_value_at"),
+                )
+            },
+        ),
+        (
+            "Internals: the ledger's keys, lease and version",
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    ("command_method", "command_params"),
+                    ("device_command_id", "mqtt_request_id"),
+                    "idempotency_key",
+                    "desired_state_fingerprint",
+                    ("lease_expires_at", "inflight_endpoint"),
+                    ("version", "updated_at"),
+                    ("target_device", "target_device_endpoint", "target_serial_number"),
+                    ("rule", "rule_execution", "retry_of", "requested_by"),
+                ),
+            },
+        ),
+    )
     readonly_fields = (
         "state",
         "target",

@@ -4,7 +4,7 @@ endpoint is chosen; before that, a literal whose fit the rule checks then judge.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from django import forms
 
@@ -102,7 +102,8 @@ class TypedValuesForm(forms.ModelForm):  # type: ignore[type-arg]
         operator = self.fields.get("operator")
         if isinstance(operator, forms.ChoiceField):  # "> (greater than)", not "Gt"
             labels = dict(OPERATOR_CHOICES)
-            operator.choices = [(v, labels.get(str(v), label)) for v, label in operator.choices]
+            choices = cast(list[tuple[str, str]], operator.choices)
+            operator.choices = [(v, labels.get(v, label)) for v, label in choices]
 
     def _chosen_endpoint(self, field_name: str) -> DeviceProfileEndpoint | None:
         """The profile endpoint of the posted choice, else of the saved row; only among the
