@@ -1,6 +1,6 @@
 """The execution-core part of the REST API (``/api/v1/``): telemetry ingest over HTTP (the
 same ``telemetry_ingest`` service as the MQTT bridge), rules (validated like the safety
-gates; a deleted rule is not found), command intents (read-only, plus support's manual retry
+gates; a deleted rule is not found), commands (read-only, plus support's manual retry
 of an ended command), an operator's manual command on an endpoint and the cancel of its hold
 (``automation.services.manual``), rule executions with their timelines, diagnostics, and the
 scheduler table (read-only). Every row is scoped to the caller's organisations (else 404);
@@ -29,6 +29,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.serializers import BaseSerializer
 from rest_framework.views import APIView
 
+from automation import schema_docs
 from automation.diagnostics import (
     command_timeline,
     commands_retrying,
@@ -48,8 +49,8 @@ from automation.models import (
     DeviceCommand,
 )
 from automation.serializers import (
-    CommandIntentSerializer,
     CommandRetryRequestSerializer,
+    CommandSerializer,
     DiagnosticsSerializer,
     RuleExecutionSerializer,
     RuleSerializer,
@@ -90,7 +91,7 @@ class RuleFilter(django_filters.FilterSet):
         fields = ("farm",)
 
 
-class CommandIntentFilter(django_filters.FilterSet):
+class CommandFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=CommandStatus.choices)
     origin = django_filters.ChoiceFilter(choices=CommandOrigin.choices)
     device = IdFilter(field_name="target_device_id", help_text="target device id")
@@ -123,6 +124,7 @@ class SchedulerFilter(django_filters.FilterSet):
 _READ = ("list", "retrieve", "timeline")
 
 
+@schema_docs.RULES
 class RuleViewSet(
     RoleCheckedWrites,
     mixins.CreateModelMixin,
@@ -130,8 +132,8 @@ class RuleViewSet(
     mixins.DestroyModelMixin,
     viewsets.ReadOnlyModelViewSet,  # type: ignore[type-arg]
 ):
-    """``DELETE`` deletes the rule (``rule_delete``): a 204, then the rule is not found (a
-    second ``DELETE`` is a 404); its executions and commands stay listed, naming it."""
+    """A farm's rules, checked like the safety gates on every write. A deleted rule
+    (``rule_delete``) is not found afterwards; its executions and commands stay listed."""
 
     serializer_class = RuleSerializer
     queryset = AutomationRule.objects.none()
@@ -168,10 +170,14 @@ class RuleViewSet(
             raise NotFound()
 
 
-class CommandIntentViewSet(ScopedViewSet):
-    serializer_class = CommandIntentSerializer
+@schema_docs.COMMANDS
+class CommandViewSet(ScopedViewSet):
+    """The commands sent to the caller's devices, newest first; support retries an ended
+    one or marks a live one failed."""
+
+    serializer_class = CommandSerializer
     queryset = DeviceCommand.objects.none()
-    filterset_class = CommandIntentFilter
+    filterset_class = CommandFilter
     pagination_class = NewestFirstCursor
     required_roles = action_roles(read=_READ, operate=("retry", "mark_failed"))
     organization_path = "target_device.farm.organization_id"
@@ -186,48 +192,54 @@ class CommandIntentViewSet(ScopedViewSet):
 
     @idempotent(
         request=CommandRetryRequestSerializer,
-        responses={201: CommandIntentSerializer, 200: CommandIntentSerializer},
+        responses={201: CommandSerializer, 200: CommandSerializer},
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, pk: str | None = None) -> Response:
         """A new command for an ended one (201), or the live retry a repeat made (200); a
         command that has not ended is a 400."""
-        intent = self.get_object()
+        command = self.get_object()
         body = CommandRetryRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
             result = command_intent_retry(
-                intent_id=intent.pk,
+                intent_id=command.pk,
                 actor=request.user.get_username(),
                 reason=body.validated_data["reason"],
             )
         except CommandRetryRefused as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response(CommandIntentSerializer(result.intent).data, status=code)
+        return Response(CommandSerializer(result.intent).data, status=code)
 
     @extend_schema(
         request=CommandRetryRequestSerializer,
-        responses={200: CommandIntentSerializer, 409: OpenApiResponse(description="ended")},
+        responses={
+            200: CommandSerializer,
+            409: OpenApiResponse(description="conflict: the command has already ended"),
+        },
     )
     @action(detail=True, methods=["post"], url_path="mark-failed", url_name="mark_failed")
     def mark_failed(self, request: Request, pk: str | None = None) -> Response:
         """End a live command as failed (reason ``manual``), freeing its endpoint; a command
         that has already ended is a 409 and nothing changes."""
-        intent = self.get_object()
+        command = self.get_object()
         body = CommandRetryRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         moved = command_intent_mark_failed(
-            intent_id=intent.pk,
+            intent_id=command.pk,
             actor=request.user.get_username(),
             reason=body.validated_data["reason"],
         )
         if not moved:
-            raise Conflict(f"the command is {intent.status}: it has ended")
-        return Response(CommandIntentSerializer(self.get_object()).data)
+            raise Conflict(f"the command is {command.status}: it has ended")
+        return Response(CommandSerializer(self.get_object()).data)
 
 
+@schema_docs.EXECUTIONS
 class RuleExecutionViewSet(ScopedViewSet):
+    """Every decision a rule made, newest first, with its timeline."""
+
     serializer_class = RuleExecutionSerializer
     queryset = AutomationRuleExecution.objects.none()
     filterset_class = RuleExecutionFilter
@@ -245,6 +257,7 @@ class RuleExecutionViewSet(ScopedViewSet):
         return Response(execution_timeline(execution=self.get_object()).as_dict())
 
 
+@schema_docs.SCHEDULER
 class SchedulerViewSet(ScopedViewSet):
     """Scoped through the row's farm: rows without a farm are visible to superusers only.
 
@@ -263,6 +276,7 @@ class SchedulerViewSet(ScopedViewSet):
         return rows.order_by("-pk")
 
 
+@schema_docs.DIAGNOSTICS
 class DiagnosticsApi(APIView):
     """Commands retrying and uncertain, devices with the most ack timeouts (docs/spec.md §9)."""
 
@@ -288,12 +302,19 @@ class DiagnosticsApi(APIView):
         return Response(serializer.data)
 
 
+_UNKNOWN_SERIAL = OpenApiResponse(
+    description="not_found: a serial number names no device of the caller's organisations; "
+    "nothing of the batch was taken"
+)
+
+
 def _enqueue_events(event_ids: list[int]) -> None:
     from automation.tasks import endpoint_events_enqueue
 
     endpoint_events_enqueue(event_ids)
 
 
+@schema_docs.TELEMETRY
 class TelemetryIngestApi(APIView):
     """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge.
 
@@ -310,6 +331,7 @@ class TelemetryIngestApi(APIView):
         responses={
             202: OpenApiResponse(IngestResultSerializer, "Kept; any rejection is listed."),
             422: OpenApiResponse(IngestResultSerializer, "Every message was rejected."),
+            404: _UNKNOWN_SERIAL,
         },
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -344,7 +366,7 @@ class TelemetryIngestApi(APIView):
 
 router = SimpleRouter()
 router.register("rules", RuleViewSet, basename="rule")
-router.register("commands", CommandIntentViewSet, basename="command")
+router.register("commands", CommandViewSet, basename="command")
 router.register("executions", RuleExecutionViewSet, basename="execution")
 router.register("scheduler", SchedulerViewSet, basename="scheduler")
 

@@ -12,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from automation import schema_docs
 from automation.models import EndpointManualHold
 from automation.serializers import (
     EndpointHoldSerializer,
@@ -48,6 +49,7 @@ class _EndpointOperation(APIView):
         return endpoint
 
 
+@schema_docs.ENDPOINT_COMMAND
 class EndpointCommandApi(_EndpointOperation):
     """An operator sets the endpoint's value by hand: a ``manual`` command on the rules' own
     path (gates, one live command per endpoint, latest decision wins, applied only on the
@@ -84,6 +86,7 @@ class EndpointCommandApi(_EndpointOperation):
         return Response(ManualCommandSerializer(shown).data, status=code)
 
 
+@schema_docs.ENDPOINT_HOLD_CANCEL
 class EndpointHoldCancelApi(_EndpointOperation):
     """End the endpoint's manual hold now: the rules decide its next reading. The command that
     held it keeps its course. 409 when no hold is active."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
 from automation.models import (
@@ -19,8 +20,14 @@ from automation.models import (
     EndpointManualHold,
     Operator,
 )
+from automation.schema_docs import RULE_EXAMPLES
 from automation.services.rules import RULE_FIELDS, RuleInvalid, rule_create, rule_update
-from common.serializers import BoundedJSONField, StrictCharField, StrictModelSerializer
+from automation.states import ExecutionOutcome
+from common.serializers import (
+    EndpointValueField,
+    StrictCharField,
+    StrictModelSerializer,
+)
 from devices.selectors import farms_visible, instance_endpoints_visible
 from scheduler.models import DueWork
 
@@ -60,9 +67,16 @@ class WeekdaysField(serializers.ListField):
         return [name for bit, name in enumerate(WEEKDAY_NAMES) if int(data) >> bit & 1]
 
 
+_THRESHOLD_HELP = "compared with the endpoint's reading: of its data type (30 for a number)"
+_HIGH_HELP = "between/outside only: the upper bound of the range"
+
+
 class RuleConditionSerializer(StrictModelSerializer[AutomationRuleCondition]):
     """A further condition: it must hold, on a reading of ``endpoint`` at most the rule's
     ``condition_window_s`` old."""
+
+    threshold_value = EndpointValueField(help_text=_THRESHOLD_HELP)
+    threshold_value_high = EndpointValueField(required=False, allow_null=True, help_text=_HIGH_HELP)
 
     class Meta:
         model = AutomationRuleCondition
@@ -71,6 +85,8 @@ class RuleConditionSerializer(StrictModelSerializer[AutomationRuleCondition]):
 
 class RuleActionSerializer(StrictModelSerializer[AutomationRuleAction]):
     """A further endpoint the rule drives, with the same gates as its target."""
+
+    target_value = EndpointValueField(help_text="the value to drive the endpoint to")
 
     class Meta:
         model = AutomationRuleAction
@@ -91,6 +107,7 @@ def _nested(child: serializers.Serializer[Any]) -> serializers.ListSerializer[An
     return serializers.ListSerializer(child=child, required=False, max_length=NESTED_MAX)
 
 
+@extend_schema_serializer(examples=RULE_EXAMPLES)
 class RuleSerializer(StrictModelSerializer[AutomationRule]):
     """A write replaces each nested list it names; one left out is kept."""
 
@@ -101,6 +118,9 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
         required=False,
         help_text="with a trigger endpoint; null or left out for a schedule-only rule",
     )
+    threshold_value = EndpointValueField(required=False, allow_null=True, help_text=_THRESHOLD_HELP)
+    threshold_value_high = EndpointValueField(required=False, allow_null=True, help_text=_HIGH_HELP)
+    target_value = EndpointValueField(help_text="the value to drive the target endpoint to")
     conditions = _nested(RuleConditionSerializer())
     actions = _nested(RuleActionSerializer())
     schedules = _nested(RuleScheduleSerializer())
@@ -146,13 +166,14 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
             raise serializers.ValidationError(_errors_as_drf(exc.errors)) from None
 
 
-class CommandIntentSerializer(serializers.ModelSerializer[DeviceCommand]):
+class CommandSerializer(serializers.ModelSerializer[DeviceCommand]):
     """A command as the ledger holds it; a manual one names who asked (``requested_by``, a
     user name) and why, and has no rule or execution."""
 
     requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    target_value = EndpointValueField(read_only=True, help_text="the value the command sets")
 
     class Meta:
         model = DeviceCommand
@@ -197,7 +218,7 @@ class ManualCommandRequestSerializer(serializers.Serializer[Any]):
     """An operator's value for an endpoint, checked like a rule's target value (the endpoint's
     type and constraints, by the service); the reason is kept with the user name."""
 
-    value = BoundedJSONField(help_text="the value to set: a boolean, number or string")
+    value = EndpointValueField(help_text="the value to set, of the endpoint's data type")
     reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
 
     def validate_value(self, value: Any) -> Any:
@@ -207,7 +228,7 @@ class ManualCommandRequestSerializer(serializers.Serializer[Any]):
 
 
 class ManualCommandSerializer(serializers.Serializer[Any]):
-    command = CommandIntentSerializer()
+    command = CommandSerializer()
     manual_hold_until = serializers.DateTimeField(
         allow_null=True, help_text="rules act on the endpoint again after this (null: not held)"
     )
@@ -242,12 +263,22 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
             "cancel_reason",
         )
         read_only_fields = fields
+        extra_kwargs = {"intent": {"help_text": "the manual command that holds the endpoint"}}
+
+
+# The value stays ``intent_created`` (the table's and the wire's); its label says command.
+_OUTCOME_CHOICES = [
+    (value, "Command created" if value == ExecutionOutcome.INTENT_CREATED else label)
+    for value, label in ExecutionOutcome.choices
+]
 
 
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):
     """One decision: caused by a reading (``event``) or a schedule's occurrence (its scheduler
     row), on one target endpoint; ``won_by`` names the decision that outranked a
     ``discarded`` one, ``suppressed_by`` the command that held a ``suppressed`` one."""
+
+    outcome = serializers.ChoiceField(choices=_OUTCOME_CHOICES, read_only=True)
 
     class Meta:
         model = AutomationRuleExecution
@@ -298,6 +329,6 @@ class DeviceTimeoutsSerializer(serializers.Serializer[Any]):
 
 
 class DiagnosticsSerializer(serializers.Serializer[Any]):
-    retrying = CommandIntentSerializer(many=True)
-    uncertain = CommandIntentSerializer(many=True)
+    retrying = CommandSerializer(many=True)
+    uncertain = CommandSerializer(many=True)
     top_timeouts = DeviceTimeoutsSerializer(many=True)

@@ -3,11 +3,16 @@ route, new ones included, with nothing declared per view:
 
 * ``ApiAutoSchema`` names each operation after its resource and action, without the version
   (``farms_create``, ``commands_retry``, ``endpoint_command``), and tags it with its resource;
-  a request body's component is ``…Request`` (once), and a read-only choice a row may leave
-  blank lists the blank value;
+  a request body's component is ``…Request`` (once), a read-only choice a row may leave blank
+  lists the blank value, a bounded number shows its model default as its example (not the
+  bound Swagger UI would pick), and the security schemes are the API's own authentication
+  classes (``common.accounts.schema``: ``tokenAuth``, ``Authorization: Token <key>``);
 * ``error_responses`` adds the one ``Error`` component (``common.errors``' shape) and, on every
   operation, a response for each error status the operation can answer (the rule is in
-  docs/api-errors.md, "In the schema"). A status a view declares keeps the view's response.
+  docs/api-errors.md, "In the schema"). A status a view declares keeps the view's response;
+  one declared with a description alone gets the ``Error`` body.
+
+Each operation's summary and description are the view's own (``<app>/schema_docs.py``).
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import FieldDoesNotExist
+from django.db.models import NOT_PROVIDED
 from django.http import HttpRequest
 from django.urls import Resolver404, resolve
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import ResolvedComponent
 from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.utils import Direction
 from rest_framework.authentication import SessionAuthentication
@@ -32,6 +40,7 @@ from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 from rest_framework.viewsets import ViewSetMixin
 
+from common.accounts import schema as auth_schemes  # noqa: F401  (registers the schemes)
 from common.accounts.authentication import AnonymousRequestThrottle
 from common.api import IDEMPOTENCY_HEADER
 from common.permissions import view_need
@@ -46,6 +55,7 @@ _METHOD_WORDS = {
 }
 _PATH_PARAMETER = re.compile(r"\{[^}/]+\}")
 AnyField = Field[Any, Any, Any, Any]
+Security = dict[str, list[Any]]
 
 
 class ApiAutoSchema(AutoSchema):
@@ -79,6 +89,34 @@ class ApiAutoSchema(AutoSchema):
             return name.removesuffix("Serializer").removesuffix("Request")
         return name
 
+    def get_auth(self) -> list[Security]:
+        """As drf-spectacular's, but a subclass of a class in ``AUTHENTICATION_WHITELIST``
+        counts as listed (drf-spectacular matches the class exactly): the API authenticates
+        with ``ApiTokenAuthentication``, a ``TokenAuthentication``. Its scheme and Basic's
+        are ``common.accounts.schema``'s; the anonymous throttle, listed nowhere, has none."""
+        listed = tuple(spectacular_settings.AUTHENTICATION_WHITELIST or ())
+        auths: list[Security] = []
+        for authenticator in self.view.get_authenticators():
+            scheme = OpenApiAuthenticationExtension.get_match(authenticator)
+            if (listed and not isinstance(authenticator, listed)) or scheme is None:
+                continue
+            requirement = scheme.get_security_requirement(self)
+            auths += requirement if isinstance(requirement, list) else [requirement]
+            names = [scheme.name] if isinstance(scheme.name, str) else scheme.name
+            definitions = scheme.get_security_definition(self)
+            definitions = [definitions] if isinstance(definitions, dict) else definitions
+            for name, definition in zip(names, definitions, strict=True):
+                component = ResolvedComponent(
+                    name=name,
+                    type=ResolvedComponent.SECURITY_SCHEMA,
+                    object=authenticator.__class__,
+                    schema=definition,
+                )
+                self.registry.register_on_missing(component)
+        if _need(self.view, self.method) is Need.ANYONE:
+            auths.append({})
+        return auths
+
     def _map_serializer_field(
         self, field: AnyField, direction: Direction, bypass_extensions: bool = False
     ) -> dict[str, Any]:
@@ -87,6 +125,12 @@ class ApiAutoSchema(AutoSchema):
             # without it in the enum a generated client fails to read the row.
             field.allow_blank = True
         schema: dict[str, Any] = super()._map_serializer_field(field, direction, bypass_extensions)
+        if schema.get("type") in ("integer", "number") and "example" not in schema:
+            # Swagger UI shows a bounded number at its bound (a priority of -1000): its
+            # model default is what a row ordinarily holds.
+            default = getattr(_model_field(field), "default", NOT_PROVIDED)
+            if isinstance(default, int | float) and not isinstance(default, bool):
+                schema["example"] = default
         return schema
 
     def _resource(self, action: str) -> list[str]:
@@ -121,15 +165,20 @@ class ApiAutoSchema(AutoSchema):
         return _METHOD_WORDS.get(self.method, self.method.lower())
 
 
-def _blank_in_model(field: AnyField) -> bool:
-    """Whether a serializer field reads a model field with choices that may be blank."""
+def _model_field(field: AnyField) -> Any:
+    """The model field a serializer field reads, if it reads one of its model's own."""
     model = getattr(getattr(field.parent, "Meta", None), "model", None)
     if model is None or not field.source or "." in field.source:
-        return False
+        return None
     try:
-        model_field = model._meta.get_field(field.source)
+        return model._meta.get_field(field.source)
     except FieldDoesNotExist:
-        return False
+        return None
+
+
+def _blank_in_model(field: AnyField) -> bool:
+    """Whether a serializer field reads a model field with choices that may be blank."""
+    model_field = _model_field(field)
     return bool(getattr(model_field, "choices", None) and getattr(model_field, "blank", False))
 
 
@@ -154,9 +203,6 @@ ERROR_SCHEMA: dict[str, Any] = {
     },
     "required": ["code", "detail"],
 }
-# Statuses that only exceptions shaped by common.errors answer: a view that declares one with
-# a description alone gets the Error body under it.
-_RAISED_ONLY = ("409", "503")
 
 
 def _when(status: str) -> str:
@@ -244,8 +290,8 @@ def error_responses(
     result: dict[str, Any], generator: SchemaGenerator, **kwargs: Any
 ) -> dict[str, Any]:
     """``POSTPROCESSING_HOOKS``: the ``Error`` component, and each operation's error
-    responses; an operation that declares a status keeps its own response (a declared 409 or
-    503 with only a description gets the Error body)."""
+    responses; an operation that declares a status keeps its own response (a declared error
+    status with only a description gets the Error body)."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas[ERROR_COMPONENT] = copy.deepcopy(ERROR_SCHEMA)
     views = _views(generator)
@@ -255,8 +301,10 @@ def error_responses(
             responses: dict[str, Any] = operation.setdefault("responses", {})
             for status in error_statuses(operation, view, method.upper()):
                 responses.setdefault(status, _error_response(status))
-            for status in _RAISED_ONLY:
-                if status in responses and "content" not in responses[status]:
-                    responses[status]["content"] = _error_content()
+            for status, response in responses.items():
+                # An error a view declares with a description alone is raised and answered
+                # in the one shape (common.errors): its body is the Error component.
+                if status[:1] in ("4", "5") and "content" not in response:
+                    response["content"] = _error_content()
             operation["responses"] = dict(sorted(responses.items()))
     return result

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from django.db import models
 from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import Field
 
@@ -131,6 +132,19 @@ class BoundedJSONField(serializers.JSONField):
         if violation is not None:
             raise serializers.ValidationError(violation.message, code=violation.code)
         return super().to_internal_value(data)
+
+
+# An endpoint's value on the wire: a number, a boolean or an enum's text, of the endpoint's
+# data type (the gates check which). Typed so that a client and the docs show a number as one.
+ENDPOINT_VALUE_SCHEMA: dict[str, Any] = {
+    "oneOf": [{"type": "number"}, {"type": "boolean"}, {"type": "string"}],
+    "description": "of the endpoint's data type: a number, a boolean, or an enum's value",
+}
+
+
+@extend_schema_field(ENDPOINT_VALUE_SCHEMA)
+class EndpointValueField(BoundedJSONField):
+    """A ``BoundedJSONField`` holding one endpoint value (a threshold, a target, a reading)."""
 
 
 class BoundedDateField(serializers.DateField):

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from common import schema_docs
 from common.roles import Need
 
 # The API root's links: resource name -> URL name of its list (or only) view.
@@ -41,6 +42,7 @@ API_RESOURCES = {
 }
 
 
+@schema_docs.API_ROOT
 class ApiRoot(APIView):
     """``/api/v1/``: every resource by name, as absolute URLs. Signed in like the rest of the
     API (the links are no secret, but an anonymous client has nothing to follow them with)."""

@@ -37,6 +37,7 @@ from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
 from common.roles import action_roles
 from common.tenancy import OrgScope
+from devices import schema_docs
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceStatus, Farm
 from devices.selectors import (
     devices_visible,
@@ -110,7 +111,10 @@ class FarmFilter(django_filters.FilterSet):
         return rows.filter(archived_at__isnull=not value)
 
 
+@schema_docs.FARMS
 class FarmViewSet(ScopedViewSet):
+    """The caller's farms; an admin creates, changes and archives them."""
+
     serializer_class = FarmSerializer
     queryset = Farm.objects.none()
     filterset_class = FarmFilter
@@ -165,7 +169,11 @@ class DeviceFilter(django_filters.FilterSet):
         fields = ("farm", "status")
 
 
+@schema_docs.DEVICES
 class DeviceViewSet(ScopedViewSet):
+    """The devices on the caller's farms; an admin provisions them, rotates their MQTT login
+    and moves their status."""
+
     serializer_class = DeviceSerializer
     queryset = Device.objects.none()
     filterset_class = DeviceFilter
@@ -241,6 +249,7 @@ class DeviceViewSet(ScopedViewSet):
         return Response(DeviceSerializer(self.get_object()).data)
 
 
+@schema_docs.PROFILES
 class DeviceProfileViewSet(ScopedViewSet):
     """A caller sees their organisations' profiles and the global ones (no organisation);
     another organisation's profile is a 404, so a taken name is only ever one of theirs. An
@@ -297,7 +306,10 @@ class InstanceEndpointFilter(django_filters.FilterSet):
         fields = ("device",)
 
 
+@schema_docs.ENDPOINTS
 class InstanceEndpointViewSet(ScopedViewSet):
+    """Each device's endpoints with their latest reading and their readings over time."""
+
     serializer_class = InstanceEndpointSerializer
     queryset = DeviceInstanceEndpoint.objects.none()
     filterset_class = InstanceEndpointFilter

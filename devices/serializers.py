@@ -14,6 +14,7 @@ from rest_framework import serializers
 from common.members.selectors import organizations_visible
 from common.serializers import (
     BoundedJSONField,
+    EndpointValueField,
     FixedFieldsMixin,
     StrictCharField,
     StrictModelSerializer,
@@ -125,6 +126,9 @@ class InstanceEndpointSerializer(serializers.ModelSerializer[DeviceInstanceEndpo
     manual_hold_until = serializers.SerializerMethodField(
         help_text="an operator's manual command holds the endpoint against rules until then "
         "(null: rules act on it)"
+    )
+    last_value = EndpointValueField(
+        read_only=True, allow_null=True, help_text="the latest reading (null: none yet)"
     )
 
     class Meta:

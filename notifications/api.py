@@ -35,6 +35,7 @@ from common.filters import IdFilter, StrictBooleanFilter
 from common.pagination import NewestFirstCursor
 from common.roles import Need, action_roles
 from common.tenancy import scope_filter
+from notifications import schema_docs
 from notifications.models import (
     InboxItem,
     Notification,
@@ -76,7 +77,10 @@ class InboxFilter(django_filters.FilterSet):
         return rows.filter(read_at__isnull=True) if value else rows
 
 
+@schema_docs.INBOX_LIST
 class InboxListApi(generics.ListAPIView[InboxItem]):
+    """The caller's own in-app notifications, newest first."""
+
     required_roles = {"get": Need.SIGNED_IN}  # the caller's own items
     serializer_class = InboxItemSerializer
     pagination_class = InboxPagination
@@ -86,7 +90,10 @@ class InboxListApi(generics.ListAPIView[InboxItem]):
         return inbox_items_for(user_id=cast(int, self.request.user.pk), unread_only=False)
 
 
+@schema_docs.INBOX_READ
 class InboxMarkReadApi(APIView):
+    """Mark one of the caller's inbox items read."""
+
     required_roles = {"post": Need.SIGNED_IN}
 
     @extend_schema(request=None, responses={200: InboxItemSerializer})
@@ -111,7 +118,11 @@ class NotificationFilter(django_filters.FilterSet):
         fields = ("status", "channel", "farm")
 
 
+@schema_docs.NOTIFICATIONS
 class NotificationViewSet(viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+    """Support's view of what was told: notifications with their attempts and status moves;
+    an operator retries or cancels one with a reason."""
+
     queryset = Notification.objects.none()
     pagination_class = NewestFirstCursor  # append-heavy: no COUNT(*), no OFFSET
     filterset_class = NotificationFilter

@@ -37,6 +37,7 @@ from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
 from common.roles import action_roles
 from common.tenancy import OrgScope
+from notifications import schema_docs
 from notifications.destinations import WebhookDestinationForbidden
 from notifications.models import ChannelPreference, ExternalContact
 from notifications.selectors import contact_channel_preferences_visible, external_contacts_visible
@@ -105,7 +106,10 @@ class ContactFilter(django_filters.FilterSet):
         fields = ("farm", "is_active")
 
 
+@schema_docs.CONTACTS
 class ExternalContactViewSet(ScopedViewSet):
+    """People outside the product told by email or webhook about a farm."""
+
     serializer_class = ContactSerializer
     queryset = ExternalContact.objects.none()
     filterset_class = ContactFilter
@@ -182,6 +186,7 @@ class ChannelPreferenceFilter(django_filters.FilterSet):
         fields = ("contact", "channel")
 
 
+@schema_docs.CHANNEL_PREFERENCES
 class ChannelPreferenceViewSet(ScopedViewSet):
     """External contacts' channel preferences: ``POST`` sets the one row of (contact,
     channel), made (201) or changed (200); ``DELETE`` returns the channel to its default

@@ -25,6 +25,7 @@ from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import RoleCheckedWrites
 from common.roles import action_roles
 from common.tenancy import OrgScope, scope_filter
+from reminders import schema_docs
 from reminders.models import ReminderSetting, ReportSubscription
 from reminders.serializers import (
     ReminderSettingSerializer,
@@ -88,7 +89,10 @@ class _WritableScopedViewSet(
         return super().create(request, *args, **kwargs)
 
 
+@schema_docs.REMINDER_SETTINGS
 class ReminderSettingViewSet(_WritableScopedViewSet):
+    """How a farm, or every farm of an organisation, is reminded about one source type."""
+
     serializer_class = ReminderSettingSerializer
     queryset = ReminderSetting.objects.none()
     filterset_class = ReminderSettingFilter
@@ -108,15 +112,18 @@ class ReminderSettingViewSet(_WritableScopedViewSet):
     @extend_schema(request=None, responses=ReminderSettingSerializer)
     @action(detail=True, methods=["post"])
     def deactivate(self, request: Request, pk: str | None = None) -> Response:
-        """Pending occurrences are deactivated by the service; completed ones stay as
-        history. Deactivating twice is a no-op."""
+        """The setting stops reminding: its pending occurrences are deactivated, completed
+        ones stay as history. Deactivating twice is a no-op."""
         setting = self.get_object()
         reminder_setting_deactivate(setting_id=setting.pk, now=timezone.now())
         setting.refresh_from_db()
         return Response(self.get_serializer(setting).data)
 
 
+@schema_docs.REPORT_SUBSCRIPTIONS
 class ReportSubscriptionViewSet(_WritableScopedViewSet):
+    """A farm's automation summary, delivered every period of its recurrence."""
+
     serializer_class = ReportSubscriptionSerializer
     queryset = ReportSubscription.objects.none()
     filterset_class = ReportSubscriptionFilter

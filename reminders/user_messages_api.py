@@ -37,6 +37,7 @@ from common.serializers import FixedFieldsMixin, StrictIntegerField, StrictModel
 from common.tenancy import OrgScope, scope_filter
 from devices.selectors import farms_visible
 from notifications.states import Channel
+from reminders import schema_docs
 from reminders.models import UserMessage, UserMessageRecurrence, UserMessageStatus
 from reminders.models.user_messages import UserMessageRecipients
 from reminders.selectors import (
@@ -193,7 +194,10 @@ def _refusals() -> Iterator[None]:
         raise ValidationError({API_NAMES.get(exc.field, exc.field): [str(exc)]}) from None
 
 
+@schema_docs.USER_MESSAGES
 class UserMessageViewSet(ScopedViewSet):
+    """Messages a user schedules to a farm's people, once or recurring."""
+
     serializer_class = UserMessageSerializer
     queryset = UserMessage.objects.none()
     filterset_class = UserMessageFilter

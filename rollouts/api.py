@@ -31,6 +31,7 @@ from common.roles import action_roles
 from common.tenancy import OrgScope, scope_filter
 from devices.models import Device
 from devices.selectors import farms_visible
+from rollouts import schema_docs
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
 from rollouts.serializers import (
     RolloutActRequestSerializer,
@@ -64,7 +65,10 @@ class RolloutFilter(django_filters.FilterSet):
         fields = ("state",)
 
 
+@schema_docs.ROLLOUTS
 class RolloutViewSet(ScopedViewSet):
+    """One value on many endpoints, sent in waves that a canary and abort criteria guard."""
+
     serializer_class = RolloutSerializer
     queryset = Rollout.objects.none()
     filterset_class = RolloutFilter

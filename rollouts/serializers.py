@@ -13,7 +13,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
-from common.serializers import BoundedJSONField, StrictCharField, StrictFloatField
+from common.serializers import EndpointValueField, StrictCharField, StrictFloatField
 from common.serializers import StrictIntegerField as Int
 from common.validators import DATE_MAX, DATE_MIN, ID_MAX
 from rollouts import models as m
@@ -80,7 +80,7 @@ class RolloutCreateRequestSerializer(serializers.Serializer[Any]):
     farm_ids = _ids(FARMS_MAX, allow_empty=False, help_text="the farms to roll out to")
     profile_id = Int(min_value=1, help_text="the device profile the targets are of")
     endpoint_key = StrictCharField(max_length=64, help_text="the profile's writable endpoint")
-    value = BoundedJSONField(help_text="the value to set, of the endpoint's type")
+    value = EndpointValueField(help_text="the value to set, of the endpoint's data type")
     reason = StrictCharField(max_length=400)
     device_ids = _ids(
         DEVICES_MAX, required=False, default=list, help_text="only these devices of the farms"
@@ -140,6 +140,7 @@ class RolloutSerializer(serializers.ModelSerializer[Rollout]):
         source="devices", many=True, read_only=True
     )
     abort_criteria = AbortCriterionSerializer(many=True, read_only=True)
+    value = EndpointValueField(read_only=True, help_text="the value set on every target")
     requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )

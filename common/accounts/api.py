@@ -10,30 +10,41 @@ from typing import Any
 from django.urls import path
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common import schema_docs
 from common.accounts.selectors import api_token_of_user
 from common.accounts.serializers import ApiTokenSerializer, IssuedTokenSerializer
 from common.accounts.services import api_token_issue
 from common.roles import Need
 
 
+@schema_docs.API_TOKEN
 class ApiTokenApi(APIView):
+    """The caller's own token: its metadata, never its key."""
+
     required_roles = {"get": Need.SIGNED_IN}  # the caller's own token
 
     @extend_schema(
-        responses={200: ApiTokenSerializer, 404: OpenApiResponse(description="no token yet")}
+        responses={
+            200: ApiTokenSerializer,
+            404: OpenApiResponse(description="not_found: the caller has no token yet"),
+        }
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         token = api_token_of_user(user_id=request.user.pk)  # type: ignore[arg-type]
         if token is None:
-            return Response({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+            raise NotFound("You have no API token yet: POST auth/token/rotate/ issues one.")
         return Response(ApiTokenSerializer(token).data)
 
 
+@schema_docs.API_TOKEN_ROTATE
 class ApiTokenRotateApi(APIView):
+    """Issue the caller a new key, shown once."""
+
     required_roles = {"post": Need.SIGNED_IN}
 
     @extend_schema(request=None, responses={201: IssuedTokenSerializer})

@@ -11,13 +11,14 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
 
+from common import schema_docs
 from common.api import ScopedViewSet, idempotent, request_scope
 from common.filters import IdFilter
 from common.members.selectors import members_visible, organizations_visible
@@ -39,12 +40,19 @@ from common.permissions import require_organization
 from common.roles import Need, action_roles
 from common.tenancy import OrgScope
 
+_LAST_ADMIN = OpenApiResponse(
+    description="invalid: the organisation's last admin cannot be removed (fields.user)"
+)
+
 
 def _field_error(exc: MembershipRefused) -> ValidationError:
     return ValidationError({exc.field: [str(exc)]})
 
 
+@schema_docs.ORGANIZATIONS
 class OrganizationViewSet(ScopedViewSet):
+    """The caller's organisations; a superuser creates them."""
+
     serializer_class = OrganizationSerializer
     queryset = Organization.objects.none()
     required_roles = {"list": Need.READ, "retrieve": Need.READ, "create": Need.SUPERUSER}
@@ -72,7 +80,10 @@ class MemberFilter(django_filters.FilterSet):
         fields = ("organization",)
 
 
+@schema_docs.MEMBERS
 class MemberViewSet(ScopedViewSet):
+    """The members of the caller's organisations and their roles; an admin manages them."""
+
     serializer_class = MemberSerializer
     queryset = OrganizationMember.objects.none()
     filterset_class = MemberFilter
@@ -113,6 +124,7 @@ class MemberViewSet(ScopedViewSet):
                 raise _field_error(exc) from None
         return Response(MemberSerializer(member).data)
 
+    @extend_schema(responses={204: None, 400: _LAST_ADMIN})
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         member: OrganizationMember = self.get_object()
         try:

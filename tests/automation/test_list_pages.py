@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from automation.api import CommandIntentViewSet, RuleExecutionViewSet, SchedulerViewSet
+from automation.api import CommandViewSet, RuleExecutionViewSet, SchedulerViewSet
 from automation.models import AutomationRuleExecution, DeviceCommand
 from automation.states import CommandOrigin, ExecutionOutcome
 from common.pagination import NewestFirstCursor
@@ -138,7 +138,7 @@ def test_filters_are_kept_by_the_cursor(tenants: tuple[Tenant, Tenant]) -> None:
 
 def test_each_list_is_ordered_as_its_cursor() -> None:
     """The viewset's own ordering is the cursor's, so a page and a retrieve agree."""
-    for view in (CommandIntentViewSet, RuleExecutionViewSet, SchedulerViewSet):
+    for view in (CommandViewSet, RuleExecutionViewSet, SchedulerViewSet):
         assert view.pagination_class is NewestFirstCursor
         assert view().scoped(None).query.order_by == (NewestFirstCursor.ordering,)
 

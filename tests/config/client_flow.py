@@ -1,7 +1,9 @@
 """An integrator's first day, through a client generated from the live schema only.
 
 Run by ``tests/config/test_generated_client.py`` with the generator's interpreter and the
-generated package ``farm_client`` on its path (never imported by pytest: it needs no Django).
+generated package ``farm_client`` on its path (never imported by pytest: it needs no Django),
+in the directory that holds the schema the client was generated from: the client signs in
+with the security scheme that schema declares, as an integrator's would.
 The client raises on any status the schema does not list for an operation, and every answer
 must parse into the generated model named for it. Prints one JSON object of what it saw.
 """
@@ -13,6 +15,8 @@ import importlib
 import json
 import os
 import pkgutil
+import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,7 +46,7 @@ from farm_client.models import (
     ManualCommandRequest,
     Organization,
     OrganizationRequest,
-    PaginatedCommandIntentList,
+    PaginatedCommandList,
     PaginatedInstanceEndpointList,
     ProfileCreateRequest,
     ProvisionedDevice,
@@ -194,24 +198,38 @@ def lists(client: AuthenticatedClient, seen: dict[str, Any]) -> None:
                 listed.append(operation.name)
     seen["lists"] = sorted(listed)
     first = parsed(
-        commands_list.sync_detailed(client=client, page_size=1), 200, PaginatedCommandIntentList
+        commands_list.sync_detailed(client=client, page_size=1), 200, PaginatedCommandList
     )
     cursor = parse_qs(urlsplit(first.next_).query)["cursor"][0]
     second = parsed(
         commands_list.sync_detailed(client=client, page_size=1, cursor=cursor),
         200,
-        PaginatedCommandIntentList,
+        PaginatedCommandList,
     )
     seen["pages"] = [[c.id for c in first.results], [c.id for c in second.results]]
 
 
-def main() -> None:
-    client = AuthenticatedClient(
+def signed_in(schema: dict[str, Any], key: str) -> AuthenticatedClient:
+    """A client that presents ``key`` as the schema says: the scheme every operation asks
+    for first, an API key in a header whose value the scheme describes as ``<word> <key>``."""
+    operations = [o for item in schema["paths"].values() for o in item.values()]
+    (name,) = {next(iter(o["security"][0])) for o in operations}
+    scheme = schema["components"]["securitySchemes"][name]
+    assert (scheme["type"], scheme["in"]) == ("apiKey", "header"), scheme
+    word = re.search(r"`(\S+) <key>`", scheme["description"])
+    assert word is not None, scheme["description"]
+    return AuthenticatedClient(
         base_url=os.environ["API_URL"],
-        token=os.environ["API_TOKEN"],
-        prefix="Token",
+        token=key,
+        prefix=word[1],
+        auth_header_name=scheme["name"],
         raise_on_unexpected_status=True,
     )
+
+
+def main() -> None:
+    schema = json.loads(Path("schema.json").read_text())  # the one the client was built from
+    client = signed_in(schema, os.environ["API_TOKEN"])
     seen: dict[str, Any] = {}
     with client:
         ids = provision(client, seen)

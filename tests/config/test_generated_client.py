@@ -1,6 +1,7 @@
 """The API as an integrator meets it: a Python client generated with openapi-python-client
-from the live ``/api/schema/``, then a farm provisioned and operated through that client only
-(``tests/config/client_flow.py``). The generator and the client run in their own venv
+from the live ``/api/schema/``, signed in with the API key the way the schema's security
+scheme says (no header set by hand), then a farm provisioned and operated through that client
+only (``tests/config/client_flow.py``). The generator and the client run in their own venv
 (``.venv-codegen``, built by ``make setup``): its pins cannot live beside the product's."""
 
 from __future__ import annotations

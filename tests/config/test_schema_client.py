@@ -126,13 +126,16 @@ def test_operations_name_the_errors_they_can_answer(schema: Schema) -> None:
     create = operations["post /api/v1/farms/"]["responses"]
     assert _error_ref(operations["post /api/v1/farms/"], "422") == ERROR_REF  # Idempotency-Key
     assert "404" not in create
-    # A signed-in caller's own token: no role to lack, so no 403; a view's own 404 is kept.
+    # A signed-in caller's own token: no role to lack, so no 403; a view's own 404 keeps its
+    # description, and its body is the Error it is answered with.
     token = operations["get /api/v1/auth/token/"]["responses"]
-    assert "401" in token and "403" not in token and "content" not in token["404"]
+    assert "401" in token and "403" not in token
+    assert _error_ref(operations["get /api/v1/auth/token/"], "404") == ERROR_REF
+    assert token["404"]["description"].startswith("not_found: the caller has no token")
     # A response a view declares keeps its body (telemetry's 422 is the ingest result) ...
     ingest = operations["post /api/v1/telemetry/"]
     assert _error_ref(ingest, "422") != ERROR_REF and _error_ref(ingest, "400") == ERROR_REF
-    # ... and a declared 409 with a description alone says the body is an Error.
+    # ... and an error declared with a description alone says the body is an Error.
     command = operations["post /api/v1/endpoints/{id}/command/"]
     assert _error_ref(command, "409") == ERROR_REF
     assert command["responses"]["409"]["description"].startswith("conflict")
