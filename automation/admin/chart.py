@@ -1,8 +1,10 @@
-"""A device's endpoint values over a window (the last 24 h by default) as a server-rendered
-inline SVG (no script, no library): one panel per endpoint, the commands sent to it as marks
-coloured by how they ended. Readings are downsampled to at most ``MAX_BUCKETS`` buckets per
-endpoint, each keeping its lowest and highest value, so a spike survives and the markup stays
-bounded; three queries whatever the number of readings.
+"""A device's endpoint values over a window as a server-rendered inline SVG (no script, no
+library): one panel per endpoint, its values in the endpoint's unit, the commands sent to it as
+marks coloured by how they ended. Unless asked for one, the window is the smallest of 1 h,
+24 h, 7 d and 60 d that holds the data (``chart_window_fitting``), so a fresh farm's first
+readings fill the chart rather than a line at its right edge. Readings are downsampled to at
+most ``MAX_BUCKETS`` buckets per endpoint, each keeping its lowest and highest value, so a
+spike survives and the markup stays bounded; three queries whatever the number of readings.
 
 A window shorter than ``ROLLUPS_FROM`` reads the endpoint events (``AutomationEndpointEvent``,
 the normalised readings); a longer one reads the hourly rollups (``TelemetryRollup``): its
@@ -16,19 +18,31 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import Max, Min, Q
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.states import CommandStatus
-from devices.models import Device, DeviceInstanceEndpoint, EndpointDataType
+from devices.display import endpoint_value_text, value_text
+from devices.models import Device, DeviceInstanceEndpoint, EndpointDataType, TelemetryRollup
 from devices.selectors import endpoint_rollups_hourly
 
 WINDOW = timedelta(hours=24)
+# The windows a device page offers, smallest first: the first that holds the data is the default.
+WINDOWS = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "60d": timedelta(days=60),
+}
 MAX_BUCKETS = 96  # 15-minute buckets over 24 h: at most 2 points each per series
 ROLLUPS_FROM = timedelta(hours=MAX_BUCKETS)  # buckets of an hour or more: hourly rollups
 MAX_MARKS = 200
-WIDTH, PANEL_H, PAD_L, PAD_R, GAP = 640, 70, 110, 10, 18
+WIDTH, PANEL_H, PAD_L, PAD_R, GAP = 640, 70, 80, 12, 22
+AXIS_H = 16  # the time labels under the last panel
+LABEL_CHARS = 12  # an enum's value longer than this is cut on the axis (whole in the title)
+Y_PAD = 0.1  # of the values' span, above and below, so no line runs on the frame
 MARK_COLOURS: dict[str, str] = {
     CommandStatus.APPLIED: "#2e7d32",
     CommandStatus.FAILED: "#c62828",
@@ -45,6 +59,7 @@ class Series:
     endpoint_id: int
     label: str
     data_type: str
+    unit: str = ""
     points: list[tuple[datetime, float]] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)  # enum values, by y
 
@@ -119,41 +134,100 @@ def _readings(
     return readings
 
 
+def chart_window_fitting(*, device: Device, now: datetime) -> str:
+    """The smallest of ``WINDOWS`` that holds the device's data: 1 h while every reading of
+    the last day is under an hour old, else 24 h while there is one; past that 7 d or 60 d,
+    to reach the newest reading (the rollups', once the raw readings are pruned). One query,
+    two when the raw readings are gone."""
+    endpoint_ids = DeviceInstanceEndpoint.objects.filter(device=device).values("pk")
+    day_ago = now - WINDOWS["24h"]
+    found = AutomationEndpointEvent.objects.filter(
+        device_instance_endpoint_id__in=endpoint_ids,
+        event_timestamp__gte=now - WINDOWS["60d"],
+        event_timestamp__lte=now,
+    ).aggregate(
+        oldest_today=Min("event_timestamp", filter=Q(event_timestamp__gte=day_ago)),
+        newest=Max("event_timestamp"),
+    )
+    if found["oldest_today"] is not None:
+        return "1h" if found["oldest_today"] >= now - WINDOWS["1h"] else "24h"
+    newest = found["newest"]
+    if newest is None:  # only rollups, if anything: a window long enough to read them
+        newest = TelemetryRollup.objects.filter(
+            endpoint_id__in=endpoint_ids, hour__gte=now - WINDOWS["60d"], hour__lte=now
+        ).aggregate(newest=Max("hour"))["newest"]
+        if newest is None:
+            return "24h"
+    return "7d" if newest >= now - WINDOWS["7d"] else "60d"
+
+
 def device_chart_data(
     *, device: Device, now: datetime, window: timedelta = WINDOW
 ) -> tuple[list[Series], list[Mark]]:
     """The device's endpoints with their downsampled readings and the commands sent to them
     in the ``window`` before ``now``: three queries, however many readings."""
     start = now - window
-    endpoints = list(
-        DeviceInstanceEndpoint.objects.filter(device=device)
+    endpoints = {
+        e.pk: e.profile_endpoint
+        for e in DeviceInstanceEndpoint.objects.filter(device=device)
         .select_related("profile_endpoint")
         .order_by("profile_endpoint__key")
-    )
+    }
     series = {
-        e.pk: Series(e.pk, e.profile_endpoint.key, e.profile_endpoint.data_type) for e in endpoints
+        pk: Series(pk, e.key, e.data_type, e.unit if e.data_type == EndpointDataType.NUMBER else "")
+        for pk, e in endpoints.items()
     }
     readings = _readings(series, start, now, window)
     for pk, one in series.items():
         _bucketed(one, readings[pk], start, window)
-    intents = DeviceCommand.objects.filter(
+    commands = DeviceCommand.objects.filter(
         target_device=device, created_at__gte=start, created_at__lte=now
     ).order_by("-created_at", "-pk")[:MAX_MARKS]
     marks = [
         Mark(
-            endpoint_id=i.target_device_endpoint_id,
-            at=i.first_dispatched_at or i.created_at,
-            status=i.status,
-            title=f"command #{i.pk} → {_shown(i.target_value)} ({i.status}) "
-            f"{(i.first_dispatched_at or i.created_at):%H:%M:%S}",
+            endpoint_id=c.target_device_endpoint_id,
+            at=c.first_dispatched_at or c.created_at,
+            status=c.status,
+            title=f"command #{c.pk} → "
+            f"{endpoint_value_text(c.target_value, endpoints.get(c.target_device_endpoint_id))} "
+            f"({c.status}) {(c.first_dispatched_at or c.created_at):%H:%M:%S}",
         )
-        for i in intents
+        for c in commands
     ]
     return list(series.values()), marks
 
 
-def _shown(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+def _y_range(series: Series) -> tuple[float, float, float, float]:
+    """(lowest, highest) of the values, and the axis's range around them: padded, so a
+    constant series draws a line across the middle, never one hidden on the frame."""
+    ys = [y for _, y in series.points]
+    if series.data_type == EndpointDataType.BOOL:
+        low, high = 0.0, 1.0
+    else:
+        low, high = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    pad = (high - low) * Y_PAD or max(1.0, abs(high) * Y_PAD)
+    return low, high, low - pad, high + pad
+
+
+def _axis_text(series: Series, value: float) -> str:
+    if series.data_type == EndpointDataType.BOOL:
+        return value_text(value >= 0.5)
+    if series.data_type == EndpointDataType.ENUM:
+        index = round(value)
+        text = series.categories[index] if 0 <= index < len(series.categories) else ""
+        return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 1] + "…"
+    return value_text(value, unit=series.unit)
+
+
+def _drawn(points: list[tuple[float, float]], *, step: bool, right: float) -> str:
+    """The polyline's points: a state (bool, enum) holds until the next one, up to ``right``
+    (now); a number's readings are joined."""
+    if step and points:
+        held = [points[0]]
+        for x, y in points[1:]:
+            held += [(x, held[-1][1]), (x, y)]
+        points = [*held, (right, held[-1][1])]
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
 
 
 def _panel(
@@ -165,17 +239,19 @@ def _panel(
     def x(at: datetime) -> float:
         return PAD_L + max(0.0, min(1.0, (at - start) / window)) * plot_w
 
-    ys = [y for _, y in series.points]
-    low, high = (min(ys), max(ys)) if ys else (0.0, 1.0)
-    if series.data_type == EndpointDataType.BOOL:
-        low, high = 0.0, 1.0
-    span = (high - low) or 1.0
+    low, high, axis_low, axis_high = _y_range(series)
 
     def y(value: float) -> float:
-        return top + PANEL_H - (value - low) / span * PANEL_H
+        return top + PANEL_H - (value - axis_low) / (axis_high - axis_low) * PANEL_H
 
-    points = " ".join(f"{x(at):.1f},{y(v):.1f}" for at, v in series.points)
-    top_label, bottom_label = _axis_labels(series, low, high)
+    step = series.data_type != EndpointDataType.NUMBER
+    points = [(x(at), y(v)) for at, v in series.points]
+    levels = [high] if high == low else [high, low]
+    labels = format_html_join(
+        "",
+        '<text x="{}" y="{}" font-size="10" text-anchor="end">{}</text>',
+        ((PAD_L - 4, f"{y(v) + 3.5:.1f}", _axis_text(series, v)) for v in levels),
+    )
     ticks = format_html_join(
         "",
         '<line class="mark" x1="{0}" x2="{0}" y1="{1}" y2="{2}" stroke="{3}" stroke-width="2">'
@@ -186,39 +262,54 @@ def _panel(
             if m.endpoint_id == series.endpoint_id
         ),
     )
-    shape = "step" if series.data_type != EndpointDataType.NUMBER else "line"
+    if not points:
+        body = format_html(
+            '<text x="{}" y="{}" font-size="11" fill="#767676" text-anchor="middle">'
+            "no readings in this window</text>",
+            PAD_L + plot_w / 2,
+            top + PANEL_H / 2 + 4,
+        )
+    elif len(points) == 1 and not step:  # one reading: a dot, a line needs two
+        (cx, cy) = points[0]
+        body = format_html(
+            '<circle class="line" cx="{}" cy="{}" r="2.5" fill="#417690"/>',
+            f"{cx:.1f}",
+            f"{cy:.1f}",
+        )
+    else:
+        body = format_html(
+            '<polyline class="{}" points="{}" fill="none" stroke="#417690" stroke-width="1.5"/>',
+            "step" if step else "line",
+            _drawn(points, step=step, right=PAD_L + plot_w),
+        )
+    if points and not step:  # the last reading, dashed up to now: what the endpoint last said
+        (last_x, last_y) = points[-1]
+        body = format_html(
+            '{}<line class="held" x1="{}" x2="{}" y1="{}" y2="{}" stroke="#417690" '
+            'stroke-width="1" stroke-dasharray="3 3"/>',
+            body,
+            f"{last_x:.1f}",
+            f"{PAD_L + plot_w:.1f}",
+            f"{last_y:.1f}",
+            f"{last_y:.1f}",
+        )
     return format_html(
-        '<g class="series" data-endpoint="{label}" data-points="{n}">'
+        '<g class="series" data-endpoint="{key}" data-points="{n}">'
         '<rect x="{l}" y="{top}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>'
-        '<text x="4" y="{mid}" font-size="12">{label}</text>'
-        '<text x="{tx}" y="{ty1}" font-size="10" text-anchor="end">{hi}</text>'
-        '<text x="{tx}" y="{ty2}" font-size="10" text-anchor="end">{lo}</text>'
-        '<polyline class="{shape}" points="{points}" fill="none" stroke="#417690" '
-        'stroke-width="1.5"/>{ticks}</g>',
-        label=series.label,
+        '<text class="series-label" x="{l}" y="{ly}" font-size="12">{label}</text>'
+        "{labels}{body}{ticks}</g>",
+        key=series.label,
         n=len(series.points),
         l=PAD_L,
         top=top,
         w=plot_w,
         h=PANEL_H,
-        mid=top + PANEL_H / 2,
-        tx=PAD_L - 4,
-        ty1=top + 10,
-        ty2=top + PANEL_H,
-        hi=top_label,
-        lo=bottom_label,
-        shape=shape,
-        points=points,
+        ly=top - 6,
+        label=f"{series.label} ({series.unit})" if series.unit else series.label,
+        labels=labels,
+        body=body,
         ticks=ticks,
     )
-
-
-def _axis_labels(series: Series, low: float, high: float) -> tuple[str, str]:
-    if series.data_type == EndpointDataType.BOOL:
-        return "true", "false"
-    if series.data_type == EndpointDataType.ENUM and series.categories:
-        return series.categories[int(high)], series.categories[int(low)]
-    return f"{high:g}", f"{low:g}"
 
 
 def _window_shown(window: timedelta) -> str:
@@ -229,22 +320,26 @@ def _window_shown(window: timedelta) -> str:
 def chart_svg(
     series: list[Series], marks: list[Mark], *, now: datetime, window: timedelta = WINDOW
 ) -> SafeString:
-    """One panel per series over the ``window`` before ``now``, the time axis at the bottom."""
+    """One panel per series over the ``window`` before ``now``, the time axis at the bottom;
+    every label inside the frame (the first time label starts at the plot's left edge, the
+    last ends at its right)."""
     if not series:
         return mark_safe("<p>No endpoints.</p>")
     start = now - window
-    height = len(series) * (PANEL_H + GAP) + GAP + 14
+    height = len(series) * (PANEL_H + GAP) + AXIS_H
     panels = format_html_join(
         "", "{}", ((_panel(i, s, marks, start, window),) for i, s in enumerate(series))
     )
     tick = "%H:%M" if window <= timedelta(hours=48) else "%m-%d"
+    anchors = ("start", "middle", "middle", "middle", "end")
     axis = format_html_join(
         "",
-        '<text x="{}" y="{}" font-size="10" text-anchor="middle">{}</text>',
+        '<text class="time" x="{}" y="{}" font-size="10" text-anchor="{}">{}</text>',
         (
             (
                 f"{PAD_L + q / 4 * (WIDTH - PAD_L - PAD_R):.1f}",
-                height - 2,
+                height - 4,
+                anchors[q],
                 f"{start + window * q / 4:{tick}}",
             )
             for q in range(5)
@@ -252,10 +347,11 @@ def chart_svg(
     )
     return format_html(
         '<svg class="endpoint-chart" xmlns="http://www.w3.org/2000/svg" width="{w}" '
-        'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{title}">'
+        'height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{title}" data-window="{win}">'
         "<title>{title}</title>{panels}{axis}</svg>",
         w=WIDTH,
         h=height,
+        win=_window_shown(window),
         title=f"endpoint values and commands, last {_window_shown(window)} (UTC)",
         panels=panels,
         axis=axis,

@@ -18,10 +18,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from automation.admin.chart import MAX_BUCKETS
+from automation.admin.chart import WIDTH as CHART_WIDTH
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.ingest import telemetry_ingest
 from automation.states import CommandStatus, ReasonCode
-from devices.models import Device
+from devices.models import Device, DeviceProfileEndpoint
 from devices.mqtt.messages import InboundTelemetry
 from tests.automation.conftest import dispatch, make_intent, time_out
 from tests.conftest import Tenant
@@ -209,10 +210,14 @@ def _readings(kit: FarmKit, n: int) -> None:
     telemetry_ingest(messages=messages)
 
 
-def _svg(page: Any) -> str:
-    found = re.search(r'<svg class="endpoint-chart".*?</svg>', page.content.decode(), re.S)
+def _svg_text(html: str) -> str:
+    found = re.search(r'<svg class="endpoint-chart".*?</svg>', html, re.S)
     assert found is not None, "no chart on the page"
     return found.group(0)
+
+
+def _svg(page: Any) -> str:
+    return _svg_text(page.content.decode())
 
 
 def test_device_chart_has_a_series_per_endpoint_bounded_points_constant_queries(
@@ -229,6 +234,55 @@ def test_device_chart_has_a_series_per_endpoint_bounded_points_constant_queries(
     points = [int(n) for n in re.findall(r'data-points="(\d+)"', _svg(support.get(url)))]
     assert all(10 < n <= 2 * MAX_BUCKETS for n in points), points
     assert _queries(support, url) == few
+
+
+def _panel(svg: str, key: str) -> str:
+    found = re.search(rf'<g class="series" data-endpoint="{key}".*?</g>', svg, re.S)
+    assert found is not None, f"no panel for {key}"
+    return found.group(0)
+
+
+def test_device_chart_fits_a_fresh_farm_and_draws_every_series_inside_its_frame(
+    support: Client,
+) -> None:
+    """Twenty minutes of readings fill a 1 h chart, not a line at the right edge of a day;
+    a constant series is a line across its panel, not an empty box; values carry their
+    unit; the last time label ends inside the frame."""
+    kit = make_farm(prefix="fresh")
+    DeviceProfileEndpoint.objects.filter(pk=kit.temp.profile_endpoint_id).update(unit="°C")
+    now = timezone.now()
+    messages = []
+    for i in range(5):
+        at = (now - timedelta(minutes=20 - 5 * i)).isoformat().replace("+00:00", "Z")
+        payload = json.dumps({"ts": at, "values": {"temp": 20 + i, "humidity": 55}})
+        messages.append(InboundTelemetry(kit.sensor.serial_number, payload, now))
+    telemetry_ingest(messages=messages)
+    page = support.get(f"{DEVICE_URL}{kit.sensor.pk}/change/").content.decode()
+    svg = _svg_text(page)
+    assert 'data-window="1 h"' in svg and "<strong>1h</strong>" in page
+    temp_line = re.search(r'class="line" points="([^"]+)"', _panel(svg, "temp"))
+    assert temp_line is not None
+    xs = [float(p.split(",")[0]) for p in temp_line.group(1).split()]
+    assert max(xs) - min(xs) > CHART_WIDTH / 4  # a third of the plot; a day's chart: 1/72
+    humidity = _panel(svg, "humidity")
+    frame = re.search(r'<rect x="[\d.]+" y="([\d.]+)" width="[\d.]+" height="([\d.]+)"', humidity)
+    assert frame is not None
+    top, height = float(frame.group(1)), float(frame.group(2))
+    line = re.search(r'class="line" points="([^"]+)"', humidity)
+    assert line is not None
+    ys = {float(p.split(",")[1]) for p in line.group(1).split()}
+    assert len(ys) == 1 and top + 5 < ys.pop() < top + height - 5  # across, off the frame
+    temp = _panel(svg, "temp")
+    assert ">temp (°C)</text>" in temp and ">24 °C</text>" in temp and ">20 °C</text>" in temp
+    times = re.findall(
+        r'<text class="time" x="([\d.]+)" y="[\d.]+" font-size="10" '
+        r'text-anchor="(\w+)">',
+        svg,
+    )
+    assert times[0][1] == "start" and times[-1][1] == "end"
+    assert all(0 <= float(x) <= CHART_WIDTH for x, _ in times)
+    asked = support.get(f"{DEVICE_URL}{kit.sensor.pk}/change/", {"chart": "24h"}).content
+    assert 'data-window="24 h"' in asked.decode()
 
 
 def test_device_chart_marks_the_commands_sent(support: Client) -> None:

@@ -1,6 +1,7 @@
 """The device chart over a long window reads hourly rollups: 60 days still chart, spikes
 included, after the raw telemetry and its endpoint events are gone, in the same three
-queries, and on the device's admin page; the 24-hour chart keeps reading the raw events."""
+queries, and on the device's admin page; the 24-hour chart keeps reading the raw events. The
+page's window is, unless asked for, the smallest that holds the data."""
 
 from __future__ import annotations
 
@@ -13,10 +14,15 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from automation.admin.chart import MAX_BUCKETS, chart_svg, device_chart_data
+from automation.admin.chart import (
+    MAX_BUCKETS,
+    chart_svg,
+    chart_window_fitting,
+    device_chart_data,
+)
 from automation.models import AutomationEndpointEvent
 from devices.models import Telemetry
-from tests.devices.factories import FarmKit, make_farm
+from tests.devices.factories import FarmKit, make_farm, stored_reading
 from tests.devices.test_rollups import fold, store
 
 pytestmark = pytest.mark.django_db
@@ -73,12 +79,33 @@ def test_the_device_page_offers_sixty_days_drawn_from_rollups(support: Client) -
     _sixty_days_of_readings(kit)
     url = f"/admin/devices/device/{kit.sensor.pk}/change/"
     with time_machine.travel(NOW, tick=False):
-        day = support.get(url).content.decode()
+        fitting = support.get(url).content.decode()
+        day = support.get(f"{url}?chart=24h").content.decode()
         sixty = support.get(f"{url}?chart=60d").content.decode()
         unknown = support.get(f"{url}?chart=9y").content.decode()
+    # Only rollups hold the data: the smallest window that reads them and holds the newest.
+    assert "last 7 d (UTC)" in fitting and "<strong>7d</strong>" in fitting
+    (points,) = re.findall(r'data-endpoint="temp" data-points="(\d+)"', fitting)
+    assert int(points) > 10
     assert "last 24 h (UTC)" in day and '<a href="?chart=60d">60d</a>' in day
     assert re.findall(r'data-endpoint="temp" data-points="(\d+)"', day) == ["0"]
+    assert "no readings in this window" in day
     assert "last 60 d (UTC)" in sixty and "<strong>60d</strong>" in sixty
     (points,) = re.findall(r'data-endpoint="temp" data-points="(\d+)"', sixty)
     assert 10 < int(points) <= 2 * MAX_BUCKETS
-    assert "last 24 h (UTC)" in unknown  # an unknown window falls back to the day
+    assert "last 7 d (UTC)" in unknown  # an unknown window falls back to the fitting one
+
+
+def test_the_chart_window_is_the_smallest_that_holds_the_data() -> None:
+    kit = make_farm(prefix="fit")
+    assert chart_window_fitting(device=kit.sensor, now=NOW) == "24h"  # nothing to hold
+    for age, window in (
+        (timedelta(minutes=50), "1h"),
+        (timedelta(hours=20), "24h"),
+        (timedelta(days=3), "7d"),
+        (timedelta(days=30), "60d"),
+    ):
+        AutomationEndpointEvent.objects.all().delete()
+        stored_reading(kit.temp, NOW - age, 21)
+        stored_reading(kit.temp, NOW - age / 2, 22)
+        assert chart_window_fitting(device=kit.sensor, now=NOW) == window, age
