@@ -12,14 +12,16 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html_join
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, is_superuser
 from common.tenancy import org_path_register, organization_scope
+from devices.display import endpoint_value_text
 from devices.models import (
     BridgeProcess,
     BridgeSlot,
@@ -79,9 +81,37 @@ def _global_for_staff(request: HttpRequest, profile: DeviceProfile | None) -> bo
     return profile is not None and profile.organization_id is None and not is_superuser(request)
 
 
+# Narrow inputs, so a catalogue row of nine fields fits a 1400 px screen.
+COMPACT_INPUTS: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+    models.CharField: {"widget": forms.TextInput(attrs={"size": 12})},
+    models.FloatField: {"widget": forms.NumberInput(attrs={"style": "width: 6em"})},
+    models.JSONField: {"widget": forms.Textarea(attrs={"rows": 1, "cols": 12})},
+}
+
+
 class ProfileEndpointInline(OrgScopedTabularInline):
     model = DeviceProfileEndpoint
     extra = 0
+    verbose_name, verbose_name_plural = "endpoint", "endpoints"
+    fields = (
+        "key",
+        "data_type",
+        "unit",
+        "writable",
+        "min_value",
+        "max_value",
+        "allowed_values",
+        "rpc_method",
+        "rpc_param_key",
+    )
+    formfield_overrides = COMPACT_INPUTS
+    input_sizes = {"key": 10, "unit": 4, "rpc_method": 8, "rpc_param_key": 8}
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and db_field.name in self.input_sizes:
+            field.widget.attrs["size"] = self.input_sizes[db_field.name]
+        return field
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return not _global_for_staff(request, obj) and super().has_add_permission(request, obj)
@@ -160,9 +190,9 @@ def device_is_online(device: Device) -> bool:
     return seen is not None and (timezone.now() - seen).total_seconds() <= freshness_s
 
 
-def reported_value(value: Any) -> str:
-    """A reported value as the device sent it (JSON spelling: true, 21.5, "auto")."""
-    return str(value).lower() if isinstance(value, bool) or value is None else str(value)
+def reported_value(endpoint: DeviceInstanceEndpoint) -> str:
+    """The endpoint's last reading in its type and unit, as every page shows values."""
+    return endpoint_value_text(endpoint.last_value, endpoint.profile_endpoint)
 
 
 @admin.register(DeviceInstanceEndpoint)
@@ -171,7 +201,14 @@ class DeviceInstanceEndpointAdmin(ReadOnlyAdmin):
     here, within the user's organisations); they are edited on their device's page."""
 
     org_path = "device__farm__organization_id"
-    list_display = ("__str__", "data_type", "writable", "is_enabled", "last_value", "last_value_at")
+    list_display = (
+        "__str__",
+        "data_type",
+        "writable",
+        "is_enabled",
+        "last_reading",
+        "last_value_at",
+    )
     list_select_related = ("device", "profile_endpoint")
     search_fields = ("device__serial_number", "device__name", "profile_endpoint__key")
     ordering = ("device__serial_number", "profile_endpoint__key")
@@ -183,6 +220,10 @@ class DeviceInstanceEndpointAdmin(ReadOnlyAdmin):
     @admin.display(description="writable", boolean=True)
     def writable(self, obj: DeviceInstanceEndpoint) -> bool:
         return obj.profile_endpoint.writable
+
+    @admin.display(description="last value")
+    def last_reading(self, obj: DeviceInstanceEndpoint) -> str:
+        return reported_value(obj)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[Any], term: str) -> Any:
         """``SERIAL · key`` as shown finds the endpoint too."""
@@ -203,24 +244,40 @@ class DeviceInstanceEndpointAdmin(ReadOnlyAdmin):
 
 
 class InstanceEndpointInline(OrgScopedTabularInline):
+    """A device's endpoints, each row fitting a 1400 px screen: the overrides' inputs are
+    narrow (rarely set, a method or a key name) and the last value reads in its unit."""
+
     model = DeviceInstanceEndpoint
     extra = 0
-    readonly_fields = ("last_value", "last_value_at")
+    fields = (
+        "profile_endpoint",
+        "is_enabled",
+        "rpc_method_override",
+        "rpc_param_key_override",
+        "last_reading",
+        "last_value_at",
+    )
+    readonly_fields = ("last_reading", "last_value_at")
+    formfield_overrides = COMPACT_INPUTS
+
+    @admin.display(description="last value")
+    def last_reading(self, obj: DeviceInstanceEndpoint) -> str:
+        return reported_value(obj) if obj.pk else ""
 
 
 @admin.register(Device)
 class DeviceAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
     form = DeviceForm
+    # The key columns fit a 1400 px screen with the menu, the filters and automation's
+    # open-commands column: the name under the serial, last seen in short.
     list_display: tuple[str, ...] = (
-        "id",
-        "serial_number",
-        "name",
+        "device",
         "farm",
         "profile",
         "status",
         "online",
-        "last_seen_at",
+        "seen",
         "reported",
     )
     list_select_related = ("farm", "profile")
@@ -241,6 +298,17 @@ class DeviceAdmin(OrgScopedAdmin):
         )
         return super().get_queryset(request).prefetch_related(Prefetch("endpoints", endpoints))
 
+    @admin.display(description="device", ordering="serial_number")
+    def device(self, obj: Device) -> SafeString:
+        serial = format_html('<span style="white-space: nowrap">{}</span>', obj.serial_number)
+        if not obj.name:
+            return serial
+        return format_html("{}<br><small>{}</small>", serial, obj.name)
+
+    @admin.display(description="seen (UTC)", ordering="last_seen_at")
+    def seen(self, obj: Device) -> str:
+        return "" if obj.last_seen_at is None else f"{obj.last_seen_at:%m-%d %H:%M:%S}"
+
     @admin.display(description="online", boolean=True)
     def online(self, obj: Device) -> bool:
         """Seen within ``DEVICE_FRESHNESS_S``: what dispatch requires before sending."""
@@ -249,10 +317,10 @@ class DeviceAdmin(OrgScopedAdmin):
     @admin.display(description="last reported")
     def reported(self, obj: Device) -> SafeString:
         return format_html_join(
-            ", ",
-            "{}={}",
+            mark_safe("<br>"),
+            '<span style="white-space: nowrap">{}={}</span>',
             (
-                (e.profile_endpoint.key, reported_value(e.last_value))
+                (e.profile_endpoint.key, reported_value(e))
                 for e in obj.endpoints.all()
                 if e.last_value_at is not None
             ),

@@ -95,7 +95,7 @@ class OutcomeFilter(admin.SimpleListFilter):
 @admin.register(AutomationRuleExecution)
 class RuleExecutionAdmin(ReadOnlyAdmin):
     org_path = "rule__farm__organization_id"
-    list_display = ("id", "rule", "event", "decided", "reason", "held_by", "at")
+    list_display = ("id", "rule", "event_ref", "decided", "reason", "held_by", "at")
     list_filter = (OutcomeFilter, "failure_reason")
     list_select_related = ("rule",)
     readonly_fields = ("timeline",)
@@ -105,7 +105,7 @@ class RuleExecutionAdmin(ReadOnlyAdmin):
         return outcome_text(obj.outcome)
 
     @admin.display(description="event", ordering="event_id")
-    def event(self, obj: AutomationRuleExecution) -> int | None:
+    def event_ref(self, obj: AutomationRuleExecution) -> int | None:
         return obj.event_id
 
     @admin.display(description="reason", ordering="failure_reason")
