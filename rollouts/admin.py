@@ -7,7 +7,6 @@ rollout's organisation (``common.admin``). Rollouts are created through the API.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,8 @@ from django.utils.safestring import SafeString
 
 from common.admin import ReadOnlyAdmin, ReasonForm
 from common.roles import Need
+from devices.display import endpoint_value_text
+from devices.models import DeviceProfileEndpoint
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
 from rollouts.services.counts import PRUNED, Counts, rollout_count, rollouts_count
 from rollouts.services.lifecycle import RolloutMoveRefused, rollout_act
@@ -43,13 +44,27 @@ def progress_of(counts: Counts) -> tuple[int, int]:
     return done, counts.total
 
 
-def progress_html(counts: Counts) -> SafeString:
+# A rollout that stopped short: its bar says so, in its own colour, not as a full bar.
+STOPPED_SHORT: dict[str, str] = {
+    RolloutState.ABORTED: "#ba2121",
+    RolloutState.CANCELLED: "#767676",
+}
+
+
+def progress_html(counts: Counts, state: str = "") -> SafeString:
+    """``<progress>`` and ``3 / 6 (50%)``; an aborted or cancelled rollout's bar is marked
+    (class ``rollout-progress rollout-<state>``, its colour, the state before the counts)."""
     done, total = progress_of(counts)
     pct = 100 * done // total if total else 0
+    colour = STOPPED_SHORT.get(state)
     return format_html(
-        '<progress value="{}" max="{}" style="width: 8em">{}%</progress> {} / {} ({}%)',
+        '<span class="rollout-progress rollout-{}">{}<progress value="{}" max="{}" '
+        'style="width: 8em{}">{}%</progress> {} / {} ({}%)</span>',
+        state or "unknown",
+        format_html('<strong style="color: {}">{} </strong>', colour, state) if colour else "",
         done,
         max(total, 1),
+        format_html("; accent-color: {}", colour) if colour else "",
         pct,
         done,
         total,
@@ -257,7 +272,7 @@ class RolloutAdmin(ReadOnlyAdmin):
 
     @admin.display(description="progress (finished + skipped)")
     def progress(self, obj: Rollout) -> SafeString:
-        return progress_html(self._counts(obj))
+        return progress_html(self._counts(obj), obj.state)
 
     @admin.display(description="targets by state")
     def counters(self, obj: Rollout) -> SafeString:
@@ -280,8 +295,12 @@ class RolloutAdmin(ReadOnlyAdmin):
 
     @admin.display(description="value")
     def value_json(self, obj: Rollout) -> str:
-        """As the API takes it (``false``, ``21.5``, ``"auto"``), not as Python prints it."""
-        return json.dumps(obj.value)
+        """In the endpoint's type and unit, as every page shows values (``false``, ``21.5 °C``),
+        not as Python prints it."""
+        endpoint = DeviceProfileEndpoint.objects.filter(
+            profile_id=obj.profile_id, key=obj.endpoint_key
+        ).first()
+        return endpoint_value_text(obj.value, endpoint)
 
     @admin.display(description="timeline")
     def timeline(self, obj: Rollout) -> SafeString:

@@ -155,6 +155,22 @@ def test_an_aborted_rollout_shows_its_criterion_and_no_buttons(olga: User) -> No
     assert "failed ≥ 50% of ≥ 2 finished: 2 of 2 finished (100.0%)" in html
     assert "Pause…" not in html and "Cancel…" not in html
     assert "4 / 4 (100%)" in html  # two failed, two skipped when it aborted
+    # Its bar is not a completed one's: marked, coloured and labelled, on the page and list.
+    listing = operator.get(URL).content.decode()
+    for shown in (html, listing):
+        assert 'class="rollout-progress rollout-aborted"' in shown
+        assert ">aborted </strong>" in shown and "accent-color" in shown
+
+
+def test_a_cancelled_rollouts_bar_says_so_and_a_running_ones_does_not(olga: User) -> None:
+    fleet, rollout = _half_done(olga)
+    operator = _staff(fleet, MemberRole.OPERATOR)
+    running = operator.get(URL).content.decode()
+    assert 'class="rollout-progress rollout-running"><progress' in running
+    _act(operator, "cancel", rollout, "wrong value")
+    assert _state(rollout) == RolloutState.CANCELLED
+    html = operator.get(f"{URL}{rollout.pk}/change/").content.decode()
+    assert 'class="rollout-progress rollout-cancelled"' in html and ">cancelled </strong>" in html
 
 
 def test_a_rollouts_command_shows_its_origin_and_wave(olga: User, support: Client) -> None:
