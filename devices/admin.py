@@ -20,6 +20,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, is_superuser
+from common.admin.columns import time_column
 from common.tenancy import org_path_register, organization_scope
 from devices.display import endpoint_value_text
 from devices.models import (
@@ -305,9 +306,7 @@ class DeviceAdmin(OrgScopedAdmin):
             return serial
         return format_html("{}<br><small>{}</small>", serial, obj.name)
 
-    @admin.display(description="seen (UTC)", ordering="last_seen_at")
-    def seen(self, obj: Device) -> str:
-        return "" if obj.last_seen_at is None else f"{obj.last_seen_at:%m-%d %H:%M:%S}"
+    seen = time_column("last_seen_at", "seen")
 
     @admin.display(description="online", boolean=True)
     def online(self, obj: Device) -> bool:

@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 
 from common.admin import ReadOnlyAdmin, reason_action
+from common.admin.columns import short_time, time_column
 from common.tenancy import organization_scope
 from reminders.models import (
     Document,
@@ -117,6 +118,7 @@ class UserMessageAdmin(ReadOnlyAdmin):
 
     org_path = "farm__organization_id"
     list_select_related = ("farm", "author")
+    # The key columns fit a 1400 px screen: short headers and times.
     list_display = (
         "id",
         "subject",
@@ -125,10 +127,10 @@ class UserMessageAdmin(ReadOnlyAdmin):
         "recurrence",
         "status",
         "next_occurrence",
-        "last_occurrence_on",
+        "last_sent",
         "version",
-        "updated_at",
     )
+    last_sent = time_column("last_occurrence_on", "last")
     list_filter = ("status", "recurrence", "recipients_policy")
     search_fields = ("subject", "guid")
     raw_id_fields = ("author", "recipient_users", "recipient_contacts")
@@ -141,7 +143,7 @@ class UserMessageAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return user_messages_with_next_occurrence(super().get_queryset(request))
 
-    @admin.display(description="next occurrence", ordering="next_occurrence")
-    def next_occurrence(self, row: UserMessage) -> datetime | None:
+    @admin.display(description="next", ordering="next_occurrence")
+    def next_occurrence(self, row: UserMessage) -> str:
         found: datetime | None = row.next_occurrence  # type: ignore[attr-defined]
-        return found
+        return short_time(found)

@@ -15,6 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 
 from common.admin import OrgScopedTabularInline, ReadOnlyAdmin, reason_action
+from common.admin.columns import time_column
 from scheduler.models import DueWork, DueWorkTransition, TraceRecord
 from scheduler.services.support import (
     scheduler_support_cancel,
@@ -88,18 +89,18 @@ class DueWorkAdmin(TraceBlobAdmin):
     # Scoped through the row's farm: rows without a farm are visible to superusers only.
     org_path = "farm__organization_id"
     list_select_related = ("farm",)  # a nullable FK: the admin would not join it
+    # The key columns fit a 1400 px screen: short headers and times; the trigger type and
+    # the farm are filters.
     list_display = (
         "id",
         "scheduler_key",
-        "farm",
-        "automation_type",
-        "trigger_type",
+        "kind",
         "status",
-        "is_on_support_hold",
-        "scheduled_on",
-        "retry_count",
-        "next_retry_on",
-        "failure_reason_code",
+        "hold",
+        "due",
+        "tries",
+        "next_try",
+        "reason",
     )
     list_filter = (
         "status",
@@ -116,6 +117,25 @@ class DueWorkAdmin(TraceBlobAdmin):
         reason_action(name="retry_now", title="Retry now", apply=_retry_now),
         reason_action(name="cancel", title="Cancel", apply=_cancel),
     )
+
+    due = time_column("scheduled_on", "due")
+    next_try = time_column("next_retry_on", "next try")
+
+    @admin.display(description="type", ordering="automation_type")
+    def kind(self, obj: DueWork) -> str:
+        return obj.get_automation_type_display()
+
+    @admin.display(description="hold", boolean=True, ordering="is_on_support_hold")
+    def hold(self, obj: DueWork) -> bool:
+        return obj.is_on_support_hold
+
+    @admin.display(description="tries", ordering="retry_count")
+    def tries(self, obj: DueWork) -> int:
+        return obj.retry_count
+
+    @admin.display(description="reason", ordering="failure_reason_code")
+    def reason(self, obj: DueWork) -> str:
+        return obj.failure_reason_code
 
     @admin.display(description="trace")
     def trace_links(self, obj: DueWork) -> str:
@@ -136,14 +156,14 @@ class TraceRecordAdmin(TraceBlobAdmin):
     org_path = "organization_id"
     list_display = (
         "id",
-        "scheduler_id",
+        "row",
         "scheduler_key",
         "token",
         "attempt",
         "outcome",
         "reason",
-        "started_at",
-        "duration_ms",
+        "started",
+        "ms",
         "worker",
     )
     list_filter = ("outcome", "automation_type")
@@ -151,6 +171,16 @@ class TraceRecordAdmin(TraceBlobAdmin):
     ordering = ("-finished_at",)  # its index; a row's records come through the unique key
     show_full_result_count = False  # a filtered page never counts the whole trace
     readonly_fields = ("scheduler_link", "trace_blob")
+
+    started = time_column("started_at", "started")
+
+    @admin.display(description="row", ordering="scheduler_id")
+    def row(self, obj: TraceRecord) -> int:
+        return obj.scheduler_id
+
+    @admin.display(description="ms", ordering="duration_ms")
+    def ms(self, obj: TraceRecord) -> int | None:
+        return obj.duration_ms
 
     @admin.display(description="scheduler row")
     def scheduler_link(self, obj: TraceRecord) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -20,6 +21,7 @@ from automation.models import (
 )
 from automation.states import ExecutionOutcome
 from common.admin import ReadOnlyAdmin
+from common.admin.columns import time_column
 from devices.display import endpoint_value_text
 
 
@@ -119,9 +121,7 @@ class RuleExecutionAdmin(ReadOnlyAdmin):
             return f"command #{obj.suppressed_by_id}"
         return f"execution #{obj.won_by_id}" if obj.won_by_id is not None else ""
 
-    @admin.display(description="at (UTC)", ordering="created_at")
-    def at(self, obj: AutomationRuleExecution) -> str:
-        return f"{obj.created_at:%m-%d %H:%M:%S}"
+    at = time_column("created_at", "at")
 
     @admin.display(description="timeline")
     def timeline(self, obj: AutomationRuleExecution) -> SafeString:
@@ -150,16 +150,7 @@ class CommandCooldownAdmin(ReadOnlyAdmin):
     same value are suppressed until ``until`` (a support retry of the command lifts it)."""
 
     org_path = "target_device_endpoint__device__farm__organization_id"
-    list_display = (
-        "id",
-        "target",
-        "value",
-        "failures",
-        "until",
-        "reason_code",
-        "command_id",
-        "updated_at",
-    )
+    list_display = ("id", "target", "value", "fails", "until_short", "reason", "command_link")
     list_filter = (CoolingFilter, "reason_code")
     list_select_related = (
         "target_device_endpoint__device",
@@ -167,9 +158,26 @@ class CommandCooldownAdmin(ReadOnlyAdmin):
     )
     search_fields = ("target_device_endpoint__device__serial_number",)
 
+    until_short = time_column("until", "until")
+
     @admin.display(description="target")
-    def target(self, obj: CommandCooldown) -> str:
-        return str(obj.target_device_endpoint)
+    def target(self, obj: CommandCooldown) -> SafeString:
+        return format_html(
+            '<span style="white-space: nowrap">{}</span>', obj.target_device_endpoint
+        )
+
+    @admin.display(description="fails", ordering="failures")
+    def fails(self, obj: CommandCooldown) -> int:
+        return obj.failures
+
+    @admin.display(description="reason", ordering="reason_code")
+    def reason(self, obj: CommandCooldown) -> str:
+        return obj.reason_code
+
+    @admin.display(description="command")
+    def command_link(self, obj: CommandCooldown) -> SafeString:
+        url = reverse("admin:automation_devicecommand_change", args=[obj.command_id])
+        return format_html('<a href="{}">#{}</a>', url, obj.command_id)
 
     @admin.display(description="value")
     def value(self, obj: CommandCooldown) -> str:
