@@ -26,6 +26,7 @@ from automation.services.manual import (
     endpoint_command_manual,
     endpoint_hold_cancel,
 )
+from devices.display import endpoint_value_text
 from devices.models import Device, DeviceInstanceEndpoint
 
 
@@ -92,7 +93,14 @@ def manual_control_html(device: Device) -> SafeString:
     rows = format_html_join(
         "",
         "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
-        ((e.profile_endpoint.key, json.dumps(e.last_value), hold_text(e)) for e in endpoints),
+        (
+            (
+                e.profile_endpoint.key,
+                endpoint_value_text(e.last_value, e.profile_endpoint),
+                hold_text(e),
+            )
+            for e in endpoints
+        ),
     )
     base = reverse("admin:devices_device_change", args=[device.pk])
     return format_html(

@@ -89,3 +89,28 @@ def test_an_endpoint_and_a_command_read_as_support_says_them() -> None:
     intent.target_serial_number = kit.actuator.serial_number
     intent.target_value, intent.status = True, CommandStatus.APPLIED
     assert str(intent) == "command #6 str-relay · io1 → true (applied)"
+
+
+NAIVE_PLURAL = re.compile(r"(s|x|ch|sh)s$")  # "bridge processs", "event inboxs"
+
+
+@pytest.mark.parametrize(
+    "model", [*_project_models(), *apps.get_app_config("rollouts").get_models()]
+)
+def test_every_models_plural_is_english(model: type[models.Model]) -> None:
+    plural = str(model._meta.verbose_name_plural)
+    assert not NAIVE_PLURAL.search(plural), f"{model._meta.label}: {plural!r}"
+    assert plural != "due works"  # due work is uncountable
+
+
+@pytest.mark.django_db
+def test_the_admin_is_named_for_the_product_and_view_site_leads_somewhere(
+    support: Any,
+) -> None:
+    page = support.get("/admin/").content.decode()
+    assert "<title>Operations | Farm Automation Core</title>" in page
+    assert ">Farm Automation Core</a>" in page and "Django administration" not in page
+    view_site = re.search(r'<a href="([^"]+)">View site</a>', page)
+    assert view_site is not None and view_site.group(1) == "/api/docs/"
+    assert support.get(view_site.group(1)).status_code == 200
+    assert ">Event inboxes<" in page and ">Due work<" in page and ">Bridge processes<" in page
