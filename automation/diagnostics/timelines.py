@@ -179,7 +179,7 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
             what=f"{intent.origin} command created: {intent.command_method} "
             f"{params_text(intent.command_params, endpoints)} to {intent.target_serial_number}",
             detail=f"idempotency key {intent.idempotency_key[:12]}…{asked}",
-            ref=f"intent:{intent.pk}",
+            ref=f"command:{intent.pk}",
         )
     ]
     for t in intent.transitions.order_by("at", "pk"):
@@ -288,16 +288,18 @@ class TimelineNotFound(LookupError):
 
 
 def timeline_lookup(*, ref: str, scope: OrgScope = None) -> Timeline:
-    """``cmd_…`` (deviceCommandId), ``intent:<id>``, ``execution:<id>`` or a bare execution
-    id; outside ``scope`` counts as not found."""
+    """``cmd_…`` (deviceCommandId), ``command:<id>`` (``intent:<id>``, its earlier name,
+    still read), ``execution:<id>`` or a bare execution id; outside ``scope`` counts as not
+    found."""
     ref = ref.strip()
     intents = intents_visible(scope=scope)
+    kind, _, number = ref.partition(":")
     if ref.startswith("cmd_"):
         intent = intents.filter(device_command_id=ref).first()
         if intent is not None:
             return command_timeline(intent=intent)
-    elif ref.startswith("intent:") and ref[7:].isdigit():
-        intent = intents.filter(pk=int(ref[7:])).first()
+    elif kind in ("command", "intent") and number.isdigit():
+        intent = intents.filter(pk=int(number)).first()
         if intent is not None:
             return command_timeline(intent=intent)
     else:

@@ -70,8 +70,10 @@ def test_command_timeline_walks_event_to_each_attempt_and_receipt() -> None:
     assert [e.at for e in timeline.entries] == sorted(e.at for e in timeline.entries)
     assert timeline.ids["deviceCommandId"] == intent.device_command_id
     assert timeline.ids["ruleExecutionId"] == intent.rule_execution_id
-    # The same timeline by intent id and by execution id.
+    # The same timeline by command id (and its earlier name, intent) and by execution id.
+    assert timeline_lookup(ref=f"command:{intent.pk}").entries == timeline.entries
     assert timeline_lookup(ref=f"intent:{intent.pk}").entries == timeline.entries
+    assert [e.ref for e in timeline.entries if e.stage == "command"] == [f"command:{intent.pk}"]
     assert timeline_lookup(ref=str(intent.rule_execution_id)).entries == timeline.entries
 
 
@@ -112,7 +114,7 @@ def test_timeline_and_diagnostics_commands_print_tables() -> None:
     assert "retrying -> dispatched" in text and "state_report" in text
     assert f"deviceCommandId={intent.device_command_id}" in text
     with pytest.raises(CommandError):
-        call_command("timeline", "intent:999999", stdout=StringIO())
+        call_command("timeline", "command:999999", stdout=StringIO())
     kit = make_farm(prefix="late")
     kit.rule()
     time_out(dispatch(make_intent(kit)))

@@ -13,12 +13,12 @@ from config.tables import format_table
 
 class Command(BaseCommand):
     help = (
-        "Timeline of a command or execution: `cmd_<ULID>` (deviceCommandId), `intent:<id>`, "
+        "Timeline of a command or execution: `cmd_<ULID>` (deviceCommandId), `command:<id>`, "
         "`execution:<id>` or a bare execution id."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("ref", help="cmd_…, intent:<id>, execution:<id> or <executionId>")
+        parser.add_argument("ref", help="cmd_…, command:<id>, execution:<id> or <executionId>")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
