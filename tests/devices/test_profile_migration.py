@@ -14,8 +14,6 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile
-
 BEFORE = [("devices", "0009_farm_manual_override_minutes")]
 AFTER = [("devices", "0011_profile_name_per_org")]
 
@@ -34,6 +32,10 @@ class Legacy:
     beta_sensor: int
     relay_instances: dict[int, dict[str, int]]  # device id -> key -> instance endpoint id
     leftover: int  # beta_sensor's endpoint still on relay's io1 (from an earlier profile)
+    apps: Any = None  # the models as the migration left them, not as later ones grew them
+
+    def model(self, name: str) -> Any:
+        return self.apps.get_model("devices", name)
 
 
 def _legacy_rows(apps: Any) -> Legacy:
@@ -101,18 +103,21 @@ def legacy(transactional_db: None) -> Iterator[Legacy]:
     try:
         rows = _legacy_rows(executor.loader.project_state(BEFORE).apps)
     finally:
-        _migrate(AFTER)
+        executor = _migrate(AFTER)
+    rows.apps = executor.loader.project_state(AFTER).apps
     yield rows
     _latest()
 
 
-def _endpoint_of(instance_id: int) -> tuple[int, str]:
-    row = DeviceInstanceEndpoint.objects.select_related("profile_endpoint").get(pk=instance_id)
+def _endpoint_of(legacy: Legacy, instance_id: int) -> tuple[int, str]:
+    instances = legacy.model("DeviceInstanceEndpoint").objects
+    row = instances.select_related("profile_endpoint").get(pk=instance_id)
     return row.profile_endpoint.profile_id, row.profile_endpoint.key
 
 
 @pytest.mark.django_db(transaction=True)
 def test_profiles_go_to_their_devices_organisations(legacy: Legacy) -> None:
+    DeviceProfile = legacy.model("DeviceProfile")
     relay = DeviceProfile.objects.get(pk=legacy.relay)
     assert relay.organization_id == legacy.alpha  # the lower id keeps the original
     copy = DeviceProfile.objects.get(name="Relay", organization_id=legacy.beta)
@@ -144,6 +149,8 @@ def test_profiles_go_to_their_devices_organisations(legacy: Legacy) -> None:
 def test_the_second_organisations_devices_and_endpoints_move_to_its_copy(
     legacy: Legacy,
 ) -> None:
+    DeviceProfile, Device = legacy.model("DeviceProfile"), legacy.model("Device")
+    DeviceInstanceEndpoint = legacy.model("DeviceInstanceEndpoint")
     copy = DeviceProfile.objects.get(name="Relay", organization_id=legacy.beta)
     assert Device.objects.get(pk=legacy.beta_relay).profile_id == copy.pk
     for device_id in legacy.alpha_devices:
@@ -151,9 +158,9 @@ def test_the_second_organisations_devices_and_endpoints_move_to_its_copy(
     for device_id, instances in legacy.relay_instances.items():
         owner = copy.pk if device_id == legacy.beta_relay else legacy.relay
         for key, instance_id in instances.items():  # same ids: rules still point at them
-            assert _endpoint_of(instance_id) == (owner, key)
+            assert _endpoint_of(legacy, instance_id) == (owner, key)
     assert Device.objects.get(pk=legacy.beta_sensor).profile_id == legacy.sensor
-    assert _endpoint_of(legacy.leftover) == (copy.pk, "io1")  # beta's, even off its profile
+    assert _endpoint_of(legacy, legacy.leftover) == (copy.pk, "io1")  # beta's, even off its profile
     untouched = DeviceInstanceEndpoint.objects.filter(profile_endpoint__profile_id=legacy.relay)
     organisations = set(untouched.values_list("device__farm__organization_id", flat=True))
     assert organisations == {legacy.alpha}
@@ -161,6 +168,7 @@ def test_the_second_organisations_devices_and_endpoints_move_to_its_copy(
 
 @pytest.mark.django_db(transaction=True)
 def test_names_are_unique_per_organisation_and_among_global_profiles(legacy: Legacy) -> None:
+    DeviceProfile = legacy.model("DeviceProfile")
     for organization_id, name in ((legacy.alpha, "Relay"), (None, "Spare")):
         with pytest.raises(IntegrityError), transaction.atomic():
             DeviceProfile.objects.create(organization_id=organization_id, name=name)
@@ -169,7 +177,7 @@ def test_names_are_unique_per_organisation_and_among_global_profiles(legacy: Leg
 
 @pytest.mark.django_db(transaction=True)
 def test_backwards_every_name_is_unique_again(legacy: Legacy) -> None:
-    copy = DeviceProfile.objects.get(name="Relay", organization_id=legacy.beta)
+    copy = legacy.model("DeviceProfile").objects.get(name="Relay", organization_id=legacy.beta)
     executor = _migrate(BEFORE)
     Profile = executor.loader.project_state(BEFORE).apps.get_model("devices", "DeviceProfile")
     names = dict(Profile.objects.values_list("pk", "name"))
