@@ -65,6 +65,7 @@ ENDPOINT_CATALOGUE_FIELDS = (
     "allowed_values",
     "rpc_method",
     "rpc_param_key",
+    "unit",
 )
 
 

@@ -45,8 +45,8 @@ def _profiles(
     sensor, _ = DeviceProfile.objects.get_or_create(organization=org, name="Climate sensor v1")
     relay, _ = DeviceProfile.objects.get_or_create(organization=org, name="Relay box v1")
     specs = [
-        (sensor, "temp", {"data_type": "number"}),
-        (sensor, "humidity", {"data_type": "number"}),
+        (sensor, "temp", {"data_type": "number", "unit": "°C"}),
+        (sensor, "humidity", {"data_type": "number", "unit": "%"}),
         (
             relay,
             "io1",
@@ -62,6 +62,7 @@ def _profiles(
                 "max_value": 100,
                 "rpc_method": "setFan",
                 "rpc_param_key": "fan",
+                "unit": "%",
             },
         ),
     ]

@@ -57,7 +57,7 @@ def _profile(
     """The simulated controller's profile, the demo organisation's own."""
     profile, _ = DeviceProfile.objects.get_or_create(organization=org, name=PROFILE)
     temp, _ = DeviceProfileEndpoint.objects.get_or_create(
-        profile=profile, key="temp", defaults={"data_type": "number"}
+        profile=profile, key="temp", defaults={"data_type": "number", "unit": "°C"}
     )
     io1, _ = DeviceProfileEndpoint.objects.get_or_create(
         profile=profile,

@@ -122,7 +122,7 @@ def _retry_insert(
             from_status=original.status,
             to_status=original.status,
             reason_code=ReasonCode.MANUAL,
-            detail=f"retry of intent {retried.pk} as intent {new.pk} {detail}"[:500],
+            detail=f"retry of command {retried.pk} as command {new.pk} {detail}"[:500],
             attempt=original.attempt_count,
             at=now,
         )

@@ -33,6 +33,7 @@ class EndpointSpec:
     allowed_values: list[JsonValue] | None = None
     rpc_method: str = ""
     rpc_param_key: str = ""
+    unit: str = ""  # what a number counts, shown after it ("°C")
 
 
 def endpoint_spec_problems(spec: EndpointSpec) -> dict[str, str]:

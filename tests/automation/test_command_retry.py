@@ -69,7 +69,7 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
     audit = CommandTransition.objects.filter(intent=original).order_by("-pk").first()
     assert audit is not None and audit.reason_code == ReasonCode.MANUAL
     assert audit.from_status == audit.to_status == CommandStatus.EXPIRED
-    assert audit.detail.endswith(f"as intent {new.pk} by sam: relay replaced")
+    assert audit.detail.endswith(f"as command {new.pk} by sam: relay replaced")
     # The execution still answers with its original command.
     assert original.rule_execution.intent == original
     assert original.rule_execution.intents.count() == 2

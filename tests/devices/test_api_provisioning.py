@@ -124,7 +124,7 @@ def test_a_profile_is_created_with_its_catalogue(tenants: tuple[Tenant, Tenant])
     alpha, _ = tenants
     endpoints = [
         RELAY,
-        {"key": "fan", "data_type": "number", "min_value": 0, "max_value": 100},
+        {"key": "fan", "data_type": "number", "min_value": 0, "max_value": 100, "unit": "%"},
         {"key": "mode", "data_type": "enum", "allowed_values": ["auto", "manual"]},
     ]
     made = admin(alpha).post(
@@ -134,6 +134,8 @@ def test_a_profile_is_created_with_its_catalogue(tenants: tuple[Tenant, Tenant])
     )
     assert made.status_code == 201, made.content
     assert sorted(e["key"] for e in made.json()["endpoints"]) == ["fan", "io1", "mode"]
+    units = {e["key"]: e["unit"] for e in made.json()["endpoints"]}
+    assert units == {"fan": "%", "io1": "", "mode": ""}  # shown after each value on the pages
     listed = admin(alpha).get("/api/v1/profiles/").json()["results"]
     assert "Relay v2" in [p["name"] for p in listed]  # unused yet, but visible to its maker
 
