@@ -67,7 +67,14 @@ class Command(BaseCommand):
             )
         if not opts["no_serve"]:
             # No autoreloader: its child process would run this command, and a reset, again.
-            call_command("runserver", f"127.0.0.1:{opts['port']}", use_reloader=False)
+            # Static files from the apps themselves (insecure_serving, as DEBUG is off): the
+            # admin is styled on a fresh copy, before any collectstatic.
+            call_command(
+                "runserver",
+                f"127.0.0.1:{opts['port']}",
+                use_reloader=False,
+                insecure_serving=True,
+            )
 
 
 def _pages(base: str, farm: Farm) -> list[list[str]]:
