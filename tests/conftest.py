@@ -47,7 +47,7 @@ SHARED_SERVER_DIRECTORIES = ("e2e", "chaos")
 SHARES_SERVERS = re.compile(
     r"pytest\.mark\.(e2e|chaos)\b|\bsubprocess\b|\bPopen\b|\bmultiprocessing\b|"
     r"from tests\.(real_servers|chaos\.harness|devices\.deployed_broker|"
-    r"scheduler\.worker_process|config\.entry_points) import"
+    r"scheduler\.worker_process|config\.entry_points|devtools\.conftest) import"
 )
 _WORKER_BROKER = pytest.StashKey["PrivateMosquitto"]()
 

@@ -167,7 +167,7 @@ def test_buttons_on_a_commands_page_ask_a_reason_and_go_through_the_services(
     assert retry.status == CommandStatus.PENDING_DISPATCH
     audit = CommandTransition.objects.filter(intent=intent).order_by("-pk").first()
     assert audit is not None and audit.detail.endswith("by support: rewired")
-    assert f"as intent {retry.pk}" in audit.detail
+    assert f"as command {retry.pk}" in audit.detail
 
 
 def _extra_devices(kit: FarmKit, n: int) -> None:

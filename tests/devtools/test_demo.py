@@ -6,78 +6,19 @@ the next step, `make admin`, whose printed login then sees the demo's rows in th
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
-import psycopg
-import pytest
 
 from devtools.demo import DEMO_FARM
 from devtools.demo_rollouts import NAME_PREFIX
 from devtools.management.commands.demo import NEXT_STEP
 from devtools.management.commands.demo_admin import ADMIN_LOGIN
-from tests.mqtt_fixtures import free_port
-from tests.real_servers import REAL_SERVERS, private_servers_env, with_path
+from tests.devtools.conftest import DemoRun, manage
 
-ROOT = Path(__file__).resolve().parents[2]
-# Private Redis databases: the demo's queues and caches meet no other test's.
-REDIS_DB, CELERY_REDIS_DB = 12, 13
 INVARIANT = re.compile(r"^(.+?)\s+(yes|NO)$", re.MULTILINE)
 
 
-@pytest.fixture
-def demo_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    env = {k: v for k, v in os.environ.items() if k not in REAL_SERVERS}
-    env.pop("DJANGO_SETTINGS_MODULE", None)  # the demo runs the default settings
-    real = os.environ.get("DATABASE_URL", "")
-    if not real.startswith("postgres"):
-        env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'demo.sqlite3'}"
-        # An embedded broker of its own: on the default port another run's demo devices,
-        # of the same serials, would answer this run's commands.
-        env["MQTT_EMBEDDED_PORT"] = str(free_port())
-        yield env
-        return
-    name = f"demo_{uuid.uuid4().hex[:10]}"
-    admin_url = with_path(real, "/postgres")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    env |= private_servers_env(
-        dict(os.environ),
-        run=uuid.uuid4().hex[:8],
-        name="demo",
-        redis_db=REDIS_DB,
-        celery_redis_db=CELERY_REDIS_DB,
-    )
-    env |= {"DATABASE_URL": with_path(real, f"/{name}"), "MQTT_URL": os.environ["MQTT_URL"]}
-    try:
-        yield env
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def _manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def test_the_demo_ends_with_every_invariant_holding(demo_env: dict[str, str]) -> None:
-    migrated = _manage(demo_env, "migrate", "--noinput")
-    assert migrated.returncode == 0, migrated.stderr[-2000:]
-    demo = _manage(demo_env, "demo")
-    assert demo.returncode == 0, (demo.stdout + demo.stderr)[-3000:]
-    out = demo.stdout
+def test_the_demo_ends_with_every_invariant_holding(demo_ran: DemoRun) -> None:
+    out = demo_ran.stdout
     invariants = dict(INVARIANT.findall(out.split("\nInvariants", 1)[1]))
     assert len(invariants) >= 10 and set(invariants.values()) == {"yes"}, invariants
     origins = out.split("Commands by origin", 1)[1].split("\n\n", 1)[0]
@@ -89,7 +30,7 @@ def test_the_demo_ends_with_every_invariant_holding(demo_env: dict[str, str]) ->
     assert re.search(r"^user_message\s+completed\s+1", out, re.MULTILINE)
     _assert_rollouts(out)
     assert out.rstrip().endswith(NEXT_STEP)
-    _assert_the_admin_shows_the_demo(demo_env)
+    _assert_the_admin_shows_the_demo(demo_ran.env)
 
 
 # Targets per state of the completed run and the aborted one: the first relay is held by the
@@ -143,7 +84,7 @@ ADMIN_MARKERS = {
 
 
 def _assert_the_admin_shows_the_demo(env: dict[str, str]) -> None:
-    made = _manage(env, "demo_admin", "--no-serve")
+    made = manage(env, "demo_admin", "--no-serve", "--reset")  # the session may have made it
     assert made.returncode == 0, made.stderr[-2000:]
     password = re.search(rf"^login {ADMIN_LOGIN} / (\S+)", made.stdout, re.MULTILINE)
     assert password, made.stdout
@@ -153,7 +94,7 @@ def _assert_the_admin_shows_the_demo(env: dict[str, str]) -> None:
         "ADMIN_PASSWORD": password[1],
         "ADMIN_PAGES": json.dumps({pages[what]: marker for what, marker in ADMIN_MARKERS.items()}),
     }
-    probe = _manage(probe_env, "shell", "-c", ADMIN_PROBE)
+    probe = manage(probe_env, "shell", "-c", ADMIN_PROBE)
     assert probe.returncode == 0, probe.stderr[-2000:]
     result = json.loads(probe.stdout.strip().splitlines()[-1])
     assert result["logged_in"] is True
