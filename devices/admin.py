@@ -35,8 +35,10 @@ from devices.models import (
     Farm,
 )
 from devices.services import (
+    EndpointSpec,
     device_endpoints_sync,
     device_status_change,
+    endpoint_spec_problems,
     profile_endpoints_sync,
     profile_fits_farm,
 )
@@ -82,7 +84,7 @@ def _global_for_staff(request: HttpRequest, profile: DeviceProfile | None) -> bo
     return profile is not None and profile.organization_id is None and not is_superuser(request)
 
 
-# Narrow inputs, so a catalogue row of nine fields fits a 1400 px screen.
+# Narrow inputs, so a catalogue row of ten fields fits a 1400 px screen.
 COMPACT_INPUTS: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
     models.CharField: {"widget": forms.TextInput(attrs={"size": 12})},
     models.FloatField: {"widget": forms.NumberInput(attrs={"style": "width: 6em"})},
@@ -90,8 +92,25 @@ COMPACT_INPUTS: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
 }
 
 
+class ProfileEndpointForm(forms.ModelForm):  # type: ignore[type-arg]
+    """A catalogue row passes the checks the API makes (``endpoint_spec_problems``): a safe
+    value the endpoint would refuse is never saved from here either."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        if not {"key", "data_type"} <= set(cleaned):
+            return cleaned  # already an error on the field
+        names = set(EndpointSpec.__dataclass_fields__) & set(cleaned)
+        spec = EndpointSpec(**{name: cleaned[name] for name in names})
+        for name, problem in endpoint_spec_problems(spec).items():
+            if name in self.fields and name not in self.errors:
+                self.add_error(name, problem)
+        return cleaned
+
+
 class ProfileEndpointInline(OrgScopedTabularInline):
     model = DeviceProfileEndpoint
+    form = ProfileEndpointForm
     extra = 0
     verbose_name, verbose_name_plural = "endpoint", "endpoints"
     fields = (
@@ -104,6 +123,7 @@ class ProfileEndpointInline(OrgScopedTabularInline):
         "allowed_values",
         "rpc_method",
         "rpc_param_key",
+        "safe_value",
     )
     formfield_overrides = COMPACT_INPUTS
     input_sizes = {"key": 10, "unit": 4, "rpc_method": 8, "rpc_param_key": 8}

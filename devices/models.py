@@ -89,6 +89,16 @@ class DeviceProfileEndpoint(models.Model):
     rpc_param_key = models.CharField(max_length=64, blank=True, default="")
     # What a number counts, shown after it on every page ("30 °C", "55 %"); "" for none.
     unit = models.CharField(max_length=16, blank=True, default="")
+    # The value a writable endpoint falls back to when a run-time limit ends (null: none);
+    # ``devices.services.profiles.endpoint_spec_problems`` holds it to the endpoint's type,
+    # bounds and allowed values, so the follow-up command is never refused by the gates.
+    safe_value = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_json_bounds],
+        help_text="the value the endpoint falls back to when a run-time limit ends "
+        "(writable endpoints only; null: none)",
+    )
 
     class Meta:
         constraints = [

@@ -66,6 +66,7 @@ ENDPOINT_CATALOGUE_FIELDS = (
     "rpc_method",
     "rpc_param_key",
     "unit",
+    "safe_value",
 )
 
 

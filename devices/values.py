@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
-from devices.models import DeviceProfileEndpoint, EndpointDataType
+from common.json_types import JsonValue
+from devices.models import EndpointDataType
+
+
+class EndpointConstraints(Protocol):
+    """What a value is checked against: a catalogue row or a spec about to become one."""
+
+    @property
+    def data_type(self) -> str: ...
+    @property
+    def min_value(self) -> float | None: ...
+    @property
+    def max_value(self) -> float | None: ...
+    @property
+    def allowed_values(self) -> list[JsonValue] | None: ...
 
 
 def value_has_type(data_type: str, value: Any) -> bool:
@@ -22,7 +36,7 @@ def value_has_type(data_type: str, value: Any) -> bool:
     return False
 
 
-def value_violation(endpoint: DeviceProfileEndpoint, value: Any) -> str | None:
+def value_violation(endpoint: EndpointConstraints, value: Any) -> str | None:
     """None when ``value`` may be written to ``endpoint``; else the reason code's value."""
     if not value_has_type(endpoint.data_type, value):
         return "value_wrong_type"

@@ -2,8 +2,9 @@
 none: a global profile), and its name is unique there, so a taken name tells a caller only
 about names they can see. An endpoint is checked here once, for the API and any later caller
 alike: a writable endpoint names the RPC method that writes it, an enum lists its values, a
-number's bounds are in order, keys are unique in a profile. Adding endpoints to a profile
-gives every device of the profile the new endpoints in the same transaction."""
+number's bounds are in order, a safe value is one the endpoint accepts, keys are unique in
+a profile. Adding endpoints to a profile gives every device of the profile the new endpoints
+in the same transaction."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from common.json_types import JsonValue
 from common.models import Organization
 from devices.models import DeviceProfile, DeviceProfileEndpoint, EndpointDataType
 from devices.services.provisioning import ProvisioningRefused, profile_endpoints_sync
-from devices.values import value_has_type
+from devices.values import value_has_type, value_violation
 
 MAX_ENDPOINTS_PER_PROFILE = 200
 
@@ -34,6 +35,7 @@ class EndpointSpec:
     rpc_method: str = ""
     rpc_param_key: str = ""
     unit: str = ""  # what a number counts, shown after it ("°C")
+    safe_value: JsonValue = None  # a writable endpoint's fallback when a run-time limit ends
 
 
 def endpoint_spec_problems(spec: EndpointSpec) -> dict[str, str]:
@@ -58,7 +60,30 @@ def endpoint_spec_problems(spec: EndpointSpec) -> dict[str, str]:
         problem = _allowed_values_problem(spec.data_type, allowed)
         if problem:
             problems["allowed_values"] = problem
+    if spec.safe_value is not None:
+        problem = _safe_value_problem(spec)
+        if problem:
+            problems["safe_value"] = problem
     return problems
+
+
+# Why a safe value is refused, by the reason ``value_violation`` gives.
+_SAFE_VALUE_VIOLATIONS = {
+    "value_wrong_type": "must be a value of the endpoint's type ({data_type})",
+    "value_out_of_range": "must be within min_value and max_value",
+    "value_not_allowed": "must be one of allowed_values",
+}
+
+
+def _safe_value_problem(spec: EndpointSpec) -> str | None:
+    """A safe value is written when a run-time limit ends, so it must pass the very checks
+    the safety gates make on every command; a read-only endpoint has nothing to fall back."""
+    if not spec.writable:
+        return "only a writable endpoint has a safe value"
+    violation = value_violation(spec, spec.safe_value)
+    if violation is None:
+        return None
+    return _SAFE_VALUE_VIOLATIONS[violation].format(data_type=spec.data_type)
 
 
 def _allowed_values_problem(data_type: str, allowed: list[JsonValue]) -> str | None:
