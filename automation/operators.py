@@ -76,6 +76,7 @@ OPERATOR_SIGNS: dict[str, str] = {
     Operator.NEQ: "≠",
     Operator.BETWEEN: "between",
     Operator.OUTSIDE: "outside",
+    Operator.SILENT_FOR: "silent for",
 }
 OPERATOR_WORDS: dict[str, str] = {
     Operator.GT: "greater than",
@@ -86,6 +87,7 @@ OPERATOR_WORDS: dict[str, str] = {
     Operator.NEQ: "not equal to",
     Operator.BETWEEN: "low and high, both included",
     Operator.OUTSIDE: "below low or above high",
+    Operator.SILENT_FOR: "no reading for this many seconds",
 }
 OPERATOR_CHOICES: list[tuple[str, str]] = [
     (str(op), f"{OPERATOR_SIGNS[op]} ({OPERATOR_WORDS[op]})") for op in Operator
@@ -100,6 +102,8 @@ def condition_text(
     of ``endpoint`` (the condition's profile endpoint)."""
     sign = OPERATOR_SIGNS.get(operator, operator)
     shown = endpoint_value_text(low, endpoint)
+    if operator == Operator.SILENT_FOR:
+        return f"{sign} {low} s"
     if operator in RANGES:
         return f"{sign} {shown} and {endpoint_value_text(high, endpoint)}"
     return f"{sign} {shown}"

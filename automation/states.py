@@ -82,6 +82,8 @@ class CommandOrigin(TextChoices):
     MANUAL = "manual"
     SCHEDULE = "schedule"  # a rule's schedule occurrence (a scheduler row)
     ROLLOUT = "rollout"  # one target of a fleet rollout (``rollouts``), ``requested_by`` its actor
+    WATCHDOG = "watchdog"  # a watchdog rule's silence (a scheduler row), like a schedule's
+    RUN_LIMIT = "run_limit"  # the follow-up of a command's run-time limit (a scheduler row)
 
 
 class ReasonCode(TextChoices):
@@ -138,3 +140,7 @@ class ReasonCode(TextChoices):
     ROLLOUT = "rollout"
     # The rollout was aborted or cancelled before this command was ever sent.
     ROLLOUT_STOPPED = "rollout_stopped"
+    # A watchdog rule's silence fired (``origin`` watchdog).
+    WATCHDOG_FIRED = "watchdog_fired"
+    # A watchdog of higher priority holds the endpoint while its trigger endpoint is silent.
+    WATCHDOG = "watchdog"

@@ -10,25 +10,50 @@ Forms::
     report-subscription:{guid}:scheduled:{periodStartUtc-or-scheduledOn}
     report-subscription:{guid}:manual:{manualRunGuid}
     user-message:{messageGuid}:{scheduledOnUtc}
+    rule-schedule:{ruleId}:{scheduledOnUtc}
+    watchdog:{ruleId}:{silentSinceEpochMs}
+    run-limit:{commandId}
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
+from datetime import date, datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from scheduler.key_parts import (
+    SchedulerKeyError,
+    epoch_ms,
+    epoch_ms_time,
+    scheduler_input_hash,
+    utc_stamp,
+)
+from scheduler.key_parts import guid as _guid
+from scheduler.key_parts import ident as _ident
+from scheduler.key_parts import non_negative_id as _id
+from scheduler.key_parts import number as _number
+from scheduler.key_parts import tail as _tail
+from scheduler.key_parts import token as _token
+from scheduler.key_parts import utc_stamp_parse as _stamp
 from scheduler.models import AutomationType, TriggerType
 
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "FiringPolicy",
+    "SchedulerKeyError",
+    "SchedulerKeySpec",
+    "epoch_ms",
+    "epoch_ms_time",
+    "scheduler_input_hash",
+    "scheduler_key",
+    "utc_stamp",
+]
+
 MAX_KEY_LENGTH = 400  # DueWork.scheduler_key max_length
-_TOKEN = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
-_TAIL = re.compile(r"^[A-Za-z0-9_.\-:]{1,200}$")  # last component: may contain ':'
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -39,10 +64,6 @@ class FiringPolicy(StrEnum):
     ONCE_PER_THRESHOLD = "OncePerThreshold"
     ONCE_PER_DAY = "OncePerDay"
     FALSE_TO_TRUE = "FalseToTrue"
-
-
-class SchedulerKeyError(ValueError):
-    """A key component that would make the key ambiguous or non-deterministic."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +162,36 @@ class RuleScheduleKey:
         return ("rule-schedule", self.rule_id, self.scheduled_on_utc)
 
 
+@dataclass(frozen=True)
+class WatchdogKey:
+    """One silence of a watchdog rule's trigger endpoint, by the rule and the time of the
+    endpoint's last reading in epoch milliseconds: a silence fires once, and the next reading
+    starts a new key (it re-arms)."""
+
+    rule_id: str
+    silent_since_epoch_ms: str
+
+    automation_type: ClassVar[str] = AutomationType.WATCHDOG
+    trigger_types: ClassVar[tuple[str, ...]] = (TriggerType.THRESHOLD_CONDITION,)
+
+    def parts(self) -> tuple[str, ...]:
+        return ("watchdog", self.rule_id, self.silent_since_epoch_ms)
+
+
+@dataclass(frozen=True)
+class RunLimitKey:
+    """The run-time limit of one applied command: its follow-up back to the safe value runs
+    once per command."""
+
+    command_id: str
+
+    automation_type: ClassVar[str] = AutomationType.RUN_LIMIT
+    trigger_types: ClassVar[tuple[str, ...]] = (TriggerType.DATE_BASED,)
+
+    def parts(self) -> tuple[str, ...]:
+        return ("run-limit", self.command_id)
+
+
 SchedulerKeySpec = (
     ReminderDateKey
     | ReminderThresholdKey
@@ -148,6 +199,8 @@ SchedulerKeySpec = (
     | ReportManualKey
     | UserMessageKey
     | RuleScheduleKey
+    | WatchdogKey
+    | RunLimitKey
 )
 
 
@@ -248,6 +301,18 @@ def rule_schedule_key(*, rule_id: int, scheduled_on: datetime) -> RuleScheduleKe
     return RuleScheduleKey(rule_id=str(int(rule_id)), scheduled_on_utc=utc_stamp(scheduled_on))
 
 
+def watchdog_key(*, rule_id: int, silent_since: datetime) -> WatchdogKey:
+    """``silent_since`` is the trigger endpoint's last reading time (timezone-aware)."""
+    return WatchdogKey(
+        rule_id=str(_id(rule_id, "rule_id")),
+        silent_since_epoch_ms=str(epoch_ms(silent_since)),
+    )
+
+
+def run_limit_key(*, command_id: int) -> RunLimitKey:
+    return RunLimitKey(command_id=str(_id(command_id, "command_id")))
+
+
 def parse_scheduler_key(text: str) -> SchedulerKeySpec:
     """The inverse of :func:`scheduler_key`, for handlers that reload the source at due time."""
     if text.startswith("reminder:"):
@@ -268,14 +333,16 @@ def parse_scheduler_key(text: str) -> SchedulerKeySpec:
         parts = text.split(":", 2)
         if len(parts) == 3 and parts[1].isdigit():
             return rule_schedule_key(rule_id=int(parts[1]), scheduled_on=_stamp(parts[2]))
+    if text.startswith("watchdog:"):
+        parts = text.split(":")
+        if len(parts) == 3 and parts[1].isdigit() and re.fullmatch(r"-?\d+", parts[2]):
+            since = epoch_ms_time(int(parts[2]))
+            return watchdog_key(rule_id=int(parts[1]), silent_since=since)
+    if text.startswith("run-limit:"):
+        parts = text.split(":")
+        if len(parts) == 2 and parts[1].isdigit():
+            return run_limit_key(command_id=int(parts[1]))
     raise SchedulerKeyError(f"not a scheduler key: {text[:80]!r}")
-
-
-def _stamp(text: str) -> datetime:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise SchedulerKeyError(f"not a UTC stamp: {text[:40]!r}") from None
 
 
 def _parse_reminder(text: str) -> SchedulerKeySpec:
@@ -297,85 +364,3 @@ def _parse_reminder(text: str) -> SchedulerKeySpec:
     return reminder_date_key(
         **common, target_date=date.fromisoformat(target), offset_days=int(offset)
     )
-
-
-def scheduler_input_hash(value: Any) -> str:
-    """sha256 of the normalised input (sorted keys, UTC times, canonical GUIDs and numbers)."""
-    text = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
-    )
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def utc_stamp(moment: datetime) -> str:
-    """``2026-01-31T22:00:00Z`` (microseconds only when present); naive times are refused."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise SchedulerKeyError("times in scheduler keys must be timezone-aware")
-    utc = moment.astimezone(UTC)
-    micro = f".{utc.microsecond:06d}" if utc.microsecond else ""
-    return utc.strftime("%Y-%m-%dT%H:%M:%S") + micro + "Z"
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return utc_stamp(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, Decimal):
-        return _number(value)
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=str)
-    raise TypeError(f"cannot hash {type(value).__name__} in scheduler input")
-
-
-def _token(value: str, name: str) -> str:
-    if not isinstance(value, str) or not _TOKEN.match(value):
-        raise SchedulerKeyError(f"{name} must match [A-Za-z0-9_.-]{{1,100}}, got {value!r}")
-    return value
-
-
-def _tail(value: str, name: str) -> str:
-    if not isinstance(value, str) or not _TAIL.match(value):
-        raise SchedulerKeyError(f"{name} must match [A-Za-z0-9_.:-]{{1,200}}, got {value!r}")
-    return value
-
-
-def _guid(value: uuid.UUID | str, name: str) -> str:
-    """Canonical lowercase hyphenated form, however the GUID was spelled."""
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    try:
-        return str(uuid.UUID(str(value)))
-    except ValueError:
-        raise SchedulerKeyError(f"{name} must be a GUID, got {value!r}") from None
-
-
-def _ident(value: uuid.UUID | str | int, name: str) -> str:
-    """A source's identity: a GUID (canonicalised), a non-negative integer id or a token."""
-    if isinstance(value, bool):
-        raise SchedulerKeyError(f"{name} must be a GUID, id or token, got {value!r}")
-    if isinstance(value, int):
-        if value < 0:
-            raise SchedulerKeyError(f"{name} must not be negative")
-        return str(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        return _token(value, name)
-
-
-def _number(value: int | float | Decimal | str) -> str:
-    if isinstance(value, bool):
-        raise SchedulerKeyError("threshold value must be a number")
-    try:
-        number = Decimal(str(value))
-    except InvalidOperation:
-        raise SchedulerKeyError(f"threshold value must be a number, got {value!r}") from None
-    if not number.is_finite():
-        raise SchedulerKeyError("threshold value must be finite")
-    text = format(number.normalize(), "f")
-    return "0" if text in {"-0", "0"} else text

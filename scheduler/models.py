@@ -16,6 +16,8 @@ class AutomationType(models.TextChoices):
     REPORT_SUBSCRIPTION = "report_subscription"
     USER_MESSAGE = "user_message"
     RULE_SCHEDULE = "rule_schedule"
+    WATCHDOG = "watchdog"  # a rule's silence: no reading of its trigger endpoint for N s
+    RUN_LIMIT = "run_limit"  # a command's run-time limit: back to the safe value when due
 
 
 class TriggerType(models.TextChoices):

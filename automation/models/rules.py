@@ -25,6 +25,9 @@ class Operator(models.TextChoices):
     NEQ = "neq"
     BETWEEN = "between"
     OUTSIDE = "outside"
+    # A watchdog: no reading of the endpoint for ``threshold_value`` seconds
+    # (``automation.services.watchdog``); it never matches a reading.
+    SILENT_FOR = "silent_for"
 
 
 class AutomationRule(models.Model):
@@ -43,7 +46,7 @@ class AutomationRule(models.Model):
         blank=True,
         related_name="triggering_rules",
     )
-    operator = models.CharField(max_length=8, choices=Operator.choices, blank=True, default="")
+    operator = models.CharField(max_length=16, choices=Operator.choices, blank=True, default="")
     threshold_value = models.JSONField(null=True, blank=True, validators=[validate_json_bounds])
     threshold_value_high = models.JSONField(
         null=True, blank=True, validators=[validate_json_bounds]
@@ -60,6 +63,10 @@ class AutomationRule(models.Model):
     condition_window_s = models.PositiveIntegerField(
         default=600, validators=[MinValueValidator(1), MaxValueValidator(7 * 86400)]
     )
+    # An alarm severity (``alarms.states.AlarmSeverity``), or blank: when set, the rule raises a
+    # ``rule_alarm`` alarm as it fires and clears it when its condition is false again; a
+    # watchdog raises its ``watchdog`` alarm at this severity (major when blank).
+    alarm_severity = models.CharField(max_length=16, blank=True, default="")
     is_active = models.BooleanField(default=True)
     # Deleted (``rule_delete``): inactive for good and hidden from the API; its executions,
     # commands and their audit rows keep pointing at it. Who deleted it is its audit.
@@ -102,7 +109,7 @@ class AutomationRuleCondition(models.Model):
     endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.PROTECT, related_name="conditioning_rules"
     )
-    operator = models.CharField(max_length=8, choices=Operator.choices)
+    operator = models.CharField(max_length=16, choices=Operator.choices)
     threshold_value = models.JSONField(validators=[validate_json_bounds])
     threshold_value_high = models.JSONField(
         null=True, blank=True, validators=[validate_json_bounds]
