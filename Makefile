@@ -116,7 +116,7 @@ lint: setup
 	$(PIP_INSTALL) -r requirements.lock -r requirements-test.lock -r requirements-lint.lock
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy common devices scheduler automation events notifications reminders rollouts config devtools
+	$(VENV)/bin/mypy common devices scheduler automation alarms events notifications reminders rollouts config devtools
 
 # The three locks from pyproject.toml (dependencies, then the extras test and lint), hashed,
 # each layered on the ones before it so that they install together. A pin already in a lock is

@@ -59,6 +59,7 @@ PRODUCT_APPS = (
     "reminders",
     "notifications",
     "rollouts",
+    "alarms",
 )
 STAFF_GROUPS: dict[str, tuple[Need, ...]] = {
     MemberRole.VIEWER: (Need.READ,),

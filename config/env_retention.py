@@ -23,6 +23,7 @@ RETENTION_DEFAULTS: dict[str, tuple[float, str]] = {
     "RETENTION_ROLLUPS_DAYS": (730, "hourly rollups per endpoint"),
     # As long as the commands: a rollout's targets read their states from its commands.
     "RETENTION_ROLLOUTS_DAYS": (180, "ended rollouts with their targets and timeline"),
+    "RETENTION_ALARMS_DAYS": (180, "cleared alarms with their audit trail"),
 }
 
 

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "notifications",
     "events",
     "rollouts",
+    "alarms",
     "config.metrics.MetricsConfig",  # /metrics counting hooks in every process
 ]
 
@@ -227,6 +228,12 @@ NOTIFY_SWEEP_INTERVAL_S = env_float("NOTIFY_SWEEP_INTERVAL_S", 10.0, minimum=0.1
 # A fresh row's delivery task may be lost: the sweep queues it again after this grace.
 NOTIFY_SWEEP_AFTER_S = env_float("NOTIFY_SWEEP_AFTER_S", 30.0)
 NOTIFY_SWEEP_BATCH = env_int("NOTIFY_SWEEP_BATCH", 500, minimum=1)
+# Alarms (docs/alarms.md): the sweep that sends each due alarm notification and repeat,
+# in batches of ALARMS_NOTIFY_BATCH; the alarm link in a message starts with
+# ALARMS_LINK_BASE_URL (where people reach the admin).
+ALARMS_NOTIFY_INTERVAL_S = env_float("ALARMS_NOTIFY_INTERVAL_S", 10.0, minimum=0.1)
+ALARMS_NOTIFY_BATCH = env_int("ALARMS_NOTIFY_BATCH", 200, minimum=1)
+ALARMS_LINK_BASE_URL = env_str("ALARMS_LINK_BASE_URL", "http://localhost:8000").rstrip("/")
 # Farms without a NotificationProfile render in this locale.
 NOTIFY_DEFAULT_LOCALE = env_str("NOTIFY_DEFAULT_LOCALE", LANGUAGE_CODE)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "farm-core@localhost")

@@ -1,0 +1,189 @@
+"""Raise, acknowledge and clear. A raise opens an alarm with an INSERT absorbed by the
+unique key on open alarms, or bumps the open one's count: two concurrent raisers end with
+one alarm counted twice. Every status move goes through ``alarm_move``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Case, F, When
+
+from alarms.models import Alarm
+from alarms.services.moves import alarm_move, alarm_transition_write
+from alarms.states import (
+    ACTOR_MAX_CHARS,
+    DETAIL_MAX_CHARS,
+    AlarmReason,
+    AlarmSeverity,
+    AlarmSource,
+    AlarmStatus,
+    AlarmType,
+)
+from common.handoff import enqueue_on_commit
+from common.sql import insert_ignore_returning
+from devices.models import Farm
+
+# The notification sweep's task, started at once for a new alarm (beat's sweep would pick
+# it up anyway); named, not imported: alarms sits below notifications.
+ALARMS_NOTIFY = "notifications.alarms_notify"
+# A move lost to a concurrent bump of the version (a notification claimed) is re-read and
+# tried again this many times; a lost raise means the open alarm was just cleared.
+MOVE_ATTEMPTS = 5
+
+
+def _choice(value: str, choices: type[AlarmSource | AlarmType | AlarmSeverity], name: str) -> None:
+    if value not in choices.values:
+        raise ValueError(f"{name} must be one of {', '.join(choices.values)}, not {value!r}")
+
+
+def _open(source: str, source_id: int, type: str) -> Alarm | None:
+    return (
+        Alarm.objects.filter(source=source, source_id=source_id, type=type)
+        .exclude(status=AlarmStatus.CLEARED)
+        .first()
+    )
+
+
+def _bump(alarm_id: int, *, detail: str, now: datetime) -> bool:
+    """A repeat of an open alarm: a note, not a move (no version bump, no audit row)."""
+    return (
+        Alarm.objects.filter(pk=alarm_id)
+        .exclude(status=AlarmStatus.CLEARED)
+        .update(
+            count=F("count") + 1,
+            last_raised_at=Case(
+                When(last_raised_at__lt=now, then=now), default=F("last_raised_at")
+            ),
+            detail=detail if detail else F("detail"),
+        )
+        == 1
+    )
+
+
+def alarm_raise(
+    *,
+    farm_id: int,
+    source: str,
+    source_id: int,
+    type: str,
+    severity: str,
+    detail: str = "",
+    actor: str,
+    now: datetime,
+) -> int:
+    """The open alarm's id: a new one (audited as raised by ``actor``, its first notification
+    due now) or the open one with its count and last raised time bumped. An acknowledged
+    alarm raised again stays acknowledged: the person who took it is already on it."""
+    _choice(source, AlarmSource, "source")
+    _choice(type, AlarmType, "type")
+    _choice(severity, AlarmSeverity, "severity")
+    detail = detail[:DETAIL_MAX_CHARS]
+    organization_id = Farm.objects.values_list("organization_id", flat=True).get(pk=farm_id)
+    for _ in range(MOVE_ATTEMPTS):
+        found = _open(source, source_id, type)
+        if found is not None:
+            if _bump(found.pk, detail=detail, now=now):
+                return found.pk
+            continue  # cleared meanwhile: open a new one
+        with transaction.atomic():
+            inserted = insert_ignore_returning(
+                Alarm,
+                [
+                    {
+                        "organization": organization_id,
+                        "farm": farm_id,
+                        "source": source,
+                        "source_id": source_id,
+                        "type": type,
+                        "severity": severity,
+                        "status": AlarmStatus.ACTIVE,
+                        "detail": detail,
+                        "first_raised_at": now,
+                        "last_raised_at": now,
+                        "next_notify_at": now,
+                    }
+                ],
+            )
+            if inserted:
+                alarm = Alarm(pk=inserted[0][0], type=type)
+                alarm_transition_write(
+                    alarm,
+                    "",
+                    AlarmStatus.ACTIVE,
+                    AlarmReason.RAISED,
+                    actor=actor,
+                    comment=detail,
+                    now=now,
+                )
+                enqueue_on_commit(ALARMS_NOTIFY)
+                return alarm.pk
+        # Another raiser's insert won the unique key: count this raise on its alarm.
+    raise RuntimeError(f"alarm {source}:{source_id} {type}: raise lost {MOVE_ATTEMPTS} times")
+
+
+def alarm_clear_by_cause(
+    *, source: str, source_id: int, type: str, cause: str, now: datetime
+) -> bool:
+    """Clear the open alarm, if any, with the cause (``"device back"``) as its actor."""
+    for _ in range(MOVE_ATTEMPTS):
+        alarm = _open(source, source_id, type)
+        if alarm is None:
+            return False
+        cause = cause[:ACTOR_MAX_CHARS]
+        if alarm_move(
+            alarm,
+            AlarmStatus.CLEARED,
+            AlarmReason.CLEARED_BY_CAUSE,
+            actor=cause,
+            now=now,
+            cleared_by=cause,
+            cleared_at=now,
+            next_notify_at=None,
+        ):
+            return True
+    return False
+
+
+def alarm_acknowledge(*, alarm_id: int, actor: str, comment: str, now: datetime) -> bool:
+    """Someone is on it: the repeats stop. False if the alarm is not active (any more)."""
+    for _ in range(MOVE_ATTEMPTS):
+        alarm = Alarm.objects.filter(pk=alarm_id).first()
+        if alarm is None or alarm.status != AlarmStatus.ACTIVE:
+            return False
+        if alarm_move(
+            alarm,
+            AlarmStatus.ACKNOWLEDGED,
+            AlarmReason.ACKNOWLEDGED,
+            actor=actor,
+            comment=comment,
+            now=now,
+            acknowledged_by=actor[:ACTOR_MAX_CHARS],
+            acknowledged_at=now,
+            acknowledge_comment=comment[:DETAIL_MAX_CHARS],
+            next_notify_at=None,
+        ):
+            return True
+    return False
+
+
+def alarm_clear(*, alarm_id: int, actor: str, comment: str, now: datetime) -> bool:
+    """Cleared by hand (active or acknowledged). False if it is cleared already or gone."""
+    for _ in range(MOVE_ATTEMPTS):
+        alarm = Alarm.objects.filter(pk=alarm_id).first()
+        if alarm is None or alarm.status == AlarmStatus.CLEARED:
+            return False
+        if alarm_move(
+            alarm,
+            AlarmStatus.CLEARED,
+            AlarmReason.CLEARED_BY_HAND,
+            actor=actor,
+            comment=comment,
+            now=now,
+            cleared_by=actor[:ACTOR_MAX_CHARS],
+            cleared_at=now,
+            clear_comment=comment[:DETAIL_MAX_CHARS],
+            next_notify_at=None,
+        ):
+            return True
+    return False
