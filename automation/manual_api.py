@@ -25,6 +25,7 @@ from automation.services.manual import (
     endpoint_command_manual,
     endpoint_hold_cancel,
 )
+from automation.services.run_limits import RunLimitInvalid
 from common.api import IDEMPOTENCY_HEADER, idempotent, request_scope
 from common.errors import Conflict
 from common.roles import Need
@@ -55,7 +56,8 @@ class EndpointCommandApi(_EndpointOperation):
     path (gates, one live command per endpoint, latest decision wins, applied only on the
     device's evidence), holding the endpoint against rules for the farm's
     ``manual_override_minutes``. 201 with the new command; 200 with the one an earlier request
-    of the same ``Idempotency-Key`` made."""
+    of the same ``Idempotency-Key`` made. With ``max_on_s``, the command is followed, that long
+    after it applied, by one back to ``max_on_value`` or the endpoint's safe value."""
 
     @idempotent(
         request=ManualCommandRequestSerializer,
@@ -76,11 +78,15 @@ class EndpointCommandApi(_EndpointOperation):
                 actor=request.user,
                 reason=body.validated_data["reason"],
                 request_key=request.headers.get(IDEMPOTENCY_HEADER, "").strip() or None,
+                max_on_s=body.validated_data.get("max_on_s"),
+                max_on_value=body.validated_data.get("max_on_value"),
             )
         except ManualCommandRefused as exc:
             if exc.conflict:
                 raise Conflict(exc.message) from None
             raise ValidationError({exc.field: [exc.message]}) from None
+        except RunLimitInvalid as exc:
+            raise ValidationError({f: [m] for f, m in exc.errors.items()}) from None
         shown = {"command": result.intent, "manual_hold_until": result.hold_until}
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response(ManualCommandSerializer(shown).data, status=code)

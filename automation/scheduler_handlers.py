@@ -1,9 +1,11 @@
-"""The due-work handler of rule schedules, registered at app start like the reminders' ones:
-it reloads the rule at due time and decides the occurrence on the rules' decision path."""
+"""The due-work handlers of rule schedules and of run-time limits, registered at app start like
+the reminders' ones: each reloads its source at due time (the rule, the limited command) and
+decides on the commands' own path."""
 
 from __future__ import annotations
 
 from automation.services.rule_schedules import rule_occurrence_resolve, rule_occurrence_run
+from automation.services.run_limit_due import run_limit_resolve, run_limit_run
 from scheduler.models import AutomationType
 from scheduler.registry import (
     HandlerResult,
@@ -21,8 +23,19 @@ class RuleScheduleSchedulerHandler:
         return rule_occurrence_run(job)
 
 
+class RunLimitSchedulerHandler:
+    def revalidate(self, job: SchedulerJob) -> None:
+        run_limit_resolve(job)
+
+    def run(self, job: SchedulerJob) -> HandlerResult:
+        return run_limit_run(job)
+
+
 def scheduler_handlers_register() -> None:
     """Register once per process (a second call is a no-op)."""
     handler = RuleScheduleSchedulerHandler()
     if type(scheduler_handler_for(AutomationType.RULE_SCHEDULE)) is not type(handler):
         scheduler_handler_register(AutomationType.RULE_SCHEDULE, handler)
+    run_limit = RunLimitSchedulerHandler()
+    if type(scheduler_handler_for(AutomationType.RUN_LIMIT)) is not type(run_limit):
+        scheduler_handler_register(AutomationType.RUN_LIMIT, run_limit)

@@ -22,6 +22,7 @@ from automation.models import (
 )
 from automation.schema_docs import RULE_EXAMPLES
 from automation.services.rules import RULE_FIELDS, RuleInvalid, rule_create, rule_update
+from automation.services.run_limits import MAX_ON_MAX_S
 from automation.states import ExecutionOutcome
 from common.serializers import (
     EndpointValueField,
@@ -69,6 +70,7 @@ class WeekdaysField(serializers.ListField):
 
 _THRESHOLD_HELP = "compared with the endpoint's reading: of its data type (30 for a number)"
 _HIGH_HELP = "between/outside only: the upper bound of the range"
+_MAX_ON_HELP = "with max_on_s: the value to return to; null or left out: the endpoint's safe value"
 
 
 class RuleConditionSerializer(StrictModelSerializer[AutomationRuleCondition]):
@@ -88,9 +90,11 @@ class RuleActionSerializer(StrictModelSerializer[AutomationRuleAction]):
 
     target_value = EndpointValueField(help_text="the value to drive the endpoint to")
 
+    max_on_value = EndpointValueField(required=False, allow_null=True, help_text=_MAX_ON_HELP)
+
     class Meta:
         model = AutomationRuleAction
-        fields = ("target_endpoint", "target_value")
+        fields = ("target_endpoint", "target_value", "max_on_s", "max_on_value")
 
 
 class RuleScheduleSerializer(StrictModelSerializer[AutomationRuleSchedule]):
@@ -121,6 +125,7 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
     threshold_value = EndpointValueField(required=False, allow_null=True, help_text=_THRESHOLD_HELP)
     threshold_value_high = EndpointValueField(required=False, allow_null=True, help_text=_HIGH_HELP)
     target_value = EndpointValueField(help_text="the value to drive the target endpoint to")
+    max_on_value = EndpointValueField(required=False, allow_null=True, help_text=_MAX_ON_HELP)
     conditions = _nested(RuleConditionSerializer())
     actions = _nested(RuleActionSerializer())
     schedules = _nested(RuleScheduleSerializer())
@@ -174,6 +179,11 @@ class CommandSerializer(serializers.ModelSerializer[DeviceCommand]):
         slug_field="username", read_only=True, allow_null=True
     )
     target_value = EndpointValueField(read_only=True, help_text="the value the command sets")
+    max_on_value = EndpointValueField(
+        read_only=True,
+        allow_null=True,
+        help_text="the value its run-time limit returns to (null: the endpoint's safe value)",
+    )
 
     class Meta:
         model = DeviceCommand
@@ -202,10 +212,13 @@ class CommandSerializer(serializers.ModelSerializer[DeviceCommand]):
             "acknowledged_at",
             "applied_at",
             "finished_at",
+            "max_on_s",
+            "max_on_value",
             "created_at",
             "updated_at",
         )
         read_only_fields = fields
+        extra_kwargs = {"max_on_s": {"help_text": "its run-time limit in seconds (null: none)"}}
 
 
 class CommandRetryRequestSerializer(serializers.Serializer[Any]):
@@ -220,6 +233,19 @@ class ManualCommandRequestSerializer(serializers.Serializer[Any]):
 
     value = EndpointValueField(help_text="the value to set, of the endpoint's data type")
     reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
+    max_on_s = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_ON_MAX_S,
+        help_text="a run-time limit: this many seconds after the command applied, one back to "
+        "max_on_value (or the endpoint's safe value) follows",
+    )
+    max_on_value = EndpointValueField(
+        required=False,
+        allow_null=True,
+        help_text="with max_on_s: the value to return to; left out: the endpoint's safe value",
+    )
 
     def validate_value(self, value: Any) -> Any:
         if value is None or isinstance(value, dict | list):

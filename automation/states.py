@@ -144,3 +144,5 @@ class ReasonCode(TextChoices):
     WATCHDOG_FIRED = "watchdog_fired"
     # A watchdog of higher priority holds the endpoint while its trigger endpoint is silent.
     WATCHDOG = "watchdog"
+    # A command's run-time limit ended: its follow-up back to the safe value (origin run_limit).
+    RUN_LIMIT = "run_limit"

@@ -141,7 +141,20 @@ class CommandIntentAdmin(ReadOnlyAdmin):
     search_fields = ("device_command_id", "target_serial_number", "idempotency_key")
     # What happened first, then the timeline; the ledger's internals folded.
     fieldsets = (
-        (None, {"fields": ("state", "target", "value", "origin_shown", "attempts", "last_error")}),
+        (
+            None,
+            {
+                "fields": (
+                    "state",
+                    "target",
+                    "value",
+                    "run_limit",
+                    "origin_shown",
+                    "attempts",
+                    "last_error",
+                )
+            },
+        ),
         ("Timeline", {"fields": ("timeline",), "classes": ("wide", "command-timeline")}),
         (
             "When",
@@ -175,6 +188,7 @@ class CommandIntentAdmin(ReadOnlyAdmin):
         "state",
         "target",
         "value",
+        "run_limit",
         "origin_shown",
         "attempts",
         "timeline",
@@ -201,6 +215,19 @@ class CommandIntentAdmin(ReadOnlyAdmin):
     @admin.display(description="value")
     def value(self, obj: DeviceCommand) -> str:
         return endpoint_value_text(obj.target_value, obj.target_device_endpoint.profile_endpoint)
+
+    @admin.display(description="run-time limit")
+    def run_limit(self, obj: DeviceCommand) -> str:
+        """What follows once it applied (``automation.services.run_limits``)."""
+        if not obj.max_on_s:
+            return "none"
+        endpoint = obj.target_device_endpoint.profile_endpoint
+        back = (
+            "the endpoint's safe value"
+            if obj.max_on_value is None
+            else endpoint_value_text(obj.max_on_value, endpoint)
+        )
+        return f"back to {back} {obj.max_on_s} s after it applied"
 
     @admin.display(description="value before")
     def prior(self, obj: DeviceCommand) -> str:

@@ -126,12 +126,13 @@ class ConditionForm(TypedValuesForm):
 
 
 class ActionForm(TypedValuesForm):
-    value_endpoints = {"target_value": "target_endpoint"}
-    limited = required_values = frozenset({"target_value"})
+    value_endpoints = {"target_value": "target_endpoint", "max_on_value": "target_endpoint"}
+    limited = frozenset({"target_value", "max_on_value"})
+    required_values = frozenset({"target_value"})
 
     class Meta:
         model = AutomationRuleAction
-        fields = ("target_endpoint", "target_value")
+        fields = ("target_endpoint", "target_value", "max_on_s", "max_on_value")
 
 
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]

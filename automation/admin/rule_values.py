@@ -61,8 +61,11 @@ def typed_value_field(
     allowed = endpoint.allowed_values if isinstance(endpoint.allowed_values, list) else None
     if allowed and limits:
         choices = [(v, v) for v in allowed if isinstance(v, str)]
-        return forms.ChoiceField(choices=choices if required else [("", "—"), *choices], **common)
-    return forms.CharField(max_length=200, **common)
+        if required:
+            return forms.ChoiceField(choices=choices, **common)
+        # Left empty, an optional value is none (a run-time limit's: the safe value).
+        return forms.TypedChoiceField(choices=[("", "—"), *choices], empty_value=None, **common)
+    return forms.CharField(max_length=200, empty_value=None if not required else "", **common)
 
 
 def _as_initial(value: Any) -> Any:

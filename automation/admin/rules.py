@@ -52,8 +52,10 @@ class RuleAdminForm(TypedValuesForm):
         "threshold_value": "trigger_endpoint",
         "threshold_value_high": "trigger_endpoint",
         "target_value": "target_endpoint",
+        "max_on_value": "target_endpoint",
     }
-    limited = required_values = frozenset({"target_value"})
+    limited = frozenset({"target_value", "max_on_value"})
+    required_values = frozenset({"target_value"})
 
     class Meta:
         model = AutomationRule
@@ -120,11 +122,12 @@ def rule_when_text(rule: AutomationRule) -> str:
 
 
 def rule_then_text(rule: AutomationRule) -> str:
-    """``DEMO-R01 · io1 → true``, and how many further actions."""
+    """``DEMO-R01 · io1 → true``, its run-time limit, and how many further actions."""
     endpoint = rule.target_endpoint
     value = endpoint_value_text(rule.target_value, endpoint.profile_endpoint)
     more = len(rule.actions.all())
-    return f"{endpoint} → {value}" + (f" and {more} more" if more else "")
+    limit = f" for at most {rule.max_on_s} s" if rule.max_on_s else ""
+    return f"{endpoint} → {value}{limit}" + (f" and {more} more" if more else "")
 
 
 def schedule_summary(schedules: list[AutomationRuleSchedule]) -> str:

@@ -229,6 +229,10 @@ class DeviceCommand(models.Model):
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     applied_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The run-time limit it carries (``automation.services.run_limits``): once applied, a
+    # command back to ``max_on_value`` (null: the endpoint's safe value) follows this late.
+    max_on_s = models.PositiveIntegerField(null=True, blank=True)
+    max_on_value = models.JSONField(null=True, blank=True)
     version = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -253,9 +257,15 @@ class DeviceCommand(models.Model):
                 name="one_original_intent_per_execution",
             ),
             # A rule's or a schedule's command always names its rule and execution; a manual
-            # or a rollout's command has none.
+            # command, a rollout's or a run-time limit's follow-up has none.
             models.CheckConstraint(
-                condition=Q(origin__in=[CommandOrigin.MANUAL, CommandOrigin.ROLLOUT])
+                condition=Q(
+                    origin__in=[
+                        CommandOrigin.MANUAL,
+                        CommandOrigin.ROLLOUT,
+                        CommandOrigin.RUN_LIMIT,
+                    ]
+                )
                 | Q(rule__isnull=False, rule_execution__isnull=False),
                 name="rule_intent_has_rule_and_execution",
             ),

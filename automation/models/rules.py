@@ -14,6 +14,12 @@ from common.validators import validate_json_bounds
 from devices.models import DeviceInstanceEndpoint, Farm
 
 PRIORITY_MIN, PRIORITY_MAX = -1000, 1000
+MAX_ON_MAX_S = 7 * 86400  # the longest run-time limit
+MAX_ON_HELP = (
+    "a run-time limit in seconds: this long after the command applied, one back to "
+    "max_on_value (or the endpoint's safe value) follows; null: none"
+)
+MAX_ON_VALUE_HELP = "with max_on_s: the value to return to; null: the endpoint's safe value"
 
 
 class Operator(models.TextChoices):
@@ -55,6 +61,16 @@ class AutomationRule(models.Model):
         DeviceInstanceEndpoint, on_delete=models.PROTECT, related_name="targeting_rules"
     )
     target_value = models.JSONField(validators=[validate_json_bounds])
+    # A run-time limit on the action's command (``automation.services.run_limits``).
+    max_on_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ON_MAX_S)],
+        help_text=MAX_ON_HELP,
+    )
+    max_on_value = models.JSONField(
+        null=True, blank=True, validators=[validate_json_bounds], help_text=MAX_ON_VALUE_HELP
+    )
     # Higher wins when rules decide for one endpoint at once; a manual command outranks all.
     priority = models.SmallIntegerField(
         default=0, validators=[MinValueValidator(PRIORITY_MIN), MaxValueValidator(PRIORITY_MAX)]
@@ -133,6 +149,16 @@ class AutomationRuleAction(models.Model):
         DeviceInstanceEndpoint, on_delete=models.PROTECT, related_name="acting_rules"
     )
     target_value = models.JSONField(validators=[validate_json_bounds])
+    # A run-time limit on the action's command (``automation.services.run_limits``).
+    max_on_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ON_MAX_S)],
+        help_text=MAX_ON_HELP,
+    )
+    max_on_value = models.JSONField(
+        null=True, blank=True, validators=[validate_json_bounds], help_text=MAX_ON_VALUE_HELP
+    )
 
     class Meta:
         constraints = [

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from automation.keys import desired_state_fingerprint
 from automation.models import DeviceCommand, DeviceCommandReceipt
+from automation.services.run_limits import NO_LIMIT, RunLimit
 from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
@@ -185,13 +186,20 @@ class CommandColumns:
     max_attempts: int
     created_at: datetime
     updated_at: datetime
+    max_on_s: int | None  # the run-time limit it carries (``automation.services.run_limits``)
+    max_on_value: JsonValue
 
 
 def command_fields(
-    target: DeviceInstanceEndpoint, value: JsonValue, *, key: str, now: datetime
+    target: DeviceInstanceEndpoint,
+    value: JsonValue,
+    *,
+    key: str,
+    now: datetime,
+    limit: RunLimit = NO_LIMIT,
 ) -> CommandColumns:
     """The columns every new intent for ``value`` on ``target`` shares: the RPC binding's
-    request, its fingerprint, the retry budget and the key."""
+    request, its fingerprint, the retry budget, the key and the run-time limit, if any."""
     params: JsonObject = {target.rpc_param_key: value}
     return CommandColumns(
         target_serial_number=target.device.serial_number,
@@ -203,4 +211,6 @@ def command_fields(
         max_attempts=settings.COMMAND_MAX_ATTEMPTS,
         created_at=now,
         updated_at=now,
+        max_on_s=limit.max_on_s,
+        max_on_value=limit.max_on_value,
     )

@@ -37,6 +37,7 @@ from automation.services.cooldown import CooldownKey, command_cooldowns_for, coo
 from automation.services.manual import manual_holds_active
 from automation.services.priority import candidates_rank
 from automation.services.rows import as_row
+from automation.services.run_limits import NO_LIMIT, RunLimit
 from automation.services.targets import (
     TargetState,
     commands_supersede_unsent,
@@ -66,14 +67,18 @@ class Trigger:
 class Action:
     endpoint: DeviceInstanceEndpoint
     value: JsonValue
+    limit: RunLimit = NO_LIMIT  # carried by the command it makes
 
 
 def rule_actions(rule: AutomationRule) -> list[Action]:
     """The target endpoint's action, then the further ones (prefetched ``actions``)."""
     further = sorted(rule.actions.all(), key=lambda a: a.pk)
     return [
-        Action(rule.target_endpoint, rule.target_value),
-        *(Action(a.target_endpoint, a.target_value) for a in further),
+        Action(rule.target_endpoint, rule.target_value, RunLimit(rule.max_on_s, rule.max_on_value)),
+        *(
+            Action(a.target_endpoint, a.target_value, RunLimit(a.max_on_s, a.max_on_value))
+            for a in further
+        ),
     ]
 
 
@@ -296,5 +301,5 @@ def _intent(d: Decision, execution_id: int, now: datetime) -> CommandRow:
         rule=rule.pk,
         target_device=target.device_id,
         target_device_endpoint=target.pk,
-        columns=command_fields(target, value, key=key, now=now),
+        columns=command_fields(target, value, key=key, now=now, limit=d.action.limit),
     )

@@ -39,6 +39,7 @@ from automation.keys import manual_intent_idempotency_key
 from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.rows import as_row
+from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.handoff import commands_dispatch_on_commit
@@ -99,10 +100,14 @@ def endpoint_command_manual(
     reason: str,
     request_key: str | None = None,
     now: datetime | None = None,
+    max_on_s: int | None = None,
+    max_on_value: JsonValue = None,
 ) -> ManualCommand:
-    """Set ``endpoint_id`` to ``value`` by hand (see the module docstring). Raises
-    ``DeviceInstanceEndpoint.DoesNotExist``, ``ManualCommandRefused`` or, for a blank
-    reason, ``scheduler.services.support.SupportReasonMissing``."""
+    """Set ``endpoint_id`` to ``value`` by hand (see the module docstring), for at most
+    ``max_on_s`` when given (``automation.services.run_limits``). Raises
+    ``DeviceInstanceEndpoint.DoesNotExist``, ``ManualCommandRefused``,
+    ``RunLimitInvalid`` or, for a blank reason,
+    ``scheduler.services.support.SupportReasonMissing``."""
     note = support_note(actor.get_username(), reason)
     now = now or timezone.now()
     target = DeviceInstanceEndpoint.objects.select_related("device__farm", "profile_endpoint").get(
@@ -111,6 +116,9 @@ def endpoint_command_manual(
     refused = manual_command_refusal(target, value)
     if refused is not None:
         raise ManualCommandRefused(refused)
+    limit_errors = run_limit_errors(target, max_on_s, max_on_value)
+    if limit_errors:
+        raise RunLimitInvalid(limit_errors)
     user_id = actor.pk if actor.is_authenticated else None
     key = manual_intent_idempotency_key(
         endpoint_id=target.pk,
@@ -121,14 +129,14 @@ def endpoint_command_manual(
     existing = DeviceCommand.objects.filter(idempotency_key=key).first()
     if existing is not None:
         return ManualCommand(existing, False, manual_hold_until(endpoint_id=target.pk, now=now))
+    limit = RunLimit(max_on_s, max_on_value)
+    row = _intent_row(target, value, key, user_id, reason.strip(), now, limit)
     with transaction.atomic():
         targets_lock([target.pk])
         targets = target_states_load([target.pk])  # before the insert: what this replaces
         try:
             with transaction.atomic():
-                intent = DeviceCommand.objects.create(
-                    **as_row(_intent_row(target, value, key, user_id, reason.strip(), now))
-                )
+                intent = DeviceCommand.objects.create(**as_row(row))
         except IntegrityError:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
@@ -169,6 +177,7 @@ def _intent_row(
     user_id: int | None,
     reason: str,
     now: datetime,
+    limit: RunLimit,
 ) -> _ManualCommandRow:
     return _ManualCommandRow(
         origin=CommandOrigin.MANUAL,
@@ -176,7 +185,7 @@ def _intent_row(
         request_reason=reason[:400],
         target_device_id=target.device_id,
         target_device_endpoint_id=target.pk,
-        columns=command_fields(target, value, key=key, now=now),
+        columns=command_fields(target, value, key=key, now=now, limit=limit),
     )
 
 

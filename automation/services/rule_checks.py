@@ -17,6 +17,7 @@ from automation.gates import target_failure
 from automation.models import Operator
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
 from automation.models.schedules import EVERY_DAY
+from automation.services.run_limits import run_limit_errors
 from automation.states import ReasonCode
 from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint, Farm
@@ -43,6 +44,8 @@ class _RuleOwnFields(TypedDict, total=False):
     threshold_value: JsonValue
     threshold_value_high: JsonValue  # the upper bound of between/outside
     target_value: JsonValue
+    max_on_s: int | None  # a run-time limit on the target's command
+    max_on_value: JsonValue
     priority: int
     condition_window_s: int
     is_active: bool
@@ -73,6 +76,8 @@ class ConditionInput(TypedDict):
 class ActionInput(TypedDict):
     target_endpoint: DeviceInstanceEndpoint
     target_value: JsonValue
+    max_on_s: NotRequired[int | None]
+    max_on_value: NotRequired[JsonValue]
 
 
 class ScheduleInput(TypedDict):
@@ -209,6 +214,7 @@ def _action_errors(
         endpoint = action["target_endpoint"]
         names = ("target_endpoint", "target_value")
         item = _target_errors(endpoint, action.get("target_value"), farm, names=names)
+        item |= run_limit_errors(endpoint, action.get("max_on_s"), action.get("max_on_value"))
         if endpoint.pk == target.pk:
             item["target_endpoint"] = "is the rule's target endpoint"
         elif endpoint.pk in seen:
@@ -260,6 +266,7 @@ def rule_errors(
         target, fields.get("target_value"), farm, names=("target_endpoint", "target_value")
     )
     errors |= _bound_errors(fields)
+    errors |= run_limit_errors(target, fields.get("max_on_s"), fields.get("max_on_value"))
     _nested(
         errors, "conditions", _condition_errors(conditions, farm, fields.get("trigger_endpoint"))
     )

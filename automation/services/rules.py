@@ -65,11 +65,15 @@ RULE_FIELDS = (
     "threshold_value_high",
     "target_endpoint",
     "target_value",
+    "max_on_s",
+    "max_on_value",
     "priority",
     "condition_window_s",
     "is_active",
 )
 
+# What an action left out of a write is: no run-time limit.
+ACTION_DEFAULTS: dict[str, None] = {"max_on_s": None, "max_on_value": None}
 # What a schedule left out of a write is: a replaced list's items are whole.
 SCHEDULE_DEFAULTS: dict[str, int | bool] = {
     "weekdays": EVERY_DAY,
@@ -193,7 +197,8 @@ def _save_nested(
         conditioned = [{"threshold_value_high": None, **c} for c in conditions]
         _replace(rule, AutomationRuleCondition, "endpoint_id", conditioned)
     if actions is not None:
-        _replace(rule, AutomationRuleAction, "target_endpoint_id", [dict(a) for a in actions])
+        limited = [{**ACTION_DEFAULTS, **a} for a in actions]
+        _replace(rule, AutomationRuleAction, "target_endpoint_id", limited)
     if schedules is not None:
         scheduled = [{**SCHEDULE_DEFAULTS, **s} for s in schedules]
         _replace(rule, AutomationRuleSchedule, "local_time", scheduled)
@@ -215,7 +220,12 @@ def rule_nested(
         for c in rule.conditions.all()
     ]
     actions: list[ActionInput] = [
-        {"target_endpoint": a.target_endpoint, "target_value": a.target_value}
+        {
+            "target_endpoint": a.target_endpoint,
+            "target_value": a.target_value,
+            "max_on_s": a.max_on_s,
+            "max_on_value": a.max_on_value,
+        }
         for a in rule.actions.all()
     ]
     schedules: list[ScheduleInput] = [

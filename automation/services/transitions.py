@@ -4,7 +4,12 @@ it was read with, every transition it takes gets its audit row in the same trans
 and a command that ends frees its endpoint for the next one. A batch costs one UPDATE per
 distinct set of changed columns (two or three kinds in practice), one INSERT of audit rows
 and, after commit, one query for the commands waiting behind the freed endpoints, however
-many rows it carries."""
+many rows it carries.
+
+Two ends imply more, in the same transaction, and cost nothing when no row of the batch
+needs them: a command that applies with a run-time limit ensures its due work
+(``automation.services.run_limits``), and one that ends failed, expired or uncertain is
+handed to the farm's alarm policy (one read of the devices' farms for both)."""
 
 from __future__ import annotations
 
@@ -19,11 +24,13 @@ from django.db import transaction
 
 from automation import coordination
 from automation.models import CommandTransition, DeviceCommand
+from automation.services.run_limits import run_limits_ensure
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from common.handoff import COMMANDS_DISPATCH, enqueue
 from common.json_types import JsonValue
 from common.sql import update_returning
 from config.metrics import metrics_transitions_recorded
+from devices.models import Device
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +121,7 @@ def commands_transition(
         released = [m.intent.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
         if released:
             transaction.on_commit(lambda: endpoints_released(released))
+        _ends_follow(done, now)
     for move in done:
         _apply_in_memory(move, _updates(move, now))
         for step in move.path:
@@ -128,6 +136,18 @@ def commands_transition(
                 },
             )
     return done
+
+
+def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:
+    """The run-time limits of the commands that applied, the alarms of those that ended badly
+    (see the module docstring); no query when the batch has neither."""
+    limited = [m for m in done if m.to == CommandStatus.APPLIED and m.intent.max_on_s]
+    if not limited:
+        return
+    devices = {m.intent.target_device_id for m in limited}
+    farms = dict(Device.objects.filter(pk__in=devices).values_list("pk", "farm_id"))
+    applied = [(m.intent, m.fields.get("applied_at") or now) for m in limited]
+    run_limits_ensure(applied=applied, farms=farms, now=now)
 
 
 def _updates(move: GuardedTransition, now: datetime) -> CommandUpdates:

@@ -67,7 +67,14 @@ def test_a_rule_is_written_and_read_with_its_nested_lists(tenants: tuple[Tenant,
             "threshold_value_high": 90,
         }
     ]
-    assert rule["actions"] == [{"target_endpoint": alpha.kit.io1.pk, "target_value": True}]
+    assert rule["actions"] == [
+        {
+            "target_endpoint": alpha.kit.io1.pk,
+            "target_value": True,
+            "max_on_s": None,
+            "max_on_value": None,
+        }
+    ]
     assert rule["schedules"] == [
         {
             "local_time": "07:00:00",

@@ -26,15 +26,20 @@ Schema = dict[str, Any]
 ERROR_REF = "#/components/schemas/Error"
 # Every field that holds an endpoint's value (a number, a boolean or an enum's text).
 ENDPOINT_VALUES = {
-    "Rule": ("threshold_value", "threshold_value_high", "target_value"),
-    "RuleRequest": ("threshold_value", "threshold_value_high", "target_value"),
-    "PatchedRuleRequest": ("threshold_value", "threshold_value_high", "target_value"),
+    "Rule": ("threshold_value", "threshold_value_high", "target_value", "max_on_value"),
+    "RuleRequest": ("threshold_value", "threshold_value_high", "target_value", "max_on_value"),
+    "PatchedRuleRequest": (
+        "threshold_value",
+        "threshold_value_high",
+        "target_value",
+        "max_on_value",
+    ),
     "RuleCondition": ("threshold_value", "threshold_value_high"),
     "RuleConditionRequest": ("threshold_value", "threshold_value_high"),
-    "RuleAction": ("target_value",),
-    "RuleActionRequest": ("target_value",),
-    "Command": ("target_value",),
-    "ManualCommandRequest": ("value",),
+    "RuleAction": ("target_value", "max_on_value"),
+    "RuleActionRequest": ("target_value", "max_on_value"),
+    "Command": ("target_value", "max_on_value"),
+    "ManualCommandRequest": ("value", "max_on_value"),
     "InstanceEndpoint": ("last_value",),
     "RolloutCreateRequest": ("value",),
     "Rollout": ("value",),
