@@ -22,6 +22,7 @@ from typing import TypedDict
 
 from django.db import transaction
 
+from alarms.services import CommandEnded, command_alarms_raise
 from automation import coordination
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.run_limits import run_limits_ensure
@@ -33,6 +34,12 @@ from config.metrics import metrics_transitions_recorded
 from devices.models import Device
 
 logger = logging.getLogger(__name__)
+
+# The ends that may raise an alarm (the farm's policy says which do), but for those the system
+# or a person chose: a command replaced before it was sent, one of a stopped rollout (that
+# rollout raises its own), one support marked failed.
+ALARMED_ENDS = frozenset({CommandStatus.FAILED, CommandStatus.EXPIRED, CommandStatus.UNCERTAIN})
+QUIET_ENDS = frozenset({ReasonCode.SUPERSEDED, ReasonCode.ROLLOUT_STOPPED, ReasonCode.MANUAL})
 
 
 class CommandFields(TypedDict, total=False):
@@ -142,12 +149,19 @@ def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:
     """The run-time limits of the commands that applied, the alarms of those that ended badly
     (see the module docstring); no query when the batch has neither."""
     limited = [m for m in done if m.to == CommandStatus.APPLIED and m.intent.max_on_s]
-    if not limited:
+    ended = [m for m in done if m.to in ALARMED_ENDS and m.path[-1].reason not in QUIET_ENDS]
+    if not limited and not ended:
         return
-    devices = {m.intent.target_device_id for m in limited}
+    devices = {m.intent.target_device_id for m in (*limited, *ended)}
     farms = dict(Device.objects.filter(pk__in=devices).values_list("pk", "farm_id"))
-    applied = [(m.intent, m.fields.get("applied_at") or now) for m in limited]
-    run_limits_ensure(applied=applied, farms=farms, now=now)
+    if limited:
+        applied = [(m.intent, m.fields.get("applied_at") or now) for m in limited]
+        run_limits_ensure(applied=applied, farms=farms, now=now)
+    if ended:
+        commands = [
+            CommandEnded(m.intent.pk, farms[m.intent.target_device_id], m.to) for m in ended
+        ]
+        command_alarms_raise(commands=commands, now=now)
 
 
 def _updates(move: GuardedTransition, now: datetime) -> CommandUpdates:
