@@ -52,6 +52,10 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "notifications-sweep": BeatEntry(
             "notifications.sweep", float(settings.NOTIFY_SWEEP_INTERVAL_S)
         ),
+        # Due alarm notifications and repeats until acknowledged, one bounded batch.
+        "alarms-notify": BeatEntry(
+            "notifications.alarms_notify", float(settings.ALARMS_NOTIFY_INTERVAL_S)
+        ),
         # Bounded reminder reconciliation, one batch per provider (low frequency).
         "reminders-reconcile": BeatEntry(
             "reminders.reconcile", float(settings.REMINDERS_RECONCILE_INTERVAL_S)

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from common.handoff import NOTIFICATION_DELIVER
 from config.celery import DB_RETRY, routed_to
+from notifications.services.alarms import alarms_notify
 from notifications.services.deliver import notification_deliver
 from notifications.services.sweep import notifications_sweep
 
@@ -33,3 +34,13 @@ def notifications_sweep_task() -> int:
     """Recover lost claims and queue one delivery task per due notification."""
     result = notifications_sweep(now=timezone.now(), enqueue=_enqueue)
     return result.requeued + result.failed + result.enqueued
+
+
+@shared_task(
+    name="notifications.alarms_notify",
+    **routed_to("notify", soft_time_limit=120, time_limit=150),
+    **DB_RETRY,
+)
+def alarms_notify_task() -> int:
+    """Hand off the due alarm notifications and repeats, one bounded batch."""
+    return alarms_notify(now=timezone.now())

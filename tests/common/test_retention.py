@@ -75,6 +75,7 @@ def test_every_append_only_table_has_a_retention() -> None:
         "notifications.Notification",
         "events.EventInbox",
         "rollouts.Rollout",
+        "alarms.Alarm",
     }
 
 

@@ -27,9 +27,10 @@ PRINT_EMAIL = (
 def test_tasks_are_registered_routed_to_notify_and_swept_by_beat():
     celery_app.loader.import_default_modules()
     ours = {name for name in celery_app.tasks if name.startswith("notifications.")}
-    assert ours == {"notifications.deliver", "notifications.sweep"}
+    assert ours == {"notifications.deliver", "notifications.sweep", "notifications.alarms_notify"}
     assert {TASK_ROUTES[name] for name in ours} == {"notify"}
     assert beat_schedule()["notifications-sweep"].task == "notifications.sweep"
+    assert beat_schedule()["alarms-notify"].task == "notifications.alarms_notify"
 
 
 def test_built_in_channels_are_registered():
