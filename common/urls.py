@@ -28,6 +28,7 @@ API_RESOURCES = {
     "executions": "execution-list",
     "scheduler": "scheduler-list",
     "rollouts": "rollout-list",
+    "alarms": "alarm-list",
     "telemetry": "telemetry-ingest",
     "diagnostics": "diagnostics",
     "reminder-settings": "reminder-setting-list",

@@ -37,6 +37,7 @@ urlpatterns = [
     path("api/v1/", include("reminders.api")),
     path("api/v1/", include("reminders.user_messages_api")),  # users' scheduled messages
     path("api/v1/", include("rollouts.api")),  # fleet rollouts
+    path("api/v1/", include("alarms.api")),  # alarms: list, acknowledge, clear
     path("metrics", metrics, name="metrics"),
     path("health", health, name="health"),
 ]

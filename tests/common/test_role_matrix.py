@@ -22,6 +22,8 @@ from django.test import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from alarms.models import Alarm
+from alarms.services import alarm_raise
 from common.models import MemberRole, OrganizationMember
 from common.role_matrix import Route, api_routes, matrix_markdown, uses_role_matrix
 from common.roles import ROLES_MEETING, Need
@@ -122,6 +124,17 @@ def _world() -> World:
         contact,
         ChannelPreferenceFactory(contact=contact, channel="webhook", enabled=False),
         rollout,
+        Alarm.objects.get(
+            pk=alarm_raise(
+                farm_id=alpha.kit.farm.pk,
+                source="device",
+                source_id=alpha.kit.sensor.pk,
+                type="device_offline",
+                severity="major",
+                actor="device health",
+                now=timezone.now(),
+            )
+        ),
     ]
     return World(rows={type(r): r for r in found}, users=users, inbox_item=item)
 
