@@ -11,6 +11,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from alarms.services import alarm_raise
+from alarms.states import AlarmSeverity, AlarmSource, AlarmType
 from automation.models import DeviceCommand
 from automation.services.manual import Actor
 from automation.services.targets import targets_lock
@@ -64,7 +66,27 @@ def rollout_move(
     rollout.state, rollout.version = to, rollout.version + 1
     if to == RolloutState.RUNNING:
         rollout.ticked_at, rollout.rate_budget = now, 0.0
+    if to == RolloutState.ABORTED:
+        _aborted_alarm_raise(rollout, reason=reason, now=now)
     return True
+
+
+def _aborted_alarm_raise(rollout: Rollout, *, reason: str, now: datetime) -> None:
+    """An aborted rollout needs a person: an alarm in the same transaction as the move. One
+    open alarm per rollout, on its first farm (an alarm belongs to one farm)."""
+    farm_id = rollout.farms.order_by("pk").values_list("pk", flat=True).first()
+    if farm_id is None:
+        return
+    alarm_raise(
+        farm_id=farm_id,
+        source=AlarmSource.ROLLOUT,
+        source_id=rollout.pk,
+        type=AlarmType.ROLLOUT_ABORTED,
+        severity=AlarmSeverity.MAJOR,
+        detail=f"rollout {rollout.name!r} aborted: {reason}",
+        actor="rollout driver",
+        now=now,
+    )
 
 
 def unsent_stop(
