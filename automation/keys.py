@@ -45,6 +45,15 @@ def schedule_intent_idempotency_key(
     )
 
 
+def watchdog_intent_idempotency_key(
+    *, rule_id: int, target_endpoint_id: int, target_value: Any, occurrence_id: int
+) -> str:
+    """A watchdog's silence (its scheduler row): a re-run of the row finds its intent."""
+    return _sha256(
+        "watchdog", rule_id, target_endpoint_id, canonical_json(target_value), occurrence_id
+    )
+
+
 def manual_intent_idempotency_key(
     *, endpoint_id: int, target_value: Any, user_id: int | None, request_key: str
 ) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_serializer
 from rest_framework import serializers
 
+from alarms.models import AlarmSeverity
 from automation.models import (
     AutomationRule,
     AutomationRuleAction,
@@ -125,6 +126,13 @@ class RuleSerializer(StrictModelSerializer[AutomationRule]):
     threshold_value = EndpointValueField(required=False, allow_null=True, help_text=_THRESHOLD_HELP)
     threshold_value_high = EndpointValueField(required=False, allow_null=True, help_text=_HIGH_HELP)
     target_value = EndpointValueField(help_text="the value to drive the target endpoint to")
+    alarm_severity = serializers.ChoiceField(
+        choices=AlarmSeverity.choices,
+        allow_blank=True,
+        required=False,
+        help_text="raise an alarm of this severity when the rule fires, cleared when its "
+        "condition is false again; a watchdog's alarm is major when blank",
+    )
     max_on_value = EndpointValueField(required=False, allow_null=True, help_text=_MAX_ON_HELP)
     conditions = _nested(RuleConditionSerializer())
     actions = _nested(RuleActionSerializer())

@@ -38,6 +38,7 @@ from devices.mqtt.messages import (
 from devices.mqtt.publisher import get_publisher
 
 logger = logging.getLogger(__name__)
+SCHEDULER_POLL_DUE = "scheduler.poll_due"
 
 
 def _metrics_watched(endpoint_ids: list[int]) -> list[int]:
@@ -155,6 +156,19 @@ def rule_schedules_ensure_task() -> int:
     from automation.services.rule_schedules import rule_schedules_ensure_due
 
     return rule_schedules_ensure_due(now=timezone.now())
+
+
+@shared_task(name="automation.watchdogs_sweep", **routed_to("scheduler"), **DB_RETRY)
+def watchdogs_sweep_task() -> int:
+    """Ensure a row per silence that lasted its watchdog's seconds and clear the alarms of
+    endpoints that reported again; a poll of due work follows at once when rows were written,
+    so a silence fires within one sweep, not one sweep plus one poll."""
+    from automation.services.watchdog import watchdogs_sweep
+
+    result = watchdogs_sweep(now=timezone.now())
+    if result.ensured:
+        enqueue(SCHEDULER_POLL_DUE)
+    return len(result.ensured)
 
 
 @shared_task(name="automation.command_intents_sweep", **routed_to("dispatch"))

@@ -87,6 +87,11 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "automation-rule-schedules-ensure": BeatEntry(
             "automation.rule_schedules_ensure", float(settings.RULE_SCHEDULE_ENSURE_INTERVAL_S)
         ),
+        # Each silence a watchdog waits for gets its row once it lasted; alarms of endpoints
+        # that reported again clear.
+        "automation-watchdogs-sweep": BeatEntry(
+            "automation.watchdogs_sweep", float(settings.WATCHDOG_SWEEP_INTERVAL_S)
+        ),
         # Each running rollout's next wave (bounded; two beats' ticks never overlap a lease).
         "rollouts-drive": BeatEntry("rollouts.drive", float(settings.ROLLOUTS.tick_interval_s)),
         # Each live user message gets its rows up to the horizon (same cadence as reports).

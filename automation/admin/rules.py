@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.text import capfirst
 
+from alarms.models import AlarmSeverity
 from automation.admin.rule_inlines import (
     FORMSETS_ATTR,
     WEEKDAY_LABELS,
@@ -24,9 +26,10 @@ from automation.admin.rule_inlines import (
     ScheduleInline,
 )
 from automation.admin.rule_values import TypedValuesForm
-from automation.models import AutomationRule, AutomationRuleSchedule
+from automation.models import AutomationRule, AutomationRuleSchedule, Operator
 from automation.models.schedules import EVERY_DAY
 from automation.operators import condition_text
+from automation.services.rule_checks import SILENCE_MAX_S, WATCHDOG_PRIORITY
 from automation.services.rules import (
     RULE_FIELDS,
     RuleInvalid,
@@ -66,9 +69,34 @@ class RuleAdminForm(TypedValuesForm):
         for name in DEFAULTED:
             if name in self.fields:
                 self.fields[name].required = False
+        self._watchdog_fields()
+
+    def _watchdog_fields(self) -> None:
+        """A watchdog's threshold is whole seconds of silence, whatever the endpoint's type;
+        the alarm severity is picked from the alarms' severities."""
+        if "alarm_severity" in self.fields:
+            self.fields["alarm_severity"] = forms.ChoiceField(
+                choices=[("", "none"), *AlarmSeverity.choices],
+                required=False,
+                help_text="raise an alarm of this severity when the rule fires (a watchdog's: "
+                "major when none)",
+            )
+        operator = (
+            self.data.get(self.add_prefix("operator")) if self.is_bound else self.instance.operator
+        )
+        if operator == Operator.SILENT_FOR and "threshold_value" in self.fields:
+            self.fields["threshold_value"] = forms.IntegerField(
+                min_value=1,
+                max_value=SILENCE_MAX_S,
+                required=False,
+                help_text="seconds without a reading of the trigger endpoint",
+            )
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        new_watchdog = self.instance.pk is None and cleaned.get("operator") == Operator.SILENT_FOR
+        if new_watchdog and cleaned.get("priority") is None:
+            cleaned["priority"] = WATCHDOG_PRIORITY  # the top one, as the API gives it
         for name in DEFAULTED:
             if cleaned.get(name) is None:
                 cleaned[name] = getattr(self.instance, name)

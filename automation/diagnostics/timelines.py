@@ -171,6 +171,8 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
         asked = f" asked by {requester_name(intent)}: {intent.request_reason}"
     elif intent.origin == CommandOrigin.SCHEDULE:
         asked = f" by rule {intent.rule_id}'s schedule"
+    elif intent.origin == CommandOrigin.WATCHDOG:
+        asked = f" by rule {intent.rule_id}'s watchdog: its trigger endpoint fell silent"
     endpoints = _command_endpoints(intent)
     entries = [
         TimelineEntry(

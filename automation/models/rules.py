@@ -93,7 +93,15 @@ class AutomationRule(models.Model):
 
     class Meta:
         verbose_name = "rule"
-        indexes = [models.Index(fields=["trigger_endpoint", "is_active"])]
+        indexes = [
+            models.Index(fields=["trigger_endpoint", "is_active"]),
+            # The watchdog sweep and the watchdog holds of a decision: active watchdogs only.
+            models.Index(
+                fields=["trigger_endpoint"],
+                condition=Q(operator=Operator.SILENT_FOR, is_active=True),
+                name="rule_watchdogs_active",
+            ),
+        ]
         constraints = [
             # A deleted rule is never active again, whoever writes the row.
             models.CheckConstraint(

@@ -13,7 +13,7 @@ ones (latest decision wins). Called under the targets' lock (``targets_lock``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.db.models import Q
@@ -23,6 +23,7 @@ from automation.keys import (
     intent_idempotency_key,
     schedule_intent_idempotency_key,
     target_value_key,
+    watchdog_intent_idempotency_key,
 )
 from automation.models import (
     AutomationEndpointEvent,
@@ -43,6 +44,7 @@ from automation.services.targets import (
     commands_supersede_unsent,
     target_state_track,
 )
+from automation.services.watchdog import WatchdogHold, watchdog_holds_active
 from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
 from common.json_types import JsonValue
 from common.sql import insert_ignore_returning
@@ -51,12 +53,14 @@ from devices.models import DeviceInstanceEndpoint
 
 @dataclass(frozen=True)
 class Trigger:
-    """What made a rule fire: a reading (``event``) or a schedule's occurrence (the scheduler
-    row ``occurrence_id``), at ``at`` (the reading's or the occurrence's time)."""
+    """What made a rule fire: a reading (``event``), or a scheduler row (``occurrence_id``):
+    a schedule's occurrence or, with ``origin`` watchdog, a watchdog's silence; at ``at``
+    (the reading's, the occurrence's or the silence's due time)."""
 
     at: datetime
     event: AutomationEndpointEvent | None = None
     occurrence_id: int | None = None
+    origin: CommandOrigin = CommandOrigin.SCHEDULE  # of an occurrence's commands
 
     @property
     def order(self) -> tuple[datetime, int]:
@@ -142,15 +146,19 @@ class Context:
     cooldowns: dict[CooldownKey, CommandCooldown]
     holds: dict[int, int]  # endpoint → the manual command holding it
     now: datetime
+    # endpoint → the silent watchdog holding it against rules of a lower priority
+    watchdog_holds: dict[int, WatchdogHold] = field(default_factory=dict)
 
 
 def decision_context(targets: dict[int, TargetState], now: datetime) -> Context:
-    """The cool-downs and manual holds of these targets (two queries), with their states."""
+    """The cool-downs, manual holds and watchdog holds of these targets (three queries, a
+    fourth when a watchdog is silent), with their states."""
     return Context(
         targets=targets,
         cooldowns=command_cooldowns_for(targets),
         holds=manual_holds_active(targets, now=now),
         now=now,
+        watchdog_holds=watchdog_holds_active(targets, now=now),
     )
 
 
@@ -162,8 +170,8 @@ def candidates_decide(candidates: Sequence[Decision], context: Context) -> list[
     decided: list[Decision] = []
     for candidate in sorted(winners, key=lambda d: d.trigger.order):
         decision = _decide(candidate, context)
-        if decision.reason != ReasonCode.MANUAL_OVERRIDE:
-            # The manual command stays the endpoint's latest decision.
+        if decision.reason not in (ReasonCode.MANUAL_OVERRIDE, ReasonCode.WATCHDOG):
+            # The manual (or the watchdog's) command stays the endpoint's latest decision.
             target_state_track(
                 context.targets[decision.action.endpoint.pk],
                 decision.outcome,
@@ -189,6 +197,9 @@ def _decide(candidate: Decision, context: Context) -> Decision:
     held_by = context.holds.get(endpoint.pk)
     if held_by is not None:
         return ends(ExecutionOutcome.SUPPRESSED, ReasonCode.MANUAL_OVERRIDE, held_by)
+    watchdog = context.watchdog_holds.get(endpoint.pk)
+    if watchdog is not None and watchdog.rule_id != rule.pk and rule.priority < watchdog.priority:
+        return ends(ExecutionOutcome.SUPPRESSED, ReasonCode.WATCHDOG)
     target = context.targets[endpoint.pk]
     has_live, live_value = target.newest_live_value()
     if has_live and values_equal(live_value, value):
@@ -286,6 +297,14 @@ def _intent(d: Decision, execution_id: int, now: datetime) -> CommandRow:
             target_endpoint_id=target.pk,
             target_value=value,
             event_id=d.trigger.event.pk,
+        )
+    elif d.trigger.origin == CommandOrigin.WATCHDOG or d.trigger.origin == CommandOrigin.WATCHDOG:
+        origin = CommandOrigin.WATCHDOG
+        key = watchdog_intent_idempotency_key(
+            rule_id=rule.pk,
+            target_endpoint_id=target.pk,
+            target_value=value,
+            occurrence_id=d.trigger.occurrence_id or 0,
         )
     else:
         origin = CommandOrigin.SCHEDULE

@@ -51,6 +51,7 @@ from automation.services.decisions import (
     decisions_persist,
     rule_actions,
 )
+from automation.services.rule_alarms import rule_alarms_sync
 from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import EventStatus, ReasonCode
 
@@ -96,7 +97,7 @@ def endpoint_events_evaluate(
         )
         now = timezone.now()
         context = decision_context(targets, now)
-        candidates, finished = _candidates(events, rules_by_endpoint, readings)
+        candidates, finished, verdicts = _candidates(events, rules_by_endpoint, readings)
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)
         for d in decisions:
@@ -104,6 +105,7 @@ def endpoint_events_evaluate(
         result.pending_intent_ids = decisions_persist(decisions, targets, now)
         for (status, reason), ended_ids in finished.items():
             _events_finish(ended_ids, status, reason)
+        rule_alarms_sync(verdicts=verdicts, now=now)
         if on_intents is not None and result.pending_intent_ids:
             handed = result.pending_intent_ids
             transaction.on_commit(lambda: on_intents(handed))
@@ -117,19 +119,22 @@ def endpoint_events_evaluate(
 
 
 EventEnd = tuple[EventStatus, ReasonCode]
+Verdicts = dict[int, tuple[AutomationRule, bool]]  # rule id → (rule, its conditions held)
 
 
 def _candidates(
     events: Sequence[AutomationEndpointEvent],
     rules_by_endpoint: dict[int, list[AutomationRule]],
     readings: dict[int, Reading],
-) -> tuple[list[Decision], dict[EventEnd, list[int]]]:
-    """One candidate per (event, firing rule, action), and how each event ends. Only the
+) -> tuple[list[Decision], dict[EventEnd, list[int]], Verdicts]:
+    """One candidate per (event, firing rule, action), how each event ends, and each rule's
+    verdict on the newest reading that evaluated it (its alarm follows it). Only the
     newest reading of an endpoint (its ``readings`` entry) acts: an older one evaluated late
     (a redelivery, a sweep after an outage) would otherwise send a command the newer reading
     has already overruled."""
     candidates: list[Decision] = []
     finished: dict[EventEnd, list[int]] = defaultdict(list)
+    verdicts: Verdicts = {}
     for event in sorted(events, key=lambda e: (e.event_timestamp, e.pk)):
         newest = readings.get(event.device_instance_endpoint_id)
         if newest is not None and newest.at is not None and event.event_timestamp < newest.at:
@@ -137,16 +142,17 @@ def _candidates(
             continue
         trigger = Trigger(at=event.event_timestamp, event=event)
         try:
-            fired = [
-                rule
+            judged = {
+                rule.pk: (rule, rule_holds(rule, readings, at=event.event_timestamp, event=event))
                 for rule in rules_by_endpoint.get(event.device_instance_endpoint_id, [])
                 if rule.farm_id == event.farm_id
-                and rule_holds(rule, readings, at=event.event_timestamp, event=event)
-            ]
+            }
         except Exception:  # one bad rule or value must not stall the batch
             logger.exception("evaluation failed", extra={"eventId": event.pk})
             finished[EventStatus.FAILED, ReasonCode.EVALUATION_ERROR].append(event.pk)
             continue
+        verdicts.update(judged)
+        fired = [rule for rule, holds in judged.values() if holds]
         candidates.extend(
             Decision(trigger, rule, action) for rule in fired for action in rule_actions(rule)
         )
@@ -154,7 +160,7 @@ def _candidates(
             finished[EventStatus.PROCESSED, ReasonCode.RULE_MATCHED].append(event.pk)
         else:
             finished[EventStatus.DISCARDED, ReasonCode.NO_MATCHING_RULE].append(event.pk)
-    return candidates, finished
+    return candidates, finished, verdicts
 
 
 def _events_finish(ids: list[int], status: EventStatus, reason: ReasonCode) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import time
 from typing import Any, NotRequired, TypedDict
 
+from alarms.models import AlarmSeverity
 from automation.gates import target_failure
 from automation.models import Operator
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
@@ -26,6 +27,9 @@ from devices.values import value_has_type
 RANGE_OPERATORS = frozenset({Operator.BETWEEN, Operator.OUTSIDE})
 CONDITION_WINDOW_MAX_S = 7 * 86400
 MAX_LATENESS_MAX_S = 86400
+SILENCE_MAX_S = 7 * 86400  # the longest silence a watchdog (``silent_for``) waits for
+WATCHDOG_PRIORITY = PRIORITY_MAX  # a watchdog created without a priority outranks the rest
+_SILENCE_MESSAGE = f"a watchdog's silence: whole seconds from 1 to {SILENCE_MAX_S}"
 NOT_ON_FARM = "must be an endpoint of a device on the rule's farm"
 # What a refused target says, by the gate that refused it (else the value is wrong).
 _TARGET_MESSAGES = {
@@ -49,6 +53,7 @@ class _RuleOwnFields(TypedDict, total=False):
     priority: int
     condition_window_s: int
     is_active: bool
+    alarm_severity: str  # blank, or the severity of the rule's alarm
 
 
 class RuleFields(_RuleOwnFields):
@@ -120,6 +125,8 @@ def _threshold_errors(
     endpoint: DeviceInstanceEndpoint, operator: str, low: JsonValue, high: JsonValue
 ) -> dict[str, str]:
     """An operator and its threshold(s), of the endpoint's data type."""
+    if operator == Operator.SILENT_FOR:
+        return _silence_errors(low, high)
     errors: dict[str, str] = {}
     if not operator:
         errors["operator"] = "required with an endpoint to compare"
@@ -153,6 +160,46 @@ def _trigger_errors(fields: Mapping[str, Any], *, has_schedule: bool) -> dict[st
     errors = _threshold_errors(trigger, operator, low, high)
     if not _on_farm(trigger, fields["farm"]):
         errors["trigger_endpoint"] = NOT_ON_FARM
+    return errors
+
+
+def silence_seconds(value: object) -> int | None:
+    """A watchdog's threshold as whole seconds (1 to ``SILENCE_MAX_S``), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():
+        return None
+    seconds = int(value)
+    return seconds if 1 <= seconds <= SILENCE_MAX_S else None
+
+
+def _silence_errors(low: JsonValue, high: JsonValue) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if silence_seconds(low) is None:
+        errors["threshold_value"] = _SILENCE_MESSAGE
+    if high is not None:
+        errors["threshold_value_high"] = "only for between/outside"
+    return errors
+
+
+def _watchdog_errors(
+    fields: Mapping[str, object],
+    conditions: Sequence[ConditionInput],
+    schedules: Sequence[ScheduleInput],
+) -> RuleErrors:
+    """A watchdog fires on its silence alone; the rule's alarm severity is one of the
+    alarms' severities, or blank."""
+    errors: RuleErrors = {}
+    severity = fields.get("alarm_severity") or ""
+    if severity not in ("", *AlarmSeverity.values):
+        names = ", ".join(AlarmSeverity.values)
+        errors["alarm_severity"] = f"must be one of {names}, or blank"
+    if fields.get("operator") != Operator.SILENT_FOR or fields.get("trigger_endpoint") is None:
+        return errors
+    if conditions:
+        errors["conditions"] = "a watchdog (silent_for) takes no further conditions"
+    if schedules:
+        errors["schedules"] = "a watchdog (silent_for) fires on silence, not at times"
     return errors
 
 
@@ -194,6 +241,8 @@ def _condition_errors(
             condition.get("threshold_value"),
             condition.get("threshold_value_high"),
         )
+        if condition.get("operator") == Operator.SILENT_FOR:
+            item = {"operator": "silent_for is a watchdog's trigger condition only"}
         if not _on_farm(endpoint, farm):
             item["endpoint"] = NOT_ON_FARM
         elif trigger is not None and endpoint.pk == trigger.pk:
@@ -266,6 +315,7 @@ def rule_errors(
         target, fields.get("target_value"), farm, names=("target_endpoint", "target_value")
     )
     errors |= _bound_errors(fields)
+    errors |= _watchdog_errors(fields, conditions, schedules)
     errors |= run_limit_errors(target, fields.get("max_on_s"), fields.get("max_on_value"))
     _nested(
         errors, "conditions", _condition_errors(conditions, farm, fields.get("trigger_endpoint"))

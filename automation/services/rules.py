@@ -21,10 +21,12 @@ from automation.models import (
     AutomationRuleAction,
     AutomationRuleCondition,
     AutomationRuleSchedule,
+    Operator,
 )
 from automation.models.schedules import EVERY_DAY
 from automation.services.rule_checks import (
     RANGE_OPERATORS,
+    WATCHDOG_PRIORITY,
     ActionInput,
     ConditionInput,
     RuleChanges,
@@ -70,6 +72,7 @@ RULE_FIELDS = (
     "priority",
     "condition_window_s",
     "is_active",
+    "alarm_severity",
 )
 
 # What an action left out of a write is: no run-time limit.
@@ -247,7 +250,10 @@ def rule_create(
     schedules: Sequence[ScheduleInput] = (),
     **fields: Unpack[RuleFields],
 ) -> AutomationRule:
-    """Raises ``RuleInvalid`` naming the fields that are wrong; nothing is written then."""
+    """Raises ``RuleInvalid`` naming the fields that are wrong; nothing is written then. A
+    watchdog (``silent_for``) given no priority gets ``WATCHDOG_PRIORITY``, the top one."""
+    if fields.get("operator") == Operator.SILENT_FOR and "priority" not in fields:
+        fields["priority"] = WATCHDOG_PRIORITY
     with transaction.atomic():
         _checked(fields, None, conditions, actions, schedules)
         rule = AutomationRule.objects.create(**fields)

@@ -264,6 +264,8 @@ REMINDERS_METRIC_MAX_WINDOW_MINUTES = env_int("REMINDERS_METRIC_MAX_WINDOW_MINUT
 # Report subscriptions: how often beat ensures each current period's row, and batch size.
 # Rule schedules' occurrence rows are written two days ahead; an edit writes its own at once.
 RULE_SCHEDULE_ENSURE_INTERVAL_S = env_float("RULE_SCHEDULE_ENSURE_INTERVAL_S", 300.0, minimum=1.0)
+# Watchdogs (silent_for): how often beat looks for silences that lasted, and for endpoints back.
+WATCHDOG_SWEEP_INTERVAL_S = env_float("WATCHDOG_SWEEP_INTERVAL_S", 5.0, minimum=0.1)
 REMINDERS_REPORT_ENSURE_INTERVAL_S = env_float(
     "REMINDERS_REPORT_ENSURE_INTERVAL_S", 900.0, minimum=1.0
 )
