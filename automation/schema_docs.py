@@ -48,6 +48,16 @@ _MORNING_RULE = {
         }
     ],
 }
+_WATCHDOG_RULE = {
+    "farm": 1,
+    "name": "Heater off when its temperature sensor is silent for 10 minutes",
+    "trigger_endpoint": 12,
+    "operator": "silent_for",
+    "threshold_value": 600,
+    "target_endpoint": 16,
+    "target_value": False,
+    "alarm_severity": "critical",
+}
 RULE_EXAMPLES = [
     OpenApiExample(
         "Vent on a reading",
@@ -59,6 +69,12 @@ RULE_EXAMPLES = [
         "Irrigate on a schedule",
         summary="A schedule-only rule: no trigger endpoint, operator or threshold",
         value=_MORNING_RULE,
+        request_only=True,
+    ),
+    OpenApiExample(
+        "Watchdog",
+        summary="No reading for 600 s: switch the heater off, raise a critical alarm",
+        value=_WATCHDOG_RULE,
         request_only=True,
     ),
     OpenApiExample(
@@ -95,7 +111,9 @@ RULES = extend_schema_view(
         summary="Create a rule",
         description="A rule on one of the caller's farms (admin role). It fires on a reading "
         "of its trigger endpoint (an operator and a threshold of the endpoint's data type), "
-        "on its schedules, or both, and drives its target endpoint and each further action "
+        "on its schedules, or both, or, a watchdog (`silent_for`), when its trigger endpoint "
+        "has had no reading for `threshold_value` seconds; it drives its target endpoint and "
+        "each further action "
         "while every further condition holds. Checked like the safety gates: a refused field "
         "is a 400 naming it, nested lists included.",
     ),
