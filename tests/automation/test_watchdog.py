@@ -16,6 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from alarms.models import Alarm, AlarmStatus, AlarmTransition
+from automation import tasks
 from automation.diagnostics import command_timeline
 from automation.models import AutomationRule, AutomationRuleExecution, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
@@ -299,3 +300,21 @@ def test_readings_resumed_clears_the_alarm_once_with_its_cause() -> None:
     moves = list(AlarmTransition.objects.filter(alarm=alarm).values_list("to_status", "actor"))
     assert moves == [(AlarmStatus.ACTIVE, "watchdog"), (AlarmStatus.CLEARED, READINGS_RESUMED)]
     assert DeviceInstanceEndpoint.objects.get(pk=kit.temp.pk).last_value == 16
+
+
+def test_the_sweep_task_queues_a_poll_only_when_it_wrote_a_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The row is claimed at once, not at the next due poll: a silence fires within one
+    sweep."""
+    sent: list[str] = []
+    monkeypatch.setattr(tasks, "enqueue", lambda name, *args, **kwargs: sent.append(name))
+    kit = make_farm()
+    heater_watchdog(kit)
+    reading(kit, T0, temp=15)
+    due = T0 + timedelta(seconds=SILENCE_S)
+    with clock(due):
+        assert tasks.watchdogs_sweep_task() == 1
+    with clock(due + timedelta(seconds=5)):
+        assert tasks.watchdogs_sweep_task() == 0
+    assert sent == [tasks.SCHEDULER_POLL_DUE]
