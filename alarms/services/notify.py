@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from alarms.models import Alarm
-from alarms.services.policy import alarm_policy_get
+from alarms.services.policy import Policy, alarm_policy_get
 from alarms.states import AlarmStatus
 from common.sql import row_compare_and_set
 
@@ -27,17 +27,20 @@ class AlarmNotice:
         return f"alarm:{self.alarm.pk}:{self.repeat}"
 
 
-def alarm_notify_claim(alarm: Alarm, *, now: datetime) -> AlarmNotice | None:
+def alarm_notify_claim(
+    alarm: Alarm, *, now: datetime, policy: Policy | None = None
+) -> AlarmNotice | None:
     """Take the due repeat of ``alarm`` as read (status active, its version): the next one
     becomes due ``repeat_every_s`` later. None if it moved meanwhile or is not due; the caller
-    schedules the notification in the same transaction, so a rolled-back schedule un-claims."""
+    schedules the notification in the same transaction, so a rolled-back schedule un-claims.
+    ``policy``: the farm's, when the caller read a batch's policies at once."""
     if (
         alarm.status != AlarmStatus.ACTIVE
         or alarm.next_notify_at is None
         or alarm.next_notify_at > now
     ):
         return None
-    policy = alarm_policy_get(alarm.farm_id)
+    policy = policy or alarm_policy_get(alarm.farm_id)
     repeat = alarm.notify_count + 1
     claimed = row_compare_and_set(
         alarm,

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.urls import reverse
 
 from alarms.selectors import alarms_notify_due
-from alarms.services import AlarmNotice, alarm_notify_claim
+from alarms.services import AlarmNotice, alarm_notify_claim, alarm_policies_get
 from notifications.channels import Recipient
 from notifications.services.recipients import recipients_resolve
 from notifications.services.schedule import notifications_create
@@ -31,9 +31,11 @@ def alarms_notify(*, now: datetime, batch: int | None = None) -> int:
     Two sweeps at once claim each repeat once (the loser's compare-and-set changes nothing)."""
     batch = batch or int(settings.ALARMS_NOTIFY_BATCH)
     claimed = 0
-    for alarm in alarms_notify_due(now=now, batch=batch):
+    due = alarms_notify_due(now=now, batch=batch)
+    policies = alarm_policies_get({alarm.farm_id for alarm in due}) if due else {}
+    for alarm in due:
         with transaction.atomic():
-            notice = alarm_notify_claim(alarm, now=now)
+            notice = alarm_notify_claim(alarm, now=now, policy=policies[alarm.farm_id])
             if notice is None:
                 continue
             alarm_notice_send(notice, now=now)
