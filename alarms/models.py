@@ -3,6 +3,7 @@ each farm's alarm policy (defaults when a farm has none)."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -13,6 +14,7 @@ from alarms.states import (
     DEFAULT_RECIPIENTS,
     DEFAULT_REPEAT_EVERY_S,
     DETAIL_MAX_CHARS,
+    RECIPIENT_POLICY_NAMES,
     AlarmReason,
     AlarmSeverity,
     AlarmSource,
@@ -141,3 +143,19 @@ class AlarmPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"farm:{self.farm_id} alarm policy"
+
+    def clean(self) -> None:
+        """The admin's form check: known command statuses, severities and policy names."""
+        errors: dict[str, str] = {}
+        statuses = self.command_statuses
+        if not isinstance(statuses, list) or not set(statuses) <= set(DEFAULT_RAISE_ON):
+            errors["command_statuses"] = f"a list of some of {', '.join(DEFAULT_RAISE_ON)}"
+        recipients = self.recipients
+        if not isinstance(recipients, dict) or not all(
+            key in AlarmSeverity.values and value in RECIPIENT_POLICY_NAMES
+            for key, value in recipients.items()
+        ):
+            names = ", ".join(repr(n) for n in RECIPIENT_POLICY_NAMES)
+            errors["recipients"] = f'severity -> one of {names} ("": nobody)'
+        if errors:
+            raise ValidationError(errors)

@@ -71,6 +71,15 @@ DEFAULT_RECIPIENTS: dict[str, str] = {
     AlarmSeverity.MINOR: "farm_managers",
     AlarmSeverity.WARNING: "farm_managers",
 }
+# The recipient policies (notifications.services.recipients) a farm may name per severity;
+# "" tells nobody.
+RECIPIENT_POLICY_NAMES: tuple[str, ...] = (
+    "everyone",
+    "farm_members",
+    "farm_managers",
+    "external_contacts",
+    "",
+)
 DEFAULT_RAISE_ON: tuple[str, ...] = ("failed", "expired", "uncertain")
 DEFAULT_REPEAT_EVERY_S = 900
 COMMENT_MAX_CHARS = 500

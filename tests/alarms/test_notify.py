@@ -8,12 +8,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from alarms.models import Alarm, AlarmPolicy
 from alarms.services import alarm_acknowledge, alarm_clear_by_cause, alarm_raise
+from alarms.states import RECIPIENT_POLICY_NAMES
 from notifications.models import Notification
 from notifications.services.alarms import alarms_notify
 from notifications.services.context import context_decode
+from notifications.services.recipients import RECIPIENT_POLICIES
 from notifications.services.render import notification_render
 from tests.alarms.conftest import People
 from tests.concurrency import race
@@ -121,3 +124,15 @@ def test_two_sweeps_at_once_send_each_repeat_once(people: People) -> None:
         assert sent(alarm_id, 1) == everyone(people)
     assert set(Alarm.objects.values_list("notify_count", flat=True)) == {1}
     assert Notification.objects.count() == 5 * len(everyone(people))
+
+
+def test_every_policy_name_a_farm_may_choose_is_a_recipient_policy() -> None:
+    assert set(RECIPIENT_POLICY_NAMES) - {""} <= set(RECIPIENT_POLICIES)
+
+
+@pytest.mark.django_db
+def test_a_policy_with_an_unknown_status_or_recipient_name_is_refused(people: People) -> None:
+    policy = AlarmPolicy(farm=people.farm, command_statuses=["applied"], recipients={"x": "y"})
+    with pytest.raises(ValidationError) as refused:
+        policy.full_clean()
+    assert {"command_statuses", "recipients"} <= set(refused.value.message_dict)
