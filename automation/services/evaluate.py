@@ -35,7 +35,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from automation.models import AutomationEndpointEvent, AutomationRule
+from automation.models import AutomationEndpointEvent, AutomationRule, Operator
 from automation.services.conditions import (
     Reading,
     condition_endpoints,
@@ -84,7 +84,11 @@ def endpoint_events_evaluate(
     if not events:
         return result
     result.endpoint_ids = sorted({e.device_instance_endpoint_id for e in events})
-    rules = rules_triggered_by(result.endpoint_ids)
+    # A watchdog fires on silence, never on a reading (``automation.services.watchdog``):
+    # it is not evaluated, and its targets are not locked for its endpoint's readings.
+    rules = [
+        r for r in rules_triggered_by(result.endpoint_ids) if r.operator != Operator.SILENT_FOR
+    ]
     rules_by_endpoint: dict[int, list[AutomationRule]] = defaultdict(list)
     for rule in rules:
         for endpoint_id in condition_endpoints(rule):
