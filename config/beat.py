@@ -74,6 +74,10 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "telemetry-rollups-advance": BeatEntry(
             "devices.telemetry_rollups_advance", float(settings.TELEMETRY_ROLLUP_INTERVAL_S)
         ),
+        # Devices silent past their offline window go offline, once each (bounded batches).
+        "devices-offline-sweep": BeatEntry(
+            "devices.devices_offline_sweep", float(settings.DEVICE_HEALTH_SWEEP_INTERVAL_S)
+        ),
         # Execution trace records and blobs past SCHEDULER_TRACE_RETENTION_DAYS, bounded.
         "automation-scheduler-trace-prune": BeatEntry(
             "scheduler.trace_prune", float(settings.SCHEDULER_TRACE_PRUNE_INTERVAL_S)

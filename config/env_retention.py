@@ -16,6 +16,7 @@ RETENTION_DEFAULTS: dict[str, tuple[float, str]] = {
     "RETENTION_TELEMETRY_DAYS": (30, "raw telemetry"),
     "RETENTION_ENDPOINT_EVENTS_DAYS": (30, "endpoint events"),
     "RETENTION_REJECTIONS_DAYS": (14, "rejected device messages"),
+    "RETENTION_DEVICE_HEALTH_DAYS": (90, "devices' moves between online and offline"),
     "RETENTION_EXECUTIONS_DAYS": (180, "rule executions"),
     "RETENTION_COMMANDS_DAYS": (180, "ended commands with their transitions and receipts"),
     "RETENTION_NOTIFICATIONS_DAYS": (180, "final notifications with their attempts"),

@@ -1,6 +1,6 @@
 """Support's admin for the devices domain (scoping and reason actions: ``common.admin``). The
-device list says at a glance which devices are online (last seen within
-``settings.DEVICE_FRESHNESS_S``) and what they last reported, in a constant number of queries;
+device list says at a glance which devices are online (``devices.services.health``), when
+each was last seen and what it last reported, in a constant number of queries;
 the automation app adds its own columns and the chart (``automation.admin.devices``)."""
 
 from __future__ import annotations
@@ -9,13 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
@@ -38,6 +36,7 @@ from devices.services import (
     EndpointSpec,
     device_endpoints_sync,
     device_status_change,
+    devices_offline_due_refresh,
     endpoint_spec_problems,
     profile_endpoints_sync,
     profile_fits_farm,
@@ -186,6 +185,10 @@ class DeviceProfileAdmin(OrgScopedAdmin):
         if _global_for_staff(request, obj):
             raise PermissionDenied("only a superuser makes or changes a global profile")
         super().save_model(request, obj, form, change)
+        if "expected_interval_s" in form.changed_data:  # its devices' offline times follow
+            devices_offline_due_refresh(
+                devices=Device.objects.filter(profile=obj, offline_after_s__isnull=True)
+            )
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """An endpoint added to the profile reaches the profile's devices."""
@@ -203,12 +206,6 @@ class DeviceForm(forms.ModelForm):  # type: ignore[type-arg]
         if farm and profile and not profile_fits_farm(profile=profile, farm=farm):
             self.add_error("profile", "not a profile of the farm's organisation, nor global")
         return cleaned
-
-
-def device_is_online(device: Device) -> bool:
-    seen = device.last_seen_at
-    freshness_s = settings.DEVICE_FRESHNESS_S
-    return seen is not None and (timezone.now() - seen).total_seconds() <= freshness_s
 
 
 def reported_value(endpoint: DeviceInstanceEndpoint) -> str:
@@ -302,9 +299,9 @@ class DeviceAdmin(OrgScopedAdmin):
         "reported",
     )
     list_select_related = ("farm", "profile")
-    list_filter = ("status", "farm")
+    list_filter = ("status", "online", "farm")
     search_fields = ("serial_number", "name")
-    readonly_fields = ("last_seen_at",)
+    readonly_fields = ("online", "last_seen_at")
     inlines = (InstanceEndpointInline,)
     actions = (
         _device_status_action(DeviceStatus.ACTIVE, "Set active"),
@@ -328,11 +325,6 @@ class DeviceAdmin(OrgScopedAdmin):
 
     seen = time_column("last_seen_at", "seen")
 
-    @admin.display(description="online", boolean=True)
-    def online(self, obj: Device) -> bool:
-        """Seen within ``DEVICE_FRESHNESS_S``: what dispatch requires before sending."""
-        return device_is_online(obj)
-
     @admin.display(description="last reported")
     def reported(self, obj: Device) -> SafeString:
         return format_html_join(
@@ -349,6 +341,11 @@ class DeviceAdmin(OrgScopedAdmin):
         """A device's status changes only through its actions (the status service publishes
         ``DeviceStatusChanged``), never as a field edit."""
         return (*self.readonly_fields, "status") if obj is not None else self.readonly_fields
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        """A changed offline window or profile moves the device's offline time with it."""
+        super().save_model(request, obj, form, change)
+        devices_offline_due_refresh(devices=Device.objects.filter(pk=obj.pk))
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """A new device, or one moved to another profile, gets the profile's endpoints: after

@@ -1,10 +1,10 @@
 """The devices part of the REST API (``/api/v1/``): farms (archived ones left out of the list
 unless ``?archived=true``), device profiles with their endpoint catalogue, devices
-(provisioning with a one-time MQTT login, rotation, status moves) and their endpoints with
-their readings per time bucket (``series/``). Rows are scoped to the caller's organisations
-(another organisation's row is a 404); what each role may do is each view's
-``required_roles`` (``common.permissions``). Profiles are their organisation's, or global
-(read-only but for superusers)."""
+(provisioning with a one-time MQTT login, rotation, status moves, online or not, each one's
+offline window) and their endpoints with their readings per time bucket (``series/``). Rows
+are scoped to the caller's organisations (another organisation's row is a 404); what each
+role may do is each view's ``required_roles`` (``common.permissions``). Profiles are their
+organisation's, or global (read-only but for superusers)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,14 @@ from common.permissions import require_organization
 from common.roles import action_roles
 from common.tenancy import OrgScope
 from devices import schema_docs
-from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceStatus, Farm
+from devices.models import (
+    DEFAULT_EXPECTED_INTERVAL_S,
+    Device,
+    DeviceInstanceEndpoint,
+    DeviceProfile,
+    DeviceStatus,
+    Farm,
+)
 from devices.selectors import (
     devices_visible,
     farms_visible,
@@ -65,6 +72,7 @@ from devices.serializers import (
 from devices.series_api import SeriesQuerySerializer, SeriesSerializer, endpoint_series_answer
 from devices.services import (
     ProvisioningRefused,
+    device_offline_after_set,
     device_provision,
     device_rename,
     device_status_change,
@@ -74,6 +82,7 @@ from devices.services import (
     instance_endpoint_configure,
     profile_create,
     profile_endpoints_add,
+    profile_expected_interval_set,
     profile_rename,
 )
 from devices.services.credentials import CredentialsUnavailable, device_credentials_issue
@@ -163,10 +172,14 @@ class FarmViewSet(ScopedViewSet):
 class DeviceFilter(django_filters.FilterSet):
     farm = IdFilter(field_name="farm_id", help_text="only this farm's devices")
     status = django_filters.ChoiceFilter(choices=DeviceStatus.choices)
+    online = StrictBooleanFilter(
+        field_name="online",
+        help_text="true: only devices online; false: only those offline or never heard from",
+    )
 
     class Meta:
         model = Device
-        fields = ("farm", "status")
+        fields = ("farm", "status", "online")
 
 
 @schema_docs.DEVICES
@@ -207,6 +220,10 @@ class DeviceViewSet(ScopedViewSet):
         data = valid_data(DeviceUpdateSerializer(device, data=request.data, partial=True))
         if "name" in data:
             device = device_rename(device=device, name=data["name"])
+        if "offline_after_s" in data:
+            device = device_offline_after_set(
+                device=device, offline_after_s=data["offline_after_s"]
+            )
         return Response(DeviceSerializer(device).data)
 
     @extend_schema(
@@ -274,7 +291,10 @@ class DeviceProfileViewSet(ScopedViewSet):
         require_organization(request, self, None if organization is None else organization.pk)
         with _refusals():
             profile = profile_create(
-                organization=organization, name=data["name"], endpoints=data["endpoints"]
+                organization=organization,
+                name=data["name"],
+                endpoints=data["endpoints"],
+                expected_interval_s=data.get("expected_interval_s", DEFAULT_EXPECTED_INTERVAL_S),
             )
         return self._shown(profile, status.HTTP_201_CREATED)
 
@@ -285,6 +305,10 @@ class DeviceProfileViewSet(ScopedViewSet):
         with _refusals():
             if "name" in data:
                 profile_rename(profile=profile, name=data["name"])
+        if "expected_interval_s" in data:
+            profile_expected_interval_set(
+                profile=profile, expected_interval_s=data["expected_interval_s"]
+            )
         return self._shown(profile)
 
     @idempotent(request=ProfileEndpointsAddSerializer, responses={201: DeviceProfileSerializer})

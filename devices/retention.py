@@ -1,7 +1,7 @@
 """What the devices app keeps (``common.retention``): raw telemetry, by device time, while
 any endpoint event points at it and until the hourly rollups have folded it in (on
 PostgreSQL a whole day's partition is dropped at once), the rollups themselves for two
-years, and rejected messages for a short while."""
+years, rejected messages for a short while, and the devices' online/offline moves."""
 
 from __future__ import annotations
 
@@ -40,3 +40,6 @@ def devices_retention_register() -> None:
         Retention("devices.DeviceMessageRejection", "RETENTION_REJECTIONS_DAYS", "recorded_at")
     )
     retention_register(Retention("devices.TelemetryRollup", "RETENTION_ROLLUPS_DAYS", "hour"))
+    retention_register(
+        Retention("devices.DeviceHealthTransition", "RETENTION_DEVICE_HEALTH_DAYS", "recorded_at")
+    )

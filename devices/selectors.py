@@ -15,6 +15,7 @@ from devices.models import (
     Device,
     DeviceInstanceEndpoint,
     DeviceProfile,
+    DeviceStatus,
     Farm,
     Telemetry,
     TelemetryRollup,
@@ -186,3 +187,13 @@ def telemetry_rolled_up_through() -> int:
     raw telemetry keeps the rows above it."""
     mark = TelemetryRollupWatermark.objects.values_list("rolled_up_through", flat=True).first()
     return mark or 0
+
+
+def devices_offline_count() -> int:
+    """Devices heard from once, silent past their window since, not retired: the condition
+    of the partial index ``device_offline``, so the count reads that index only."""
+    return (
+        Device.objects.filter(online=False, last_seen_at__isnull=False)
+        .exclude(status=DeviceStatus.RETIRED)
+        .count()
+    )

@@ -82,7 +82,7 @@ class DeviceProfileSerializer(serializers.ModelSerializer[DeviceProfile]):
 
     class Meta:
         model = DeviceProfile
-        fields = ("id", "organization", "name", "endpoints")
+        fields = ("id", "organization", "name", "expected_interval_s", "endpoints")
         read_only_fields = fields
 
 
@@ -97,8 +97,17 @@ class DeviceSerializer(serializers.ModelSerializer[Device]):
             "name",
             "status",
             "last_seen_at",
+            "online",
+            "offline_after_s",
         )
         read_only_fields = fields
+        extra_kwargs = {
+            "last_seen_at": {"help_text": "when its last message arrived (null: never)"},
+            "online": {
+                "help_text": "false once it sent nothing for its offline window, or never did; "
+                "true again with its next message"
+            },
+        }
 
 
 def manual_holds_until(endpoint_ids: list[int]) -> dict[int, datetime]:
@@ -229,7 +238,7 @@ class ProfileCreateSerializer(StrictModelSerializer[DeviceProfile]):
 
     class Meta:
         model = DeviceProfile
-        fields = ("organization", "name", "endpoints")
+        fields = ("organization", "name", "expected_interval_s", "endpoints")
         extra_kwargs = {"organization": {"required": True, "allow_null": True}}
         validators: list[Any] = []  # a taken name is the service's field error on ``name``
 
@@ -250,7 +259,7 @@ class ProfileUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[DeviceProf
 
     class Meta:
         model = DeviceProfile
-        fields = ("name",)
+        fields = ("name", "expected_interval_s")
         validators: list[Any] = []
 
 
@@ -281,11 +290,13 @@ class DeviceUpdateSerializer(FixedFieldsMixin, StrictModelSerializer[Device]):
         "farm": "a device stays on its farm (rules and events point at its endpoints)",
         "profile": "a device keeps its profile; provision a new device for another",
         "status": "change the status with POST .../status/",
+        "online": "moved by its messages and its silence",
+        "last_seen_at": "set by its messages",
     }
 
     class Meta:
         model = Device
-        fields = ("name",)
+        fields = ("name", "offline_after_s")
 
 
 @extend_schema_field({"$ref": "#/components/schemas/DeviceStatusEnum"})

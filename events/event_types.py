@@ -25,6 +25,31 @@ DEVICE_STATUS_CHANGED = event_type_declare(
 )
 
 
+class DeviceHealthPayload(TypedDict):
+    device_id: int
+    serial_number: str
+    farm_id: int
+    last_seen_at: Annotated[
+        str | None, "ISO time of its last message (coming back: the message that brought it)"
+    ]
+    at: Annotated[str, "ISO time the change was recorded"]
+
+
+DEVICE_WENT_OFFLINE = event_type_declare(
+    "DeviceWentOffline",
+    schema=DeviceHealthPayload,
+    description="A device sent no message for its offline window (offline_after_s, by "
+    "default three of its profile's expected intervals). Once per silence.",
+)
+
+DEVICE_CAME_BACK = event_type_declare(
+    "DeviceCameBack",
+    schema=DeviceHealthPayload,
+    description="A device that was not online sent a message (its last_seen_at is that "
+    "message's arrival). Once per return.",
+)
+
+
 class DocumentChangedPayload(TypedDict):
     document_id: Annotated[str, "the document's guid (the reminder source)"]
     farm_id: int

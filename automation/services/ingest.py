@@ -34,6 +34,7 @@ from devices.models import (
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.messages import InboundTelemetry
 from devices.reported import ReportedValue, endpoint_reported_values_update
+from devices.services.health import devices_heard_from
 from devices.services.rejections import device_message_rejections_record, is_utf8, printable
 from devices.timestamps import device_time_detail, device_time_violation
 from devices.values import value_has_type
@@ -358,9 +359,9 @@ def _event_row(
 
 
 def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
-    device_ids = sorted({p.device.pk for p in parsed})
-    if device_ids:
-        Device.objects.filter(pk__in=device_ids).update(last_seen_at=now)
+    """Last seen now, and back online if they were not (``devices.services.health``): two
+    statements per batch, the second normally moving no row."""
+    devices_heard_from(device_ids=[p.device.pk for p in parsed], now=now)
 
 
 def _update_last_values(events: Sequence[_EventRow]) -> None:

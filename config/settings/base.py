@@ -165,6 +165,9 @@ TELEMETRY_PARTITION_SPAN_S = env_int("TELEMETRY_PARTITION_SPAN_S", 86400, minimu
 TELEMETRY_PARTITIONS_AHEAD = env_int("TELEMETRY_PARTITIONS_AHEAD", 2, minimum=1)
 # How often beat folds new telemetry into the hourly rollups (which trail by one or two).
 TELEMETRY_ROLLUP_INTERVAL_S = env_float("TELEMETRY_ROLLUP_INTERVAL_S", 60.0, minimum=1.0)
+# Device health (docs/operations.md): the offline sweep's period and batch size.
+DEVICE_HEALTH_SWEEP_INTERVAL_S = env_float("DEVICE_HEALTH_SWEEP_INTERVAL_S", 10.0, minimum=0.1)
+DEVICE_HEALTH_SWEEP_BATCH = env_int("DEVICE_HEALTH_SWEEP_BATCH", 500, minimum=1)
 
 # --- Logging: structured lines (docs/spec.md §9) in every process; see config/logging.py ---
 LOG_FORMAT = log_format_from_env(debug=DEBUG)  # json | console (default with DJANGO_DEBUG)

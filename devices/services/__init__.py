@@ -1,8 +1,15 @@
 """Every write of the devices domain: rejections, device provisioning, status changes, the
-bridge slots' leases, farms and profiles.
+bridge slots' leases, farms and profiles, and the devices' health (online or offline).
 Imported as ``devices.services.<name>``; the modules are an internal split."""
 
 from devices.services.farms import farm_archive, farm_create, farm_update
+from devices.services.health import (
+    device_offline_after_set,
+    devices_heard_from,
+    devices_offline_due_refresh,
+    devices_offline_sweep,
+    profile_expected_interval_set,
+)
 from devices.services.profiles import (
     EndpointSpec,
     endpoint_spec_problems,
@@ -36,9 +43,13 @@ __all__ = [
     "device_create",
     "device_endpoints_sync",
     "device_message_rejections_record",
+    "device_offline_after_set",
     "device_provision",
     "device_rename",
     "device_status_change",
+    "devices_heard_from",
+    "devices_offline_due_refresh",
+    "devices_offline_sweep",
     "dropped_messages_record",
     "endpoint_spec_problems",
     "farm_archive",
@@ -48,6 +59,7 @@ __all__ = [
     "profile_create",
     "profile_endpoints_add",
     "profile_endpoints_sync",
+    "profile_expected_interval_set",
     "profile_fits_farm",
     "profile_rename",
 ]

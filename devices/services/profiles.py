@@ -15,7 +15,12 @@ from django.db import IntegrityError, transaction
 
 from common.json_types import JsonValue
 from common.models import Organization
-from devices.models import DeviceProfile, DeviceProfileEndpoint, EndpointDataType
+from devices.models import (
+    DEFAULT_EXPECTED_INTERVAL_S,
+    DeviceProfile,
+    DeviceProfileEndpoint,
+    EndpointDataType,
+)
 from devices.services.provisioning import ProvisioningRefused, profile_endpoints_sync
 from devices.values import value_has_type, value_violation
 
@@ -138,14 +143,20 @@ def _checked(specs: Sequence[EndpointSpec]) -> None:
 
 
 def profile_create(
-    *, organization: Organization | None, name: str, endpoints: Sequence[EndpointSpec]
+    *,
+    organization: Organization | None,
+    name: str,
+    endpoints: Sequence[EndpointSpec],
+    expected_interval_s: int = DEFAULT_EXPECTED_INTERVAL_S,
 ) -> DeviceProfile:
     """A profile of ``organization`` (None: a global one) with its catalogue, in one
     transaction; a name the organisation (or the global profiles) already has is refused."""
     _checked(endpoints)
     try:
         with transaction.atomic():
-            profile = DeviceProfile.objects.create(organization=organization, name=name)
+            profile = DeviceProfile.objects.create(
+                organization=organization, name=name, expected_interval_s=expected_interval_s
+            )
             _endpoints_add(profile, endpoints)
     except IntegrityError:
         raise _name_taken(organization.pk if organization else None) from None

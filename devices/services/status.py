@@ -1,7 +1,8 @@
 """A device status change: support's move (maintenance, retire, back to active), which
 publishes ``DeviceStatusChanged`` so other apps react after commit. Retiring revokes the
 device's MQTT login before the change commits: a broker that does not confirm leaves the
-device as it was. Back to active creates no login (the operator rotates to get one)."""
+device as it was. Back to active creates no login (the operator rotates to get one). A
+retired device leaves the online devices in the same transaction."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from devices.models import Device, DeviceStatus
+from devices.models import Device, DeviceHealthCause, DeviceHealthTransition, DeviceStatus
 from devices.services.credentials import device_credentials_revoke
 from events.envelope import occurred_at_format
 from events.event_types import DEVICE_STATUS_CHANGED, DeviceStatusChangedPayload
@@ -36,6 +37,7 @@ def device_status_change(
             return False
         if status == DeviceStatus.RETIRED:
             device_credentials_revoke(serial_number=device.serial_number)
+            _retired_offline(device=device, now=now)
         event_publish(
             DEVICE_STATUS_CHANGED,
             # One change of one device is one fact: its time makes it distinct from a later
@@ -54,3 +56,25 @@ def device_status_change(
             occurred_at=now,
         )
     return True
+
+
+def _retired_offline(*, device: Device, now: datetime) -> None:
+    """A retired device sends nothing more: it leaves the online devices with the status
+    change (its transition says why), so the health sweep never reports it silent (no
+    ``DeviceWentOffline``: ``DeviceStatusChanged`` tells consumers)."""
+    moved = Device.objects.filter(pk=device.pk, online=True).update(
+        online=False, offline_due_at=None
+    )
+    if moved:
+        DeviceHealthTransition.objects.bulk_create(
+            [
+                DeviceHealthTransition(
+                    device_id=device.pk,
+                    online=False,
+                    cause=DeviceHealthCause.RETIRED,
+                    last_seen_at=device.last_seen_at,
+                    recorded_at=now,
+                )
+            ],
+            ignore_conflicts=True,
+        )

@@ -180,8 +180,8 @@ def test_device_list_shows_online_values_and_open_commands_in_constant_queries(
 ) -> None:
     (kit,) = _kits(1)
     make_intent(kit, temp=31)  # the sensor reports temp=31; a command opens on the relay
-    Device.objects.filter(pk=kit.actuator.pk).update(
-        last_seen_at=timezone.now() - timedelta(days=1)
+    Device.objects.filter(pk=kit.actuator.pk).update(  # as the health sweep leaves it
+        last_seen_at=timezone.now() - timedelta(days=1), online=False
     )
     rows = support.get(DEVICE_URL).content.decode().split("<tr")
     sensor, relay = (

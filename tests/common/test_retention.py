@@ -69,6 +69,7 @@ def test_every_append_only_table_has_a_retention() -> None:
         "devices.Telemetry",
         "devices.DeviceMessageRejection",
         "devices.TelemetryRollup",
+        "devices.DeviceHealthTransition",
         "automation.AutomationEndpointEvent",
         "automation.AutomationRuleExecution",
         "automation.DeviceCommand",

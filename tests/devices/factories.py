@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import factory
@@ -22,6 +22,7 @@ from devices.models import (
     Telemetry,
 )
 from devices.services import device_endpoints_sync
+from devices.services.health import OFFLINE_INTERVALS
 from tests.automation.factories import RuleFactory
 from tests.common.factories import OrganizationFactory
 
@@ -67,6 +68,20 @@ class DeviceFactory(factory.django.DjangoModelFactory):
     )
     serial_number = factory.Sequence(lambda n: f"SN-{n:05d}")
     last_seen_at = factory.LazyFunction(timezone.now)
+    offline_after_s = None
+    # Heard from, so online until its window passes, as ingest would leave it
+    # (``devices.services.health``); ``last_seen_at=None`` makes one never heard from.
+    online = factory.LazyAttribute(lambda o: o.last_seen_at is not None)
+    offline_due_at = factory.LazyAttribute(
+        lambda o: (
+            None
+            if o.last_seen_at is None
+            else o.last_seen_at
+            + timedelta(
+                seconds=o.offline_after_s or OFFLINE_INTERVALS * o.profile.expected_interval_s
+            )
+        )
+    )
 
     @factory.post_generation
     def endpoints(obj: Device, create: bool, extracted: Any, **kwargs: Any) -> None:

@@ -1,0 +1,223 @@
+"""Device health: a device with no message for its offline window (``offline_after_s``, by
+default ``OFFLINE_INTERVALS`` of its profile's ``expected_interval_s``) goes offline, and its
+next message brings it back online. Each change is one compare-and-set on ``online`` with
+its ``DeviceHealthTransition`` in the same transaction, and one ``DeviceWentOffline`` /
+``DeviceCameBack`` after commit: however many sweeps or ingest workers see it, it is
+recorded once.
+
+The sweep costs one indexed read when nothing changed, whatever the fleet: every write of
+``last_seen_at`` or of a window also writes ``offline_due_at`` (the last message plus the
+window, in SQL, so a concurrent edit cannot leave it stale), and the sweep reads
+``online AND offline_due_at <= now`` on the partial index ``device_offline_due``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import connection, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import (
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    Func,
+    IntegerField,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Value,
+)
+from django.db.models.expressions import Combinable, CombinedExpression
+from django.db.models.functions import Coalesce
+from django.db.models.sql.compiler import SQLCompiler
+from django.utils.dateparse import parse_datetime
+
+from devices.models import (
+    Device,
+    DeviceHealthCause,
+    DeviceHealthTransition,
+    DeviceProfile,
+)
+from events.envelope import occurred_at_format
+from events.event_types import DEVICE_CAME_BACK, DEVICE_WENT_OFFLINE, DeviceHealthPayload
+from events.services.publish import event_publish
+
+OFFLINE_INTERVALS = 3  # a device silent this many expected intervals is offline by default
+
+
+class _Seconds(Func):
+    """An integer number of seconds as a duration, on either database."""
+
+    output_field = DurationField()
+    template = "(%(expressions)s * INTERVAL '1 second')"
+
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: object
+    ) -> tuple[str, tuple[str | int, ...]]:
+        # Django keeps a duration on SQLite as whole microseconds.
+        return super().as_sql(compiler, connection, template="(%(expressions)s * 1000000)")
+
+
+def _offline_due(
+    since: Combinable, offline_after_s: Combinable
+) -> ExpressionWrapper[CombinedExpression]:
+    """``since`` plus the device's window: ``offline_after_s`` when set, else
+    ``OFFLINE_INTERVALS`` of its profile's interval (read in the same statement)."""
+    interval = Subquery(
+        DeviceProfile.objects.filter(pk=OuterRef("profile_id")).values("expected_interval_s")[:1]
+    )
+    window = Coalesce(offline_after_s, interval * OFFLINE_INTERVALS, output_field=IntegerField())
+    return ExpressionWrapper(since + _Seconds(window), output_field=DateTimeField())
+
+
+@dataclass(frozen=True)
+class HealthMove:
+    """A device that moved between online and offline, as its guarded update returned it."""
+
+    device_id: int
+    serial_number: str
+    farm_id: int
+    last_seen_at: datetime | None
+
+
+def devices_heard_from(*, device_ids: Sequence[int], now: datetime) -> list[HealthMove]:
+    """Ingest's touch, inside its transaction: one UPDATE of ``last_seen_at`` and
+    ``offline_due_at``, then one guarded UPDATE bringing back the devices not online
+    (normally none). The touch goes first: its row locks make a concurrent sweep wait and
+    then see the new due time, and a device the sweep flipped just before is brought back
+    here. Returns the devices that came back."""
+    ids = sorted(set(device_ids))
+    if not ids:
+        return []
+    Device.objects.filter(pk__in=ids).update(
+        last_seen_at=now, offline_due_at=_offline_due(Value(now), F("offline_after_s"))
+    )
+    back = _online_set(ids, online=True)
+    _moves_record(back, online=True, cause=DeviceHealthCause.MESSAGE, now=now)
+    return back
+
+
+def devices_offline_sweep(*, now: datetime, batch: int) -> list[HealthMove]:
+    """The devices online whose offline time has come, at most ``batch`` of them, moved
+    offline: one indexed read when none is due; otherwise one guarded UPDATE, one INSERT of
+    their transitions and their events after commit, whatever the batch's size. A device a
+    concurrent sweep (or a message) moved first is left alone."""
+    due = list(
+        Device.objects.filter(online=True, offline_due_at__lte=now)
+        .order_by("offline_due_at")
+        .values_list("pk", flat=True)[:batch]
+    )
+    if not due:
+        return []
+    with transaction.atomic():
+        gone = _online_set(due, online=False, due_by=now)
+        _moves_record(gone, online=False, cause=DeviceHealthCause.SILENT, now=now)
+    return gone
+
+
+def device_offline_after_set(*, device: Device, offline_after_s: int | None) -> Device:
+    """A device's own offline window (None: its profile's default), with its offline time
+    moved to match in the same statement."""
+    window = Value(offline_after_s, output_field=IntegerField())
+    Device.objects.filter(pk=device.pk).update(
+        offline_after_s=offline_after_s, offline_due_at=_offline_due(F("last_seen_at"), window)
+    )
+    device.refresh_from_db(fields=["offline_after_s", "offline_due_at"])
+    return device
+
+
+def devices_offline_due_refresh(*, devices: QuerySet[Device]) -> int:
+    """Recompute the offline time of ``devices`` from their last message and their window
+    as stored now (after a profile's interval or a form changed it); one UPDATE."""
+    return devices.update(offline_due_at=_offline_due(F("last_seen_at"), F("offline_after_s")))
+
+
+def profile_expected_interval_set(*, profile: DeviceProfile, expected_interval_s: int) -> None:
+    """A profile's reporting interval, and the offline time of its devices that follow it
+    (no window of their own), in one transaction."""
+    with transaction.atomic():
+        DeviceProfile.objects.filter(pk=profile.pk).update(expected_interval_s=expected_interval_s)
+        devices_offline_due_refresh(
+            devices=Device.objects.filter(profile=profile, offline_after_s__isnull=True)
+        )
+    profile.expected_interval_s = expected_interval_s
+
+
+def _online_set(
+    ids: Sequence[int], *, online: bool, due_by: datetime | None = None
+) -> list[HealthMove]:
+    """The compare-and-set: ``online`` written only on rows that do not hold it yet (and,
+    going offline, whose offline time has still come), returning exactly the rows moved."""
+    qn = connection.ops.quote_name
+    table = qn(Device._meta.db_table)
+    marks = ", ".join(["%s"] * len(ids))
+    sets = f"{qn('online')} = %s"
+    where = f"{qn('id')} IN ({marks}) AND {qn('online')} = %s"
+    args: list[bool | int | str | datetime | None] = [online, *ids, not online]
+    if due_by is not None:
+        sets += f", {qn('offline_due_at')} = NULL"
+        where += f" AND {qn('offline_due_at')} <= %s"
+        field = Device._meta.get_field("offline_due_at")
+        args.append(field.get_db_prep_value(due_by, connection))
+    returned = "id, serial_number, farm_id, last_seen_at"
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {sets} WHERE {where} RETURNING {returned}", args)
+        rows = cursor.fetchall()
+    return [HealthMove(row[0], row[1], row[2], _aware(row[3])) for row in rows]
+
+
+def _aware(value: datetime | str | None) -> datetime | None:
+    """A timestamp as RETURNING gives it: SQLite answers text, in UTC."""
+    if value is None:
+        return None
+    parsed = parse_datetime(value) if isinstance(value, str) else value
+    if parsed is None:
+        raise ValueError(f"not a timestamp: {value!r}")
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _moves_record(moves: Sequence[HealthMove], *, online: bool, cause: str, now: datetime) -> None:
+    """The moves' audit rows (one INSERT; the unique key absorbs a repeat) and their events
+    after commit, keyed by the fact: going offline after this last message, or coming back
+    with this message."""
+    if not moves:
+        return
+    DeviceHealthTransition.objects.bulk_create(
+        [
+            DeviceHealthTransition(
+                device_id=m.device_id,
+                online=online,
+                cause=cause,
+                last_seen_at=m.last_seen_at,
+                recorded_at=now,
+            )
+            for m in moves
+        ],
+        ignore_conflicts=True,
+    )
+    event_type, key = (
+        (DEVICE_CAME_BACK, "device-back")
+        if online
+        else (
+            DEVICE_WENT_OFFLINE,
+            "device-offline",
+        )
+    )
+    at = occurred_at_format(now)
+    for m in moves:
+        seen = None if m.last_seen_at is None else occurred_at_format(m.last_seen_at)
+        event_publish(
+            event_type,
+            idempotency_key=f"{key}:{m.device_id}:{seen or 'never'}",
+            payload=DeviceHealthPayload(
+                device_id=m.device_id,
+                serial_number=m.serial_number,
+                farm_id=m.farm_id,
+                last_seen_at=seen,
+                at=at,
+            ),
+            occurred_at=now,
+        )
