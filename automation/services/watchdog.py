@@ -38,6 +38,7 @@ from alarms.services import alarm_clear_by_cause
 from automation.models import AutomationRule, AutomationRuleAction, Operator
 from automation.services.conditions import RULES_DECIDING
 from automation.services.rule_checks import silence_seconds
+from scheduler.key_parts import epoch_ms, epoch_ms_time
 from scheduler.keys import scheduler_input_hash, scheduler_key, watchdog_key
 from scheduler.models import DueWork, TriggerType
 from scheduler.services import scheduler_ensure
@@ -103,7 +104,9 @@ def watchdogs_active(*, after: int = 0, limit: int = SWEEP_BATCH) -> list[Watchd
     for pk, farm_id, threshold, last_at in rows:
         seconds = silence_seconds(threshold)
         if seconds is not None and last_at is not None:
-            found.append(Watchdog(pk, farm_id, seconds, last_at))
+            # The silence's key keeps milliseconds, and the row's input is hashed from what
+            # the key says: the handler re-derives both from the key alone.
+            found.append(Watchdog(pk, farm_id, seconds, epoch_ms_time(epoch_ms(last_at))))
     return found
 
 

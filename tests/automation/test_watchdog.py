@@ -128,6 +128,21 @@ def test_a_silence_fires_once_however_often_the_sweep_and_the_row_run() -> None:
     assert (alarm.severity, alarm.status, alarm.count) == ("major", AlarmStatus.ACTIVE, 1)
 
 
+def test_a_reading_stamped_finer_than_a_millisecond_still_fires() -> None:
+    """The key keeps milliseconds: the row's input must hash from the same instant the handler
+    re-derives from the key, or the row goes on support hold instead of firing."""
+    kit = make_farm()
+    watchdog = heater_watchdog(kit)
+    fine = T0 + timedelta(microseconds=123_456)
+    reading(kit, fine, temp=15)
+    due = fine + timedelta(seconds=SILENCE_S)
+    assert len(sweep(due)) == 1
+    assert run_due(due + timedelta(seconds=1)) == {"completed": 1}
+    [row] = watchdog_rows(watchdog)
+    assert not row.is_on_support_hold
+    assert commands_of(watchdog) == [(CommandOrigin.WATCHDOG, False)]
+
+
 def test_an_endpoint_never_heard_from_arms_no_watchdog() -> None:
     kit = make_farm()
     heater_watchdog(kit)
