@@ -1,8 +1,8 @@
 """Device health where people see it: the device API shows ``online`` and ``last_seen_at``
 and filters by ``?online=``; a device's ``offline_after_s`` and a profile's
 ``expected_interval_s`` are positive (zero or below is a 400 naming the field, nothing
-written) and an edit moves the offline time; the admin lists and filters by online;
-``/metrics`` counts the devices offline."""
+written) and an edit, in the API or the admin, moves the offline time; the admin lists and
+filters by online; ``/metrics`` counts the devices offline."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from devices.models import Device, DeviceProfile, DeviceStatus
 from devices.services import devices_heard_from, devices_offline_sweep
 from tests.common.auth import token_client
 from tests.conftest import Tenant
+from tests.devices.factories import DeviceFactory, DeviceProfileFactory
 
 pytestmark = pytest.mark.django_db
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.get_current_timezone())
@@ -158,9 +159,7 @@ def test_metrics_count_the_devices_offline(tenants: tuple[Tenant, Tenant]) -> No
 def test_the_admin_lists_and_filters_devices_by_online(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
     sensor, actuator = _silent_sensor(alpha)
-    User.objects.create_superuser("support", "s@example.com", "pw")
-    client = Client()
-    client.login(username="support", password="pw")
+    client = _support()
     page = client.get("/admin/devices/device/?online__exact=0")
     assert page.status_code == 200
     shown = {d.pk for d in page.context["cl"].result_list}
@@ -169,3 +168,49 @@ def test_the_admin_lists_and_filters_devices_by_online(tenants: tuple[Tenant, Te
     shown = {d.pk for d in page.context["cl"].result_list}
     assert actuator.pk in shown and sensor.pk not in shown
     assert b"seen" in page.content
+
+
+def _support() -> Client:
+    User.objects.create_superuser("support", "s@example.com", "pw")
+    client = Client()
+    client.login(username="support", password="pw")
+    return client
+
+
+def test_admin_edits_of_a_window_or_an_interval_move_the_offline_time(
+    tenants: tuple[Tenant, Tenant],
+) -> None:
+    alpha, _ = tenants
+    profile = DeviceProfileFactory(organization=alpha.kit.farm.organization)
+    device = DeviceFactory(farm=alpha.kit.farm, profile=profile)  # a profile of no endpoints
+    devices_heard_from(device_ids=[device.pk], now=T0)
+    client = _support()
+    empty = {"endpoints-TOTAL_FORMS": "0", "endpoints-INITIAL_FORMS": "0"}
+    form = {
+        "farm": device.farm_id,
+        "profile": profile.pk,
+        "serial_number": device.serial_number,
+        "name": "",
+        "offline_after_s": "40",
+    }
+    answer = client.post(f"/admin/devices/device/{device.pk}/change/", form | empty)
+    assert answer.status_code == 302, answer.content
+    device.refresh_from_db()
+    assert device.offline_due_at == T0 + timedelta(seconds=40)
+    zero = client.post(
+        f"/admin/devices/device/{device.pk}/change/", form | empty | {"offline_after_s": "0"}
+    )
+    assert "offline_after_s" in zero.context["adminform"].form.errors
+    client.post(
+        f"/admin/devices/device/{device.pk}/change/", form | empty | {"offline_after_s": ""}
+    )
+    profile_form = {"name": profile.name, "expected_interval_s": "5"} | empty
+    answer = client.post(f"/admin/devices/deviceprofile/{profile.pk}/change/", profile_form)
+    assert answer.status_code == 302, answer.content
+    device.refresh_from_db()
+    assert device.offline_due_at == T0 + timedelta(seconds=15)
+    cleared = client.post(
+        f"/admin/devices/deviceprofile/{profile.pk}/change/",
+        profile_form | {"expected_interval_s": ""},
+    )
+    assert "expected_interval_s" in cleared.context["adminform"].form.errors
