@@ -5,6 +5,7 @@ one after another; the sweep reads one index when nothing is due, whatever the f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from automation.services.ingest import telemetry_ingest
 from common.json_types import JsonObject
 from devices.models import (
     Device,
@@ -22,6 +24,7 @@ from devices.models import (
     DeviceProfile,
     DeviceStatus,
 )
+from devices.mqtt.messages import InboundTelemetry
 from devices.services import (
     device_offline_after_set,
     device_status_change,
@@ -31,7 +34,7 @@ from devices.services import (
 )
 from events.services import event_transport
 from tests.concurrency import race
-from tests.devices.factories import DeviceFactory, DeviceProfileFactory, FarmFactory
+from tests.devices.factories import DeviceFactory, DeviceProfileFactory, FarmFactory, make_farm
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.get_current_timezone())
 
@@ -209,3 +212,22 @@ def test_a_retired_device_leaves_the_online_devices_without_going_silent(
     assert not _events(sent, "DeviceWentOffline")
     cause = DeviceHealthTransition.objects.filter(device=device, online=False).get().cause
     assert cause == DeviceHealthCause.RETIRED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_telemetry_message_brings_its_device_back_through_ingest(
+    sent: list[JsonObject],
+) -> None:
+    kit = make_farm()
+    sensor = kit.sensor
+    assert set(_sweep(timezone.now() + timedelta(hours=1))) == {sensor.pk, kit.actuator.pk}
+    sensor.refresh_from_db()
+    assert sensor.online is False
+    body = json.dumps({"values": {"temp": 21.5}})
+    telemetry_ingest(messages=[InboundTelemetry(sensor.serial_number, body, timezone.now())])
+    telemetry_ingest(messages=[InboundTelemetry(sensor.serial_number, body, timezone.now())])
+    sensor.refresh_from_db()
+    assert sensor.online and sensor.offline_due_at is not None
+    assert sensor.offline_due_at > timezone.now()
+    back = _events(sent, "DeviceCameBack")
+    assert [m["payload"]["device_id"] for m in back] == [sensor.pk]
