@@ -41,6 +41,18 @@ from devtools.demo_lanes import (
     storm_rule_ensure,
 )
 from devtools.demo_rollouts import rollouts_demo, rollouts_summary
+from devtools.demo_safety import (
+    HEATER,
+    WATCHDOG_S,
+    safety_alarm_cleared,
+    safety_cold_then_silent,
+    safety_devices,
+    safety_heater_safe,
+    safety_seed,
+    safety_sensor_back,
+    safety_summary,
+    safety_wait,
+)
 from devtools.embedded_broker import ensure_embedded_broker
 from devtools.runtime import in_process_beat, in_process_worker
 from devtools.simulator import DeviceSimulator, SimulatedDevice
@@ -72,9 +84,11 @@ class Command(BaseCommand):
         pairs = seed_demo_farm(opts["pairs"])
         storm = storm_rule_ensure(pairs[0][0], pairs[0][1])
         _earlier_hold_cancel(pairs[0][1])
+        safety = safety_seed(demo_endpoint(pairs[0][1], "io1").device.farm)
         since = datetime.now(UTC)
         devices = [SimulatedDevice(s, {"temp": 24.0, "humidity": 50}) for s, _, _ in pairs]
         devices += [SimulatedDevice(r, {"io1": False, "fan": 0}, **fault) for _, r, fault in pairs]
+        devices += safety_devices()
         sim = DeviceSimulator(devices, client_id=f"demo-sim-{int(time.time())}")
         bridge = MqttBridge()
         with in_process_worker(), in_process_beat(tick_s=0.1):
@@ -85,8 +99,17 @@ class Command(BaseCommand):
                     raise CommandError("the bridge could not connect to the MQTT broker")
                 for serial in sim.serials:  # every device reports in: online, known state
                     sim.publish_telemetry(serial, ts=since - timedelta(seconds=1))
+                self._wait_quiet(since, 60, settle_only=True)
+                # The greenhouse sensor reports cold once, then falls silent for good.
+                silent_from = safety_cold_then_silent(sim)
                 self._feed(sim, [s for s, _, _ in pairs], since)
                 self._wait_quiet(since, opts["timeout"])
+                safety_wait(
+                    f"the silent sensor's heater is off (watchdog {WATCHDOG_S} s)",
+                    lambda: safety_heater_safe(safety, silent_from),
+                    opts["timeout"],
+                    self._progress,
+                )
                 lanes = self._scheduled(pairs[0][1], since, opts["timeout"])
                 self._wait_quiet(since, opts["timeout"])
                 self._manual(sim, pairs[0][1])
@@ -99,11 +122,22 @@ class Command(BaseCommand):
                     progress=self._progress,
                 )
                 self._wait_quiet(since, opts["timeout"])
+                safety_sensor_back(sim)
+                safety_wait(
+                    "the sensor is back and its alarm cleared",
+                    lambda: safety_alarm_cleared(safety, silent_from),
+                    opts["timeout"],
+                    self._progress,
+                )
             finally:
                 sim.stop()
                 bridge.stop()
         main, rollouts = lanes_summary(since, storm, *lanes), rollouts_summary(*runs)
-        lanes_all = LaneSummary(main.tables + rollouts.tables, main.checks + rollouts.checks)
+        safety_tables, safety_checks = safety_summary(safety, since, silent_from)
+        lanes_all = LaneSummary(
+            main.tables + rollouts.tables + safety_tables,
+            main.checks + rollouts.checks + safety_checks,
+        )
         holds = self._summary(since, sim, pairs, lanes_all)
         # Its rows stay in the database, an invariant broken or not: the next step reads them.
         self.stdout.write(f"\n{NEXT_STEP}")
@@ -195,9 +229,11 @@ class Command(BaseCommand):
     ) -> bool:
         if sys.stderr.isatty():
             sys.stderr.write("\n")
-        # The rollouts' commands have a table of their own (their relay's fault may differ).
+        # The rollouts' commands and the greenhouse heater's have tables of their own.
         everything = DeviceCommand.objects.filter(created_at__gte=since)
-        intents = list(everything.exclude(origin=CommandOrigin.ROLLOUT))
+        intents = list(
+            everything.exclude(origin=CommandOrigin.ROLLOUT).exclude(target_serial_number=HEATER)
+        )
         by_state = Counter((i.status, i.status_reason) for i in intents)
         relay_fault = {r: _fault_name(f) for _, r, f in pairs}
         faults: dict[str, Counter[str]] = {name: Counter() for name in relay_fault.values()}
@@ -209,7 +245,9 @@ class Command(BaseCommand):
                 created_at__gte=since, outcome=ExecutionOutcome.SUPPRESSED
             ).values_list("rule__target_endpoint__device__serial_number", flat=True)
         )
-        self.stdout.write("\nCommands by final state (the rollouts' are in a table of their own)")
+        self.stdout.write(
+            "\nCommands by final state (the rollouts' and the heater's are in tables of their own)"
+        )
         self.stdout.write(
             format_table(
                 ["state", "reason", "commands"],
@@ -351,3 +389,6 @@ def _shorten_timers() -> None:
     settings.EVENT_SWEEP_AFTER_S = 5.0
     settings.SCHEDULER_POLL_INTERVAL_S = 0.5
     settings.ROLLOUTS = replace(settings.ROLLOUTS, tick_interval_s=0.25)
+    settings.WATCHDOG_SWEEP_INTERVAL_S = 0.5
+    settings.DEVICE_HEALTH_SWEEP_INTERVAL_S = 0.5
+    settings.ALARMS_NOTIFY_INTERVAL_S = 0.5
