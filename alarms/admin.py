@@ -1,6 +1,8 @@
 """Alarms in the admin: the list, coloured by severity, filtered by status, severity, type and
 farm; acknowledge and clear as actions that ask for a comment and call the services (an
-alarm's fields are never edited). A farm's alarm policy is edited here too."""
+alarm's fields are never edited). A farm's alarm policy is edited here too, and a device's
+page shows its open alarms (the device admin as registered, extended here, so neither
+``devices`` nor ``automation`` imports ``alarms``)."""
 
 from __future__ import annotations
 
@@ -8,13 +10,17 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from alarms.models import Alarm, AlarmPolicy, AlarmTransition
 from alarms.services import alarm_acknowledge, alarm_clear
+from alarms.states import AlarmSource, AlarmStatus
 from common.admin import OrgScopedAdmin, OrgScopedTabularInline, ReadOnlyAdmin, reason_action
 from common.admin.columns import time_column
+from devices.models import Device
 
 # Severity colours of the list (text on a tinted background, readable in both admin themes).
 SEVERITY_COLOURS: dict[str, str] = {
@@ -118,3 +124,55 @@ class AlarmPolicyAdmin(OrgScopedAdmin):
     org_path = "farm__organization_id"
     list_display = ("id", "farm", "command_statuses", "repeat_every_s")
     list_select_related = ("farm",)
+
+
+@admin.display(description="open alarms")
+def device_open_alarms(model_admin: Any, obj: Device) -> SafeString | str:
+    """The device's alarms not cleared, each linked to its page."""
+    rows = (
+        Alarm.objects.filter(source=AlarmSource.DEVICE, source_id=obj.pk)
+        .exclude(status=AlarmStatus.CLEARED)
+        .order_by("-pk")
+    )
+    if not rows:
+        return "none"
+    return format_html_join(
+        mark_safe("<br>"),
+        '<a href="{}">#{} {} {}</a> ({}, raised {} times)',
+        (
+            (
+                reverse("admin:alarms_alarm_change", args=[a.pk]),
+                a.pk,
+                a.severity,
+                a.type,
+                a.status,
+                a.count,
+            )
+            for a in rows
+        ),
+    )
+
+
+def _device_admin_with_alarms() -> None:
+    """Re-register the device admin as registered so far (the devices app's, or automation's
+    over it) with the device's open alarms on its page."""
+    base: type[Any] = type(admin.site.get_model_admin(Device))
+
+    def get_readonly_fields(self: Any, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        fields = tuple(base.get_readonly_fields(self, request, obj))
+        return (*fields, "device_open_alarms") if obj is not None else fields
+
+    extended = type(
+        f"Alarms{base.__name__}",
+        (base,),
+        {
+            "__module__": __name__,
+            "device_open_alarms": device_open_alarms,
+            "get_readonly_fields": get_readonly_fields,
+        },
+    )
+    admin.site.unregister(Device)
+    admin.site.register(Device, extended)
+
+
+_device_admin_with_alarms()

@@ -1,6 +1,7 @@
 """The alarms admin: the list shows each alarm's severity in its colour and filters by
 severity; acknowledge and clear are actions that first ask for a comment, then move the
-alarm through the services, audited with the support user's name."""
+alarm through the services, audited with the support user's name; a device's page lists
+its open alarms."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from django.test import Client
 
 from alarms.admin import SEVERITY_COLOURS
 from alarms.models import Alarm, AlarmTransition
-from alarms.services import alarm_raise
-from tests.devices.factories import FarmFactory
+from alarms.services import alarm_clear, alarm_raise
+from tests.devices.factories import DeviceFactory, FarmFactory
 
 pytestmark = pytest.mark.django_db
 URL = "/admin/alarms/alarm/"
@@ -65,3 +66,25 @@ def test_acknowledge_asks_a_comment_first_then_moves_through_the_service(
         ("acknowledged", "support", "looking at it"),
         ("cleared", "support", "sensor replaced"),
     ]
+
+
+def test_a_devices_page_lists_its_open_alarms_and_keeps_automations_parts(
+    support: Client,
+) -> None:
+    device = DeviceFactory()
+    alarm_id = alarm_raise(
+        farm_id=device.farm_id,
+        source="device",
+        source_id=device.pk,
+        type="device_offline",
+        severity="major",
+        actor="device health",
+        now=NOW,
+    )
+    page = support.get(f"/admin/devices/device/{device.pk}/change/")
+    assert page.status_code == 200
+    assert f"/admin/alarms/alarm/{alarm_id}/change/".encode() in page.content
+    assert b"Open commands" in page.content  # automation's part of the page stays
+    alarm_clear(alarm_id=alarm_id, actor="support", comment="fixed", now=NOW)
+    page = support.get(f"/admin/devices/device/{device.pk}/change/")
+    assert f"/admin/alarms/alarm/{alarm_id}/change/".encode() not in page.content
