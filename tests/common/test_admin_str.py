@@ -23,6 +23,7 @@ PROJECT_APPS = {
     "reminders",
     "notifications",
     "events",
+    "alarms",
 }
 DEFAULT_STR = re.compile(r"^\w+ object \(\w*\)$")
 AT = datetime(2026, 11, 29, 11, 59, 7, tzinfo=UTC)
