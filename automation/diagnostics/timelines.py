@@ -5,11 +5,12 @@ to the device's receipts, with when, what and why, each value in its endpoint's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
+from alarms.models import AlarmSource, AlarmTransition, AlarmType
 from automation.models import (
     AutomationEndpointEvent,
     AutomationRuleExecution,
@@ -24,7 +25,9 @@ from devices.models import DeviceProfileEndpoint
 
 # Order of stages at the same instant: cause before effect.
 _STAGE_ORDER = {"telemetry": 0, "event": 1, "execution": 2, "command": 3, "transition": 4}
-_STAGE_ORDER["receipt"] = 5
+_STAGE_ORDER |= {"receipt": 5, "alarm": 6}
+# A watchdog raises its rule's alarm in the run that creates its command, at the same instant.
+_WATCHDOG_ALARM_SLACK = timedelta(seconds=1)
 # An outcome as a person reads it, where its stored value says something else.
 OUTCOME_TEXT: dict[str, str] = {ExecutionOutcome.INTENT_CREATED: "command created"}
 
@@ -39,7 +42,7 @@ class TimelineEntry:
     """One step of a command's life, with when, what and why."""
 
     at: datetime
-    stage: str  # telemetry | event | execution | command | transition | receipt
+    stage: str  # telemetry | event | execution | command | transition | receipt | alarm
     what: str
     reason: str = ""
     attempt: int | None = None
@@ -212,6 +215,33 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
     return entries
 
 
+def _alarm_entries(intent: DeviceCommand) -> list[TimelineEntry]:
+    """The alarm the command raised (it ended failed, expired or uncertain), or, for a
+    watchdog's command, the rule's alarm raised with it: each move of it, who and why."""
+    raised_here = Q(alarm__source=AlarmSource.COMMAND, alarm__source_id=intent.pk)
+    if intent.origin == CommandOrigin.WATCHDOG and intent.rule_id is not None:
+        raised_here |= Q(
+            alarm__source=AlarmSource.RULE,
+            alarm__source_id=intent.rule_id,
+            alarm__type=AlarmType.WATCHDOG,
+            alarm__first_raised_at__gte=intent.created_at - _WATCHDOG_ALARM_SLACK,
+            alarm__first_raised_at__lte=intent.created_at + _WATCHDOG_ALARM_SLACK,
+        )
+    moves = AlarmTransition.objects.filter(raised_here).select_related("alarm").order_by("at", "pk")
+    return [
+        TimelineEntry(
+            at=t.at,
+            stage="alarm",
+            what=f"{t.alarm.severity} {t.alarm.type} alarm {t.from_status or 'raised'} -> "
+            f"{t.to_status}",
+            reason=t.reason,
+            detail=f"by {t.actor}" + (f": {t.comment}" if t.comment else ""),
+            ref=f"alarm:{t.alarm_id}",
+        )
+        for t in moves
+    ]
+
+
 def _intent_ids(intent: DeviceCommand) -> dict[str, Any]:
     execution = intent.rule_execution
     return {
@@ -249,7 +279,7 @@ def executions_visible(*, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
 def command_timeline(*, intent: DeviceCommand) -> Timeline:
     """event → execution → command → each transition (attempt) → each receipt; a manual
     command starts at its creation, which names who asked and why."""
-    entries = _intent_entries(intent)
+    entries = _intent_entries(intent) + _alarm_entries(intent)
     if intent.rule_execution_id is not None:
         execution = AutomationRuleExecution.objects.select_related(
             "rule",

@@ -121,6 +121,9 @@ def test_a_silence_fires_once_however_often_the_sweep_and_the_row_run() -> None:
     assert commands_of(watchdog) == [(CommandOrigin.WATCHDOG, False)]
     timeline = command_timeline(intent=DeviceCommand.objects.get(rule=watchdog))
     assert any("watchdog" in entry.detail for entry in timeline.entries)
+    assert [e.what for e in timeline.entries if e.stage == "alarm"] == [
+        "major watchdog alarm raised -> active"
+    ]
     execution = AutomationRuleExecution.objects.get(rule=watchdog)
     assert (execution.occurrence_id, execution.outcome) == (row.pk, ExecutionOutcome.INTENT_CREATED)
     alarm = Alarm.objects.get()
