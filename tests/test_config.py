@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
         ("TELEMETRY_MAX_AGE_S", "-1"),
         ("RETRY_BACKOFF_S", "5,x,45"),
         ("MQTT_PROTOCOL", "3"),
+        ("DEVICE_HEALTH_SWEEP_INTERVAL_S", "0"),
+        ("DEVICE_HEALTH_SWEEP_BATCH", "none"),
     ],
 )
 def test_malformed_setting_stops_start_up_naming_the_variable(variable, value) -> None:
