@@ -368,6 +368,8 @@ SPECTACULAR_SETTINGS = {
     "PARSER_WHITELIST": ["common.parsers.BoundedJSONParser"],
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api(/v[0-9]+)?",
+    # A severity reads the same on an alarm and on a rule (alarm_severity): one enum.
+    "ENUM_NAME_OVERRIDES": {"AlarmSeverityEnum": "alarms.states.AlarmSeverity"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "common.schema.error_responses",
