@@ -28,6 +28,7 @@ from automation.states import ExecutionOutcome
 from common.serializers import (
     EndpointValueField,
     StrictCharField,
+    StrictIntegerField,
     StrictModelSerializer,
 )
 from devices.selectors import farms_visible, instance_endpoints_visible
@@ -241,7 +242,7 @@ class ManualCommandRequestSerializer(serializers.Serializer[Any]):
 
     value = EndpointValueField(help_text="the value to set, of the endpoint's data type")
     reason = StrictCharField(max_length=400, allow_blank=False, trim_whitespace=True)
-    max_on_s = serializers.IntegerField(
+    max_on_s = StrictIntegerField(
         required=False,
         allow_null=True,
         min_value=1,

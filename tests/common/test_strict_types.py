@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from rest_framework import serializers
 
+from alarms.serializers import AlarmActRequestSerializer
 from automation.models import AutomationRule
 from automation.serializers import (
     CommandRetryRequestSerializer,
@@ -87,6 +88,7 @@ WRITABLE = (
     InstanceEndpointUpdateSerializer,
     UserMessageSerializer,
     UserMessageUpdateSerializer,
+    AlarmActRequestSerializer,
 )
 # Fields whose DRF class does not coerce across JSON types, or checks what it takes.
 STRICT_ENOUGH = (
