@@ -34,7 +34,7 @@ from devices.services.provisioning import device_create, device_endpoints_sync
 from devtools.simulator import DeviceSimulator, SimulatedDevice
 from notifications.models import Membership, MembershipRole, Notification
 
-SENSOR, HEATER = "DEMO-GH-S01", "DEMO-GH-H01"
+SENSOR, HEATER = "DEMO-P01", "DEMO-H01"  # a greenhouse probe and its heater
 WATCHDOG_S = 4  # the sensor's silence that turns the heater off
 REPORT_EVERY_S = 2  # the greenhouse sensor's profile: offline after three missed reports
 MAX_ON_S = 600  # the heater rule's run-time limit
@@ -61,7 +61,7 @@ def _profiles(farm: Farm) -> tuple[DeviceProfile, DeviceProfile]:
     org = farm.organization
     sensor, _ = DeviceProfile.objects.update_or_create(
         organization=org,
-        name="Greenhouse sensor v1",
+        name="Probe v1",
         defaults={"expected_interval_s": REPORT_EVERY_S},
     )
     heater, _ = DeviceProfile.objects.get_or_create(organization=org, name="Heater v1")
