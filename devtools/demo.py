@@ -73,7 +73,7 @@ def _profiles(
     return sensor, relay, endpoints
 
 
-def _device(serial: str, farm: Farm, profile: DeviceProfile) -> Device:
+def demo_device(serial: str, farm: Farm, profile: DeviceProfile) -> Device:
     """The demo device with its profile's endpoints (added too to one an older demo seeded)."""
     device = Device.objects.filter(serial_number=serial).first()
     if device is None:
@@ -99,8 +99,8 @@ def seed_demo_farm(pairs: int) -> list[tuple[str, str, dict[str, Any]]]:
     sensor_profile, relay_profile, ep = _profiles(org)
     out = []
     for i in range(1, pairs + 1):
-        sensor = _device(f"DEMO-S{i:02d}", farm, sensor_profile)
-        relay = _device(f"DEMO-R{i:02d}", farm, relay_profile)
+        sensor = demo_device(f"DEMO-S{i:02d}", farm, sensor_profile)
+        relay = demo_device(f"DEMO-R{i:02d}", farm, relay_profile)
         temp = DeviceInstanceEndpoint.objects.get(device=sensor, profile_endpoint=ep["temp"])
         io1 = DeviceInstanceEndpoint.objects.get(device=relay, profile_endpoint=ep["io1"])
         for name, operator, threshold, value in [

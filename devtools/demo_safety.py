@@ -24,13 +24,12 @@ from automation.services.rules import rule_create
 from automation.states import CommandOrigin, CommandStatus
 from config.tables import format_table
 from devices.models import (
-    Device,
     DeviceInstanceEndpoint,
     DeviceProfile,
     DeviceProfileEndpoint,
     Farm,
 )
-from devices.services.provisioning import device_create, device_endpoints_sync
+from devtools.demo import demo_device, demo_endpoint
 from devtools.simulator import DeviceSimulator, SimulatedDevice
 from notifications.models import Membership, MembershipRole, Notification
 
@@ -82,20 +81,6 @@ def _profiles(farm: Farm) -> tuple[DeviceProfile, DeviceProfile]:
     return sensor, heater
 
 
-def _device(serial: str, farm: Farm, profile: DeviceProfile) -> Device:
-    device = Device.objects.filter(serial_number=serial).first()
-    if device is None:
-        return device_create(farm=farm, profile=profile, serial_number=serial)
-    device_endpoints_sync(device=device)
-    return device
-
-
-def _endpoint(serial: str, key: str) -> DeviceInstanceEndpoint:
-    return DeviceInstanceEndpoint.objects.select_related("device__farm").get(
-        device__serial_number=serial, profile_endpoint__key=key
-    )
-
-
 def _rule(farm: Farm, name: str) -> AutomationRule | None:
     return AutomationRule.objects.filter(farm=farm, name=name, deleted_at__isnull=True).first()
 
@@ -108,9 +93,9 @@ def safety_seed(farm: Farm) -> SafetyLane:
     )
     Membership.objects.get_or_create(user=grower, farm=farm, role=MembershipRole.MEMBER)
     sensor_profile, heater_profile = _profiles(farm)
-    _device(SENSOR, farm, sensor_profile)
-    _device(HEATER, farm, heater_profile)
-    temp, heat = _endpoint(SENSOR, "temp"), _endpoint(HEATER, "heat")
+    demo_device(SENSOR, farm, sensor_profile)
+    demo_device(HEATER, farm, heater_profile)
+    temp, heat = demo_endpoint(SENSOR, "temp"), demo_endpoint(HEATER, "heat")
     heater_rule = _rule(farm, HEATER_RULE) or rule_create(
         farm=farm,
         name=HEATER_RULE,

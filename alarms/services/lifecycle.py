@@ -4,13 +4,15 @@ one alarm counted twice. Every status move goes through ``alarm_move``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Unpack
 
 from django.db import transaction
 from django.db.models import Case, F, When
 
 from alarms.models import Alarm
-from alarms.services.moves import alarm_move, alarm_transition_write
+from alarms.services.moves import AlarmFields, alarm_move, alarm_transition_write
 from alarms.states import (
     ACTOR_MAX_CHARS,
     DETAIL_MAX_CHARS,
@@ -122,68 +124,81 @@ def alarm_raise(
     raise RuntimeError(f"alarm {source}:{source_id} {type}: raise lost {MOVE_ATTEMPTS} times")
 
 
+def _moved_retrying(
+    load: Callable[[], Alarm | None],
+    to: AlarmStatus,
+    reason: AlarmReason,
+    *,
+    actor: str,
+    comment: str = "",
+    now: datetime,
+    **fields: Unpack[AlarmFields],
+) -> bool:
+    """A move that ends the repeats: read the alarm again and retry while another move won
+    its compare-and-set (a raise bumping the count, say); False once ``load`` finds none."""
+    fields["next_notify_at"] = None
+    for _ in range(MOVE_ATTEMPTS):
+        alarm = load()
+        if alarm is None:
+            return False
+        if alarm_move(alarm, to, reason, actor=actor, comment=comment, now=now, **fields):
+            return True
+    return False
+
+
+def _by_id(
+    alarm_id: int, *, unless: AlarmStatus | None = None, only: AlarmStatus | None = None
+) -> Callable[[], Alarm | None]:
+    def load() -> Alarm | None:
+        alarm = Alarm.objects.filter(pk=alarm_id).first()
+        if alarm is None or alarm.status == unless or (only is not None and alarm.status != only):
+            return None
+        return alarm
+
+    return load
+
+
 def alarm_clear_by_cause(
     *, source: str, source_id: int, type: str, cause: str, now: datetime
 ) -> bool:
     """Clear the open alarm, if any, with the cause (``"device back"``) as its actor."""
-    for _ in range(MOVE_ATTEMPTS):
-        alarm = _open(source, source_id, type)
-        if alarm is None:
-            return False
-        cause = cause[:ACTOR_MAX_CHARS]
-        if alarm_move(
-            alarm,
-            AlarmStatus.CLEARED,
-            AlarmReason.CLEARED_BY_CAUSE,
-            actor=cause,
-            now=now,
-            cleared_by=cause,
-            cleared_at=now,
-            next_notify_at=None,
-        ):
-            return True
-    return False
+    cause = cause[:ACTOR_MAX_CHARS]
+    return _moved_retrying(
+        lambda: _open(source, source_id, type),
+        AlarmStatus.CLEARED,
+        AlarmReason.CLEARED_BY_CAUSE,
+        actor=cause,
+        now=now,
+        cleared_by=cause,
+        cleared_at=now,
+    )
 
 
 def alarm_acknowledge(*, alarm_id: int, actor: str, comment: str, now: datetime) -> bool:
     """Someone is on it: the repeats stop. False if the alarm is not active (any more)."""
-    for _ in range(MOVE_ATTEMPTS):
-        alarm = Alarm.objects.filter(pk=alarm_id).first()
-        if alarm is None or alarm.status != AlarmStatus.ACTIVE:
-            return False
-        if alarm_move(
-            alarm,
-            AlarmStatus.ACKNOWLEDGED,
-            AlarmReason.ACKNOWLEDGED,
-            actor=actor,
-            comment=comment,
-            now=now,
-            acknowledged_by=actor[:ACTOR_MAX_CHARS],
-            acknowledged_at=now,
-            acknowledge_comment=comment[:DETAIL_MAX_CHARS],
-            next_notify_at=None,
-        ):
-            return True
-    return False
+    return _moved_retrying(
+        _by_id(alarm_id, only=AlarmStatus.ACTIVE),
+        AlarmStatus.ACKNOWLEDGED,
+        AlarmReason.ACKNOWLEDGED,
+        actor=actor,
+        comment=comment,
+        now=now,
+        acknowledged_by=actor[:ACTOR_MAX_CHARS],
+        acknowledged_at=now,
+        acknowledge_comment=comment[:DETAIL_MAX_CHARS],
+    )
 
 
 def alarm_clear(*, alarm_id: int, actor: str, comment: str, now: datetime) -> bool:
     """Cleared by hand (active or acknowledged). False if it is cleared already or gone."""
-    for _ in range(MOVE_ATTEMPTS):
-        alarm = Alarm.objects.filter(pk=alarm_id).first()
-        if alarm is None or alarm.status == AlarmStatus.CLEARED:
-            return False
-        if alarm_move(
-            alarm,
-            AlarmStatus.CLEARED,
-            AlarmReason.CLEARED_BY_HAND,
-            actor=actor,
-            comment=comment,
-            now=now,
-            cleared_by=actor[:ACTOR_MAX_CHARS],
-            cleared_at=now,
-            clear_comment=comment[:DETAIL_MAX_CHARS],
-            next_notify_at=None,
-        ):
-            return True
-    return False
+    return _moved_retrying(
+        _by_id(alarm_id, unless=AlarmStatus.CLEARED),
+        AlarmStatus.CLEARED,
+        AlarmReason.CLEARED_BY_HAND,
+        actor=actor,
+        comment=comment,
+        now=now,
+        cleared_by=actor[:ACTOR_MAX_CHARS],
+        cleared_at=now,
+        clear_comment=comment[:DETAIL_MAX_CHARS],
+    )
