@@ -1,0 +1,39 @@
+"""The hot path's SQL runner: it shares Django's connection and transaction, and the
+statement counter tells its statements from the ORM's."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from common.hot_sql import hot_rows, hot_run, in_list, json_param, json_value, statements_counted
+from devices.models import Farm
+from tests.devices.factories import make_farm
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_hot_statement_is_counted_apart_from_the_orm() -> None:
+    with statements_counted() as count:
+        rows = hot_rows("SELECT 1 + %s", [1])
+        Farm.objects.count()
+    assert rows == [(2,)]
+    assert (len(count.hot), len(count.orm), count.total) == (1, 1, 2)
+
+
+def test_an_in_list_and_json_round_trip() -> None:
+    kit = make_farm(prefix="hs")
+    sql, params = in_list([kit.farm.pk, -1])
+    assert hot_rows(f"SELECT count(*) FROM devices_farm WHERE id IN {sql}", params) == [(1,)]
+    assert json_value(hot_rows("SELECT %s", [json_param({"a": [1, 2]})])[0][0]) == {"a": [1, 2]}
+
+
+def test_a_hot_write_rolls_back_with_the_django_transaction() -> None:
+    kit = make_farm(prefix="hr")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        for _ in range(6):  # past psycopg's prepare threshold: the prepared path runs too
+            moved = hot_run("UPDATE devices_farm SET name = %s WHERE id = %s", ["x", kit.farm.pk])
+            assert moved == 1
+        raise RuntimeError
+    kit.farm.refresh_from_db()
+    assert kit.farm.name != "x"
