@@ -11,12 +11,14 @@ On SQLite (the embedded default) it goes through Django's cursor, which speaks t
 rather than arrays, ``ON CONFLICT`` and ``RETURNING`` (SQLite 3.35 and later).
 
 ``statements_counted`` counts statements of both kinds, so the cost tests keep counting
-and can fail when a hot statement goes back through the ORM."""
+and can fail when a hot statement goes back through the ORM; Django's query log
+(``CaptureQueriesContext``, ``DEBUG``) lists hot statements too, on both databases."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -117,10 +119,14 @@ def _cursor() -> Iterator[Any]:
 
 def _execute(cursor: Any, sql: str, params: Params) -> None:
     _counted(sql)
-    if connection.vendor == "postgresql":
-        cursor.execute(sql, params, prepare=True)
-    else:
-        cursor.execute(sql, params)
+    if connection.vendor != "postgresql":
+        cursor.execute(sql, params)  # Django's cursor: logged like any query
+        return
+    started = time.monotonic()
+    cursor.execute(sql, params, prepare=True)
+    if connection.queries_logged:  # CaptureQueriesContext and DEBUG see it as on SQLite
+        elapsed = time.monotonic() - started
+        connection.queries_log.append({"sql": sql, "time": f"{elapsed:.3f}"})
 
 
 def hot_rows(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:

@@ -37,3 +37,13 @@ def test_a_hot_write_rolls_back_with_the_django_transaction() -> None:
         raise RuntimeError
     kit.farm.refresh_from_db()
     assert kit.farm.name != "x"
+
+
+def test_django_query_capture_sees_hot_statements_on_both_databases() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        hot_rows("SELECT %s", [1])
+    assert [q["sql"] for q in captured.captured_queries][-1].startswith("SELECT")
+    assert len(captured.captured_queries) == 1
