@@ -111,6 +111,12 @@ def commands_dispatch_on_commit(intent_ids: Sequence[int]) -> None:
         enqueue_on_commit(COMMANDS_DISPATCH, ids)
 
 
+def commands_reconcile_on_commit(intent_ids: Sequence[int]) -> None:
+    ids = list(intent_ids)
+    if ids:
+        enqueue_on_commit(COMMANDS_RECONCILE, ids)
+
+
 def notifications_deliver_on_commit(notification_ids: Sequence[int]) -> None:
     """One delivery task per notification (each is retried on its own)."""
     for notification_id in notification_ids:

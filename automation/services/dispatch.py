@@ -27,7 +27,6 @@ from automation.services.commands import (
     intent_await_broker,
     intent_retry_or_expire,
 )
-from automation.services.reconcile import command_intents_reconcile
 from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
@@ -35,6 +34,7 @@ from automation.services.transitions import (
     commands_transition,
 )
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
+from common.handoff import commands_reconcile_on_commit
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.client import MqttError
 from devices.mqtt.contract import RpcRequest, rpc_request_topic
@@ -234,12 +234,12 @@ def _publish_batch(
     for move in moves:
         outcomes[move.intent.pk] = DispatchOutcome.DISPATCHED
     if marked:
-        # A fast device may have answered before this commit: its receipts are already
-        # stored and decide now (reconciliation reads them under the row locks).
+        # A fast device may have answered before this commit: the bridge then left its
+        # receipts to us (``device_messages_record``), and reconcile decides on them.
         answered = DeviceCommandReceipt.objects.filter(
             intent_id__in=[m.intent.pk for m in marked]
         ).values_list("intent_id", flat=True)
-        command_intents_reconcile(intent_ids=sorted(set(answered)), now=now)
+        commands_reconcile_on_commit(sorted(set(answered)))
 
 
 def _dispatched(
