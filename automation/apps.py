@@ -6,8 +6,8 @@ class AutomationConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Counting hooks and scrape-time gauges for ``/metrics``, and the handler of rule
-        schedules' occurrences, in every process."""
+        """Counting hooks and scrape-time gauges for ``/metrics``, the handler of rule
+        schedules' occurrences, in every process; which of its tables are configuration."""
         from django.db.models.signals import post_save
 
         from automation.metrics import execution_core_gauges
@@ -26,3 +26,24 @@ class AutomationConfig(AppConfig):
 
         scheduler_handlers_register()
         automation_retention_register()
+        _config_tables_watch()
+
+
+def _config_tables_watch() -> None:
+    """Rules with their conditions, actions and schedules are configuration
+    (``common.config_version``): the evaluation's rule cache follows their version."""
+    from automation.models import (
+        AutomationRule,
+        AutomationRuleAction,
+        AutomationRuleCondition,
+        AutomationRuleSchedule,
+    )
+    from common.config_version import config_tables_watch
+
+    for model in (
+        AutomationRule,
+        AutomationRuleCondition,
+        AutomationRuleAction,
+        AutomationRuleSchedule,
+    ):
+        config_tables_watch(model)

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
@@ -10,8 +12,22 @@ class CommonConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """``/metrics`` reads the age of each retained table's oldest row at scrape time."""
+        """``/metrics`` reads the age of each retained table's oldest row at scrape time;
+        every ``migrate`` ends by (re)installing the configuration version's triggers."""
+        from django.db.models.signals import post_migrate
+
         from common.retention import retention_gauges
         from config.metrics import metrics_gauges_register
 
         metrics_gauges_register("retention", retention_gauges)
+        post_migrate.connect(
+            _config_version_triggers, sender=self, dispatch_uid="common-config-version"
+        )
+
+
+def _config_version_triggers(*, using: str, **kwargs: Any) -> None:
+    from django.db import connections
+
+    from common.config_version import config_version_triggers_install
+
+    config_version_triggers_install(connections[using])

@@ -80,3 +80,18 @@ class ApiIdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.method} {self.path} · key {self.key} → {self.status_code}"
+
+
+class ConfigVersion(models.Model):
+    """One row whose ``version`` every write of a configuration table moves, in the writing
+    transaction (``common.config_version``): per-process caches of configuration compare it
+    with the version they were built at. Written by database triggers only."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1)
+    version = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "configuration version"
+
+    def __str__(self) -> str:
+        return f"configuration version {self.version}"

@@ -34,10 +34,12 @@ from automation.models import (
 )
 from automation.operators import values_equal
 from automation.services.commands import CommandColumns, command_fields
+from automation.services.conditions import Reading
 from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
 from automation.services.manual import manual_holds_active
 from automation.services.priority import candidates_rank
 from automation.services.rows import as_row
+from automation.services.rule_cache import RuleSet, watchdog_holds
 from automation.services.run_limits import NO_LIMIT, RunLimit
 from automation.services.targets import (
     TargetState,
@@ -150,15 +152,26 @@ class Context:
     watchdog_holds: dict[int, WatchdogHold] = field(default_factory=dict)
 
 
-def decision_context(targets: dict[int, TargetState], now: datetime) -> Context:
-    """The cool-downs, manual holds and watchdog holds of these targets (three queries, a
-    fourth when a watchdog is silent), with their states."""
+def decision_context(
+    targets: dict[int, TargetState],
+    now: datetime,
+    *,
+    rules: RuleSet | None = None,
+    readings: dict[int, Reading] | None = None,
+) -> Context:
+    """The cool-downs and manual holds of these targets (two queries), with their states,
+    and the watchdogs holding them: from the cached ``rules`` and the ``readings`` of their
+    trigger endpoints (``watchdog_trigger_ids``) when given, else read (two queries)."""
+    if rules is not None and readings is not None:
+        watchdogs = watchdog_holds(rules, targets, readings, now=now)
+    else:
+        watchdogs = watchdog_holds_active(targets, now=now)
     return Context(
         targets=targets,
         cooldowns=command_cooldowns_for(targets),
         holds=manual_holds_active(targets, now=now),
         now=now,
-        watchdog_holds=watchdog_holds_active(targets, now=now),
+        watchdog_holds=watchdogs,
     )
 
 

@@ -41,7 +41,6 @@ from automation.services.conditions import (
     condition_endpoints,
     reading_ids,
     rule_holds,
-    rules_triggered_by,
 )
 from automation.services.decisions import (
     Decision,
@@ -52,6 +51,7 @@ from automation.services.decisions import (
     rule_actions,
 )
 from automation.services.rule_alarms import rule_alarms_sync
+from automation.services.rule_cache import rule_set, watchdog_trigger_ids
 from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import EventStatus, ReasonCode
 
@@ -86,8 +86,11 @@ def endpoint_events_evaluate(
     result.endpoint_ids = sorted({e.device_instance_endpoint_id for e in events})
     # A watchdog fires on silence, never on a reading (``automation.services.watchdog``):
     # it is not evaluated, and its targets are not locked for its endpoint's readings.
+    rule_cache = rule_set()
     rules = [
-        r for r in rules_triggered_by(result.endpoint_ids) if r.operator != Operator.SILENT_FOR
+        r
+        for r in rule_cache.rules_triggered_by(result.endpoint_ids)
+        if r.operator != Operator.SILENT_FOR
     ]
     rules_by_endpoint: dict[int, list[AutomationRule]] = defaultdict(list)
     for rule in rules:
@@ -96,11 +99,14 @@ def endpoint_events_evaluate(
     target_ids = {a.endpoint.pk for rule in rules for a in rule_actions(rule)}
     with transaction.atomic():
         targets_lock(target_ids)
+        watchdog_triggers = watchdog_trigger_ids(rule_cache, target_ids)
         targets, readings = targets_and_readings_load(
-            target_ids, reading_ids(rules, also=result.endpoint_ids)
+            target_ids,
+            reading_ids(rules, also=[*result.endpoint_ids, *watchdog_triggers]),
+            priorities=rule_cache.priorities,
         )
         now = timezone.now()
-        context = decision_context(targets, now)
+        context = decision_context(targets, now, rules=rule_cache, readings=readings)
         candidates, finished, verdicts = _candidates(events, rules_by_endpoint, readings)
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)
