@@ -69,7 +69,7 @@ def config_tables() -> list[ConfigTable]:
 def config_version() -> int | None:
     """The version as this transaction sees it (one indexed read of one row); None before
     the first configuration write (a fresh or flushed database)."""
-    rows = hot_rows(f"SELECT version FROM {TABLE} WHERE id = %s", [_ROW])
+    rows = hot_rows(f"SELECT version FROM {TABLE} WHERE id = {_ROW}")
     return int(rows[0][0]) if rows else None
 
 
