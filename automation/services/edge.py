@@ -26,13 +26,13 @@ from devices.directory import DeviceDirectory
 from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetry, WireRow
 
 # One per process: its pause after a failed nudge spans every batch of the process, and the
-# directory spares each batch its device and endpoint reads (``DEVICE_DIRECTORY_TTL_S``).
+# directory spares each batch its device and endpoint reads while no configuration changed.
 _nudge = Nudger()
 
 
 @cache
 def _devices() -> DeviceDirectory:
-    return DeviceDirectory(ttl_s=settings.DEVICE_DIRECTORY_TTL_S)
+    return DeviceDirectory()
 
 
 def bridge_batch_store(group: str, batch: list[WireRow]) -> None:

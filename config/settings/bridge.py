@@ -24,9 +24,6 @@ BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
 BRIDGE_STORE = "automation.services.edge.bridge_batch_store"
 # A device's ack waits up to this long for its state report, so both cross in one commit (0: off).
 BRIDGE_REPLY_WAIT_MS = env_float("BRIDGE_REPLY_WAIT_MS", 10.0, minimum=0.0)
-# The bridge keeps each device and its endpoints this long before reading them again: a
-# retired device or a new endpoint is seen within it (an unknown serial is asked every time).
-DEVICE_DIRECTORY_TTL_S = env_float("DEVICE_DIRECTORY_TTL_S", 5.0, minimum=0.0)
 BRIDGE_DEDUPE_TTL_S = env_int("BRIDGE_DEDUPE_TTL_S", 60)  # 0 turns the cache fast path off
 BRIDGE_MAX_PAYLOAD_BYTES = env_int("BRIDGE_MAX_PAYLOAD_BYTES", 64 * 1024, minimum=1)
 BRIDGE_SESSION_EXPIRY_S = env_int("BRIDGE_SESSION_EXPIRY_S", 24 * 3600, minimum=1)
