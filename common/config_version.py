@@ -7,8 +7,10 @@ Database triggers move it, so no writer can forget: a service, the admin, a bulk
 queryset ``update()``, a migration or SQL typed by hand. Each app names its configuration
 tables (``config_tables_watch``) and the columns that are not configuration (a device's last
 message, an endpoint's last value): writing only those moves nothing, so readings never do.
-The triggers are (re)installed after every ``migrate``, as a table rebuilt by a migration
-(SQLite rebuilds tables to alter them) loses its triggers.
+The triggers are dropped before every ``migrate`` and installed again after it: a trigger
+names the columns it watches, and PostgreSQL refuses to change the type of such a column, a
+migration taken backwards may drop the version's table under a trigger that writes it, and a
+table rebuilt by a migration (SQLite rebuilds tables to alter them) loses its triggers.
 
 The value is fresh on every move (a sequence on PostgreSQL, a random 63-bit number on
 SQLite), never ``+ 1``: after a rollback a counter would hand out the same number again, and a
@@ -74,25 +76,59 @@ def config_version() -> int | None:
 
 
 def config_version_triggers_install(conn: BaseDatabaseWrapper | None = None) -> list[str]:
-    """(Re)create the triggers of every watched table present; the tables given triggers."""
+    """(Re)create the triggers of every watched table present; the tables given triggers.
+    Each watches the columns its table has now, so the schema of any migration state will do."""
     conn = conn or connection
     present = set(conn.introspection.table_names())
-    tables = [t for t in config_tables() if t.table in present and TABLE in present]
+    if TABLE not in present:
+        return []
     with conn.cursor() as cursor:
+        tables: list[tuple[str, list[str]]] = []
+        for t in config_tables():
+            if t.table not in present:
+                continue
+            have = {c.name for c in conn.introspection.get_table_description(cursor, t.table)}
+            columns = [c for c in t.watched_columns() if c in have]
+            if columns:
+                tables.append((t.table, columns))
         if conn.vendor == "postgresql":
             _install_postgresql(cursor, tables)
         elif conn.vendor == "sqlite":
             _install_sqlite(cursor, tables)
         else:  # pragma: no cover - the project runs on these two
             raise NotImplementedError(conn.vendor)
-    return [t.table for t in tables]
+    return [table for table, _ in tables]
+
+
+def config_version_triggers_drop(conn: BaseDatabaseWrapper | None = None) -> int:
+    """Drop every configuration version trigger (before a migration: see the module's
+    docstring); how many there were."""
+    conn = conn or connection
+    with conn.cursor() as cursor:
+        if conn.vendor == "postgresql":
+            cursor.execute(
+                "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+                "WHERE t.tgname LIKE 'config_version_%%' AND NOT t.tgisinternal"
+            )
+            found = cursor.fetchall()
+            for name, table in found:
+                cursor.execute(f'DROP TRIGGER IF EXISTS {name} ON "{table}"')
+        else:
+            cursor.execute(
+                "SELECT name, tbl_name FROM sqlite_master "
+                "WHERE type = 'trigger' AND name LIKE 'config_version_%'"
+            )
+            found = cursor.fetchall()
+            for name, _table in found:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+    return len(found)
 
 
 def _trigger_name(table: str, suffix: str = "") -> str:
     return f"config_version_{table}{suffix}"
 
 
-def _install_postgresql(cursor: Any, tables: Sequence[ConfigTable]) -> None:
+def _install_postgresql(cursor: Any, tables: Sequence[tuple[str, list[str]]]) -> None:
     """One statement-level trigger per table: a bulk write of a thousand rows moves once."""
     cursor.execute(f"CREATE SEQUENCE IF NOT EXISTS {_PG_SEQUENCE}")
     cursor.execute(
@@ -100,30 +136,30 @@ def _install_postgresql(cursor: Any, tables: Sequence[ConfigTable]) -> None:
         f"BEGIN INSERT INTO {TABLE} (id, version) VALUES ({_ROW}, nextval('{_PG_SEQUENCE}')) "
         "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version; RETURN NULL; END $$"
     )
-    for t in tables:
-        columns = ", ".join(f'"{c}"' for c in t.watched_columns())
+    for table, watched in tables:
+        columns = ", ".join(f'"{c}"' for c in watched)
         cursor.execute(
-            f"CREATE OR REPLACE TRIGGER {_trigger_name(t.table)} AFTER INSERT OR DELETE OR "
-            f'UPDATE OF {columns} ON "{t.table}" FOR EACH STATEMENT '
+            f"CREATE OR REPLACE TRIGGER {_trigger_name(table)} AFTER INSERT OR DELETE OR "
+            f'UPDATE OF {columns} ON "{table}" FOR EACH STATEMENT '
             f"EXECUTE FUNCTION {_PG_FUNCTION}()"
         )
 
 
-def _install_sqlite(cursor: Any, tables: Sequence[ConfigTable]) -> None:
+def _install_sqlite(cursor: Any, tables: Sequence[tuple[str, list[str]]]) -> None:
     """SQLite has row-level triggers only, and no sequence: a random number stands for it."""
     move = f"INSERT OR REPLACE INTO {TABLE} (id, version) VALUES ({_ROW}, abs(random() / 2));"
-    for t in tables:
-        columns = ", ".join(f'"{c}"' for c in t.watched_columns())
+    for table, watched in tables:
+        columns = ", ".join(f'"{c}"' for c in watched)
         events = {
             "_ins": "INSERT",
             "_del": "DELETE",
             "_upd": f"UPDATE OF {columns}",
         }
         for suffix, event in events.items():
-            name = _trigger_name(t.table, suffix)
+            name = _trigger_name(table, suffix)
             cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
             cursor.execute(
-                f'CREATE TRIGGER {name} AFTER {event} ON "{t.table}" FOR EACH ROW BEGIN {move} END'
+                f'CREATE TRIGGER {name} AFTER {event} ON "{table}" FOR EACH ROW BEGIN {move} END'
             )
 
 

@@ -10,7 +10,6 @@ from datetime import datetime
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -20,6 +19,7 @@ from devices.models import Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from tests.automation.conftest import ack, dispatch, make_intent
 from tests.devices.factories import make_farm
+from tests.migrating import migrate_to
 from tests.unique_keys import key_absorbs_copies
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
@@ -140,8 +140,7 @@ def test_the_migration_keeps_every_row_and_moves_the_keys_in_place() -> None:
     it, the same rows with their values, the keys as named constraints without a pattern-ops
     copy, and a duplicate still absorbed."""
     kit = make_farm()
-    executor = MigrationExecutor(connection)
-    executor.migrate([("automation", "0010_execution_target_required")])
+    executor = migrate_to([("automation", "0010_execution_target_required")])
     old = executor.loader.project_state(("automation", "0010_execution_target_required")).apps
     at = timezone.now()
     telemetry = Telemetry.objects.create(
@@ -159,9 +158,7 @@ def test_the_migration_keeps_every_row_and_moves_the_keys_in_place() -> None:
         dedupe_key="k" * 64,
         created_at=at,
     )
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()
     event = AutomationEndpointEvent.objects.get()
     assert (event.pk, event.normalized_value, event.dedupe_key) == (old_event.pk, 31.5, "k" * 64)
     assert _same_instant(event.event_timestamp, at)

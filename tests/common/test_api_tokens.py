@@ -16,7 +16,6 @@ from django.contrib import admin
 from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -24,6 +23,7 @@ from rest_framework.test import APIClient
 from common.accounts.models import ApiToken
 from common.accounts.services import api_token_issue
 from tests.conftest import Tenant
+from tests.migrating import migrate_to
 
 pytestmark = pytest.mark.django_db
 TOKEN_URL = "/admin/accounts/apitoken/"
@@ -170,7 +170,7 @@ def test_plain_tokens_of_drf_authtoken_become_hashed_rows() -> None:
     """The data migration: an old plain key keeps working, and its plain table is gone."""
     user = User.objects.create_user(username="legacy", password="pw")
     legacy_key = "0123456789abcdef0123456789abcdef01234567"
-    MigrationExecutor(connection).migrate([("accounts", "0001_initial")])
+    migrate_to([("accounts", "0001_initial")])
     with connection.cursor() as cursor:
         cursor.execute(
             "CREATE TABLE authtoken_token (key varchar(40) PRIMARY KEY, "
@@ -183,9 +183,7 @@ def test_plain_tokens_of_drf_authtoken_become_hashed_rows() -> None:
             "INSERT INTO authtoken_token (key, created, user_id) VALUES (%s, %s, %s)",
             [legacy_key, timezone.now(), user.pk],
         )
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())  # every app, dependants included
+    migrate_to()  # every app, dependants included
     assert "authtoken_token" not in connection.introspection.table_names()
     token = ApiToken.objects.get(user=user)
     assert token.digest == hashlib.sha256(legacy_key.encode()).hexdigest()

@@ -13,7 +13,6 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from automation.models import CommandTransition, DeviceCommand
@@ -21,6 +20,7 @@ from automation.services.manual import endpoint_command_manual
 from common.models import MemberRole
 from scheduler.models import DueWork, DueWorkTransition, TraceRecord
 from tests.devices.factories import make_farm
+from tests.migrating import migrate_to
 from tests.scheduler.factories import DueWorkFactory
 
 PREVIOUS = [
@@ -38,10 +38,7 @@ TABLES = [model._meta.db_table for *_, model in RENAMES]
 
 
 def _migrate(targets: list[tuple[str, str]] | None = None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-    ContentType.objects.clear_cache()
+    migrate_to(targets)
 
 
 def _catalog() -> dict[str, Any]:

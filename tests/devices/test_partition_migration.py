@@ -11,7 +11,6 @@ import time
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from automation.models import AutomationEndpointEvent
@@ -19,6 +18,7 @@ from common.partitions import is_partitioned, partitions
 from common.sql import insert_ignore_returning
 from devices.models import Telemetry
 from tests.devices.factories import make_farm
+from tests.migrating import migrate_to
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -32,9 +32,7 @@ EVENTS = AutomationEndpointEvent._meta.db_table
 
 
 def _migrate(targets: list[tuple[str, str]] | None = None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
+    migrate_to(targets)
 
 
 def _seed(device_id: int, endpoint_id: int, organization_id: int, farm_id: int) -> None:

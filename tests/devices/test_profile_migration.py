@@ -11,8 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.migrations.executor import MigrationExecutor
+
+from tests.migrating import migrate_to
 
 BEFORE = [("devices", "0009_farm_manual_override_minutes")]
 AFTER = [("devices", "0011_profile_name_per_org")]
@@ -85,16 +87,12 @@ def _legacy_rows(apps: Any) -> Legacy:
 
 
 def _migrate(target: list[tuple[str, str]]) -> MigrationExecutor:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(target)
-    return executor
+    return migrate_to(target)
 
 
 def _latest() -> None:
     """Every app at its latest: going back also unapplied whatever depends on devices."""
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to()
 
 
 @pytest.fixture

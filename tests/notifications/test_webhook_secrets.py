@@ -9,7 +9,6 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from notifications.models import ExternalContact, Notification
 from notifications.services.contacts import (
@@ -23,6 +22,7 @@ from notifications.webhook_secrets import (
     webhook_secret_recompute,
 )
 from tests.devices.factories import FarmFactory
+from tests.migrating import migrate_to
 from tests.notifications.test_webhook import deliver_when_due, hand_off
 
 pytestmark = pytest.mark.django_db
@@ -104,8 +104,7 @@ def test_the_command_prints_a_new_secret_once(team) -> None:
 def test_the_migration_drops_stored_plain_text_secrets() -> None:
     before = [("notifications", "0003_notification_time_zone_validated")]
     after = [("notifications", "0004_webhook_secrets_derived_not_stored")]
-    executor = MigrationExecutor(connection)
-    executor.migrate(before)
+    executor = migrate_to(before)
     try:
         old_apps = executor.loader.project_state(before).apps
         farm = FarmFactory()
@@ -113,13 +112,10 @@ def test_the_migration_drops_stored_plain_text_secrets() -> None:
             farm_id=farm.pk, name="Legacy", webhook_url="https://x.test/h", webhook_secret="pl4in"
         )
     finally:
-        executor = MigrationExecutor(connection)
-        executor.loader.build_graph()
-        executor.migrate(after)
+        executor = migrate_to(after)
         # Back to every app's latest: going back to ``before`` also unapplied the migrations
         # of other apps that depend on notifications' later ones.
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_to()
     contact = ExternalContact.objects.get(pk=legacy.pk)
     assert "pl4in" not in _stored_text(contact)
     assert contact.webhook_secret_salt == ""  # no secret until one is issued and handed over
