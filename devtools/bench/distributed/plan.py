@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from devtools.bench.distributed.soak_plan import SoakPlan
 
-PHASES = ("command", "ingest", "scheduler")
+PHASES = ("command", "ingest", "scheduler", "storage")
 POOLS = ("prefork", "threads", "solo", "gevent", "eventlet")
 
 
@@ -100,6 +100,9 @@ class DistributedPlan:
     batch: int = 500  # bare INSERT rows per statement batch, as the bridge batches
     scheduler_rows: int = 5000
     scheduler_workers: tuple[int, ...] = (1, 2, 4)
+    # The storage phase's fixed fleet: what a stored value costs does not grow with the run.
+    storage_devices: int = 50
+    storage_messages: int = 5000
     out_dir: Path = Path("var/bench-distributed")
     json_path: Path | None = None
     profile: bool = False

@@ -21,7 +21,7 @@ from config.env import MqttConfig
 from devtools.bench import BenchError
 from devtools.bench.distributed.command_phase import command_phase
 from devtools.bench.distributed.cost import cost_table, crossing_cpu_table
-from devtools.bench.distributed.ingest_phase import ingest_phase
+from devtools.bench.distributed.ingest_phase import IngestFigures, ingest_phase
 from devtools.bench.distributed.plan import DistributedPlan
 from devtools.bench.distributed.profile import profiles_recording, py_spy
 from devtools.bench.distributed.results import (
@@ -31,10 +31,16 @@ from devtools.bench.distributed.results import (
     stages_table,
     steps_table,
 )
-from devtools.bench.distributed.scheduler_phase import scheduler_phase, scheduler_skip_reason
+from devtools.bench.distributed.scheduler_phase import (
+    SchedulerFigures,
+    scheduler_phase,
+    scheduler_skip_reason,
+)
 from devtools.bench.distributed.stack import stack_running
+from devtools.bench.distributed.targets import target_rows, targets_table
 from devtools.bench.distributed.where import profiles_table
 from devtools.bench.fleet import fleet_seeded
+from devtools.bench.storage import storage_bench
 
 Write = Callable[[str], None]
 
@@ -71,6 +77,9 @@ def distributed_run(plan: DistributedPlan, write: Write) -> None:
     steps: list[StepResult] = []
     extra: dict[str, Any] = {"run": run}
     skip = scheduler_skip_reason() if "scheduler" in plan.phases else None
+    ingest: IngestFigures | None = None
+    sched: SchedulerFigures | None = None
+    bytes_per_value: float | None = None
     if skip:
         write(skip)
     with ExitStack() as fleets:
@@ -125,7 +134,7 @@ def distributed_run(plan: DistributedPlan, write: Write) -> None:
                         if plan.profile
                         else None
                     )
-                    figures = ingest_phase(stack, ingest_fleet, plan.messages, write)
+                    figures = ingest = ingest_phase(stack, ingest_fleet, plan.messages, write)
                 if ingest_profiles and plan.profile_format == "raw":
                     write("\nWhere each process spends its samples during ingest (py-spy):")
                     write(profiles_table(ingest_profiles))
@@ -141,6 +150,25 @@ def distributed_run(plan: DistributedPlan, write: Write) -> None:
                       "connection each)")  # fmt: skip
                 write(sched.table())
                 extra["scheduler"] = sched.as_json()
+    if "storage" in plan.phases:
+        # After the stack stopped: VACUUM FULL takes each table's lock, and no worker writes.
+        storage = storage_bench(
+            devices=plan.storage_devices, messages=plan.storage_messages, batch=plan.batch
+        )
+        write(f"\nStorage: {plan.storage_messages:,} messages from {plan.storage_devices} sensors "
+              "through ingest and evaluation, after VACUUM FULL")  # fmt: skip
+        write(storage.table())
+        write(storage.summary())
+        bytes_per_value = storage.per_value()
+        extra["storage_bytes_per_value"] = round(bytes_per_value, 1)
+    rows = target_rows(steps=steps, ingest=ingest, scheduler=sched, bytes_per_value=bytes_per_value)
+    write("\nTargets: each figure next to its target and the bare limit of this run")
+    write(targets_table(rows))
+    extra["targets"] = [
+        {"figure": r.figure, "target": r.target, "measured": r.measured, "limit": r.limit,
+         "met": r.met}
+        for r in rows
+    ]  # fmt: skip
     if plan.json_path is not None:
         plan.json_path.parent.mkdir(parents=True, exist_ok=True)
         body = document(plan.command_line(), machine_describe(), steps, extra)
