@@ -191,11 +191,11 @@ def command_intents_reconcile(
         evidence = evidence_batch(intents)
         moves: list[GuardedTransition] = []
         for intent in intents:
-            move = _batched_move(intent, evidence[intent.pk], now)
+            move, first = _batched_move(intent, evidence[intent.pk], now)
             if move is not None:
                 moves.append(move)
-            else:
-                _one_by_one(intent, evidence[intent.pk], now)  # a retry, or nothing to do
+            elif first is not None:  # a retry (it writes a receipt): row by row
+                _one_by_one(intent, evidence[intent.pk], first, now)
         commands_transition(moves, now=now)
         changed = [i for i in intents if i.status != started[i.pk]]
         _cooldowns_follow(changed, now)
@@ -207,9 +207,10 @@ def command_intents_reconcile(
 
 def _batched_move(
     intent: DeviceCommand, evidence: Evidence, now: datetime
-) -> GuardedTransition | None:
-    """The chain of moves the evidence justifies, decided in memory; None when there is none
-    or it starts with a retry (left to ``_one_by_one``)."""
+) -> tuple[GuardedTransition | None, Verdict | None]:
+    """The chain of moves the evidence justifies, decided in memory, or (None, the first
+    verdict) when it cannot be batched (a retry) for ``_one_by_one``; (None, None) when there
+    is nothing to do. The verdict is handed on so that no intent walks ``decide`` twice."""
     status, fields = CommandStatus(intent.status), CommandFields()
     path: list[Transition] = []
     for _ in range(4):
@@ -223,19 +224,24 @@ def _batched_move(
             settings.APPLIED_WINDOW_S,
         )
         if verdict is None or verdict.retry or not command_can_move(status, verdict.to):
-            if verdict is not None and verdict.retry and not path:
-                return None
+            if verdict is not None and not path:
+                return None, verdict
             break
         path.append(Transition(verdict.to, verdict.reason, verdict.detail))
         fields.update(verdict.fields)
         if verdict.to == CommandStatus.APPLIED:
             fields["applied_at"] = now
         status = verdict.to
-    return GuardedTransition(intent, path, fields) if path else None
+    return (GuardedTransition(intent, path, fields) if path else None), None
 
 
-def _one_by_one(intent: DeviceCommand, evidence: Evidence, now: datetime) -> None:
+def _one_by_one(intent: DeviceCommand, evidence: Evidence, first: Verdict, now: datetime) -> None:
+    """Apply ``first`` (already decided on this evidence), then what the evidence justifies
+    after it."""
+    verdict: Verdict | None = first
     for _ in range(4):
+        if verdict is None or not _apply(intent, verdict, now):
+            break
         evidence = replace(
             evidence,
             status=intent.status,
@@ -244,8 +250,6 @@ def _one_by_one(intent: DeviceCommand, evidence: Evidence, now: datetime) -> Non
             acknowledged_at=intent.acknowledged_at,
         )
         verdict = decide(evidence, now, settings.APPLIED_WINDOW_S)
-        if verdict is None or not _apply(intent, verdict, now):
-            break
 
 
 def _apply(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
