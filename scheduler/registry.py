@@ -8,7 +8,7 @@ whose claim was lost rolls them back. Outcomes other than success are typed exce
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -53,6 +53,20 @@ class SchedulerHandler(Protocol):
 
     def run(self, job: SchedulerJob) -> HandlerResult:
         """Queue the delivery (idempotently by ``job.scheduler_key``) and say where it went."""
+
+
+class SchedulerBatchHandler(SchedulerHandler, Protocol):
+    """A handler that runs many due rows of its type in one go: one read of their sources, one
+    batch of writes, so a batch costs a fixed number of statements whatever its size. The
+    executor calls it inside the transaction that finishes the batch's rows."""
+
+    def run_batch(
+        self, jobs: Sequence[SchedulerJob]
+    ) -> Mapping[int, HandlerResult | SchedulerOutcome]:
+        """Per scheduler id, the row's result, or its typed outcome (returned, not raised).
+        A row with an outcome must have written nothing: revalidate before writing, or keep
+        its writes in a savepoint of its own. Raising rolls the whole batch back, and the
+        executor then runs the rows one by one (``revalidate`` and ``run``)."""
 
 
 class SchedulerOutcome(Exception):
@@ -121,6 +135,11 @@ def scheduler_handler_unregister(automation_type: str) -> None:
 
 def scheduler_handler_for(automation_type: str) -> SchedulerHandler | None:
     return _handlers.get(automation_type)
+
+
+def scheduler_handler_batched(handler: SchedulerHandler) -> SchedulerBatchHandler | None:
+    """The handler as a batch handler, or None if it runs one row at a time."""
+    return handler if callable(getattr(handler, "run_batch", None)) else None  # type: ignore[return-value]
 
 
 def scheduler_handler_override(

@@ -4,12 +4,14 @@ index scan however much history the table holds."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import connection
 from django.db.models import Count, Q, QuerySet
 
+from common.hot_sql import hot_rows
 from scheduler.models import DueWork
 from scheduler.registry import SchedulerJob
 from scheduler.states import SchedulerStatus
@@ -63,6 +65,37 @@ def scheduler_claimed_job(*, scheduler_id: int, token: int, now: datetime) -> Sc
         return None
     fields: dict[str, Any] = dict(zip(_JOB_COLUMNS, row, strict=True))
     return SchedulerJob(scheduler_id=scheduler_id, token=token, now=now, **fields)
+
+
+_JOBS_SQL = (
+    f"SELECT id, version, {', '.join(_JOB_COLUMNS)} FROM {TABLE} "
+    f"WHERE id = ANY(%s) AND status = '{SchedulerStatus.PROCESSING.value}'"
+)
+
+
+def scheduler_claimed_jobs(
+    *, claims: Sequence[tuple[int, int]], now: datetime
+) -> list[SchedulerJob]:
+    """What each claim (id, token) still owns, in the claims' order, in one read; a row that
+    moved on is left out. One statement on PostgreSQL whatever the number of claims (an
+    array parameter, so one prepared plan serves every batch size)."""
+    tokens = dict(claims)
+    if not tokens:
+        return []
+    if connection.vendor == "postgresql":
+        found = hot_rows(_JOBS_SQL, [list(tokens)])
+    else:
+        found = list(
+            DueWork.objects.filter(
+                pk__in=list(tokens), status=SchedulerStatus.PROCESSING
+            ).values_list("pk", "version", *_JOB_COLUMNS)
+        )
+    jobs: dict[int, SchedulerJob] = {}
+    for pk, version, *values in found:
+        if tokens.get(pk) == version:
+            fields: dict[str, Any] = dict(zip(_JOB_COLUMNS, values, strict=True))
+            jobs[pk] = SchedulerJob(scheduler_id=pk, token=version, now=now, **fields)
+    return [jobs[pk] for pk in tokens if pk in jobs]
 
 
 def scheduler_due(*, now: datetime) -> QuerySet[DueWork]:

@@ -9,20 +9,19 @@ Each execution appends one trace record after its chunk committed (``services.tr
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from common.json_types import JsonObject, JsonValue
+from common.json_types import JsonValue
 from scheduler.registry import (
     Deactivate,
     HoldForSupport,
@@ -31,9 +30,11 @@ from scheduler.registry import (
     SchedulerHandler,
     SchedulerJob,
     SchedulerOutcome,
+    scheduler_handler_batched,
     scheduler_handler_for,
 )
-from scheduler.selectors import scheduler_claimed_job
+from scheduler.selectors import scheduler_claimed_job, scheduler_claimed_jobs
+from scheduler.services.batch import scheduler_execute_batch, scheduler_result_small
 from scheduler.services.claim import ClaimedRow, scheduler_claim_due
 from scheduler.services.finish import (
     RowEnd,
@@ -74,40 +75,68 @@ def scheduler_execute(
     job = scheduler_claimed_job(scheduler_id=scheduler_id, token=token, now=now)
     if job is None:  # a redelivery, or the row moved on: nothing runs, nothing is traced
         return FinishOutcome.LOST
+    batch = trace if trace is not None else TraceBatch()
+    outcome = _execute_one(job, batch)
+    if trace is None:
+        batch.flush()
+    return outcome
+
+
+def _execute_one(job: SchedulerJob, trace: TraceBatch) -> FinishOutcome:
     began = time.perf_counter()
     attempt = _attempt(job)
-    batch = trace if trace is not None else TraceBatch()
-    batch.add(
+    trace.add(
         job=job,
         outcome=attempt.outcome,
-        started_at=now,
+        started_at=job.now,
         duration_s=time.perf_counter() - began,
         reason=attempt.reason,
         detail=attempt.detail,
         coordinates=attempt.coordinates,
         trace_blob_name=attempt.blob,
     )
-    if trace is None:
-        batch.flush()
     return attempt.outcome
 
 
 def scheduler_execute_chunk(
     *, rows: Iterable[tuple[int, int]], clock: Callable[[], datetime] = timezone.now
 ) -> Counter[str]:
-    """Each claimed (id, token) in its own transaction, then the chunk's trace records in one
-    INSERT (also when a row raised: the rows before it did run)."""
+    """The claimed (id, token) rows, read in one statement and run by handler: the rows of a
+    handler with a batch entry point in one transaction (``services.batch``), the others
+    each in its own. Then the chunk's trace records in one INSERT (also when a row raised:
+    the rows before it did run). A claim no longer held counts as lost, untraced."""
+    claims = list(rows)
     outcomes: Counter[str] = Counter()
     batch = TraceBatch()
     try:
-        for scheduler_id, token in rows:
-            outcome = scheduler_execute(
-                scheduler_id=scheduler_id, token=token, now=clock(), trace=batch
-            )
-            outcomes[str(outcome)] += 1
+        jobs = scheduler_claimed_jobs(claims=claims, now=clock())
+        outcomes[str(FinishOutcome.LOST)] += len(claims) - len(jobs)
+        by_type: dict[str, list[SchedulerJob]] = {}
+        for job in jobs:
+            by_type.setdefault(job.automation_type, []).append(job)
+        for automation_type, group in by_type.items():
+            for outcome in _execute_group(automation_type, group, batch, clock):
+                outcomes[str(outcome)] += 1
     finally:
         batch.flush()
-    return outcomes
+    return +outcomes
+
+
+def _execute_group(
+    automation_type: str,
+    jobs: list[SchedulerJob],
+    trace: TraceBatch,
+    clock: Callable[[], datetime],
+) -> list[FinishOutcome]:
+    """One batch when the type's handler takes batches (and it finished as planned), else
+    each row in its own transaction with the clock read per row, as before batches."""
+    handler = scheduler_handler_for(automation_type)
+    batched = scheduler_handler_batched(handler) if handler is not None else None
+    if batched is not None:
+        done = scheduler_execute_batch(handler=batched, jobs=jobs, trace=trace)
+        if done is not None:
+            return done
+    return [_execute_one(replace(job, now=clock()), trace) for job in jobs]
 
 
 def _attempt(job: SchedulerJob) -> _Attempt:
@@ -127,7 +156,7 @@ def _run(job: SchedulerJob, handler: SchedulerHandler) -> _Attempt:
         with transaction.atomic():
             handler.revalidate(job)
             result = handler.run(job)
-            coordinates = _small(result.coordinates)
+            coordinates = scheduler_result_small(result.coordinates)
             lost.blob = trace_blob_save(job, "completed", result.trace)
             done = scheduler_complete(
                 scheduler_id=job.scheduler_id,
@@ -174,19 +203,6 @@ def _record(job: SchedulerJob, outcome: SchedulerOutcome) -> _Attempt:
         retryable = not isinstance(outcome, PermanentFailure)
         ended = scheduler_fail(reason=outcome.reason, retryable=retryable, **common)
     return _Attempt(ended, reason=outcome.reason, detail=detail, blob=blob)
-
-
-def _small(coordinates: Mapping[str, JsonValue]) -> JsonObject:
-    """DispatchResultJson holds coordinates, not payloads (docs/spec.md §4)."""
-    value = dict(coordinates)
-    size = len(json.dumps(value, default=str).encode())
-    if size > settings.SCHEDULER_RESULT_MAX_BYTES:
-        raise PermanentFailure(
-            f"dispatch result of {size} bytes exceeds {settings.SCHEDULER_RESULT_MAX_BYTES}; "
-            "put large data in the trace",
-            reason=SchedulerReason.RESULT_TOO_LARGE,
-        )
-    return value
 
 
 def scheduler_due_fan_out(

@@ -166,7 +166,8 @@ def test_a_chunk_appends_its_records_in_one_insert_and_cost_per_row_is_flat(
     assert TraceRecord.objects.count() == 21
     per_row = (counts[6] - counts[3]) / 3
     assert per_row == (counts[12] - counts[6]) / 6  # linear: the trace adds nothing per row
-    assert counts[3] - 3 * per_row <= 4  # per chunk: the farms' read, the insert (+ savepoint)
+    # per chunk: the claimed rows' read, the farms' read, the insert (+ savepoint)
+    assert counts[3] - 3 * per_row <= 5
 
 
 def test_records_carry_the_rows_farm_and_organisation(
