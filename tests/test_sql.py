@@ -25,7 +25,7 @@ def test_left_out_fields_get_their_defaults_and_conflicts_stay_absorbed() -> Non
             {
                 "device": kit.sensor.pk,
                 "raw_payload": "{}",
-                "fingerprint": "f" * 64,
+                "fingerprint": b"f" * 16,
                 "message_ts": now,
                 "received_at": now,
             }

@@ -59,7 +59,7 @@ class _Parsed:
     device: Device
     ts: datetime
     values: JsonObject
-    fingerprint: str
+    fingerprint: bytes
     stamped: bool  # False: no ``ts``, timed by its arrival
 
 
@@ -267,10 +267,10 @@ def _persist_telemetry(parsed: Sequence[_Parsed]) -> list[tuple[_Parsed, int]]:
         for p in unique.values()
     ]
     inserted = insert_ignore_returning(Telemetry, rows, ("id", "device", "fingerprint"))
-    return [(unique[(device_id, fp)], pk) for pk, device_id, fp in inserted]
+    return [(unique[(device_id, bytes(fp))], pk) for pk, device_id, fp in inserted]
 
 
-def _unstamped_seen(unstamped: Sequence[_Parsed]) -> set[tuple[int, str]]:
+def _unstamped_seen(unstamped: Sequence[_Parsed]) -> set[tuple[int, bytes]]:
     """The (device, fingerprint) of unstamped messages already stored within
     ``TELEMETRY_UNSTAMPED_DEDUPE_S`` of their arrival. Such a message's time is its arrival,
     which a copy the broker redelivers to a restarted bridge does not share, so the unique key
@@ -295,7 +295,8 @@ def _unstamped_seen(unstamped: Sequence[_Parsed]) -> set[tuple[int, str]]:
             message_ts__gte=at - window,
             message_ts__lte=at + window,
         )
-    return set(Telemetry.objects.filter(match).values_list("device_id", "fingerprint"))
+    seen = Telemetry.objects.filter(match).values_list("device_id", "fingerprint")
+    return {(device_id, bytes(fp)) for device_id, fp in seen}
 
 
 def _build_events(

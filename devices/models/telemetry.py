@@ -8,16 +8,18 @@ from devices.models.fleet import Device, DeviceInstanceEndpoint
 
 
 class Telemetry(models.Model):
-    """A telemetry message as received; (device, fingerprint, message_ts) absorbs
+    """A telemetry message as received; (device, message_ts, fingerprint) absorbs
     redeliveries. On PostgreSQL the table is partitioned by ``message_ts`` (the device's
     time, which a redelivery carries unchanged), so the key carries it (``common.partitions``)."""
 
-    # No index of its own: ``telemetry_once`` (device, fingerprint, message_ts) starts with it.
+    # No index of its own: ``telemetry_once`` (device, message_ts, fingerprint) starts with it,
+    # and serves a device's readings over a time window too.
     device = models.ForeignKey(
         Device, on_delete=models.CASCADE, related_name="telemetry", db_index=False
     )
     raw_payload = models.TextField()
-    fingerprint = models.CharField(max_length=64)
+    # The payload's hash, 16 bytes (``automation.keys.telemetry_fingerprint``).
+    fingerprint = models.BinaryField(max_length=16)
     message_ts = models.DateTimeField()
     received_at = models.DateTimeField()
 
@@ -27,7 +29,7 @@ class Telemetry(models.Model):
         # its arrival, and its redeliveries are matched by ``automation.services.ingest``.
         constraints = [
             models.UniqueConstraint(
-                fields=["device", "fingerprint", "message_ts"], name="telemetry_once"
+                fields=["device", "message_ts", "fingerprint"], name="telemetry_once"
             )
         ]
         # The retention prune's oldest-first scan on the partition key (common.retention).

@@ -198,8 +198,9 @@ def ingest_bare_insert_seconds(messages: Sequence[InboundTelemetry], batch: int)
     with connection.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS bench_bare_telemetry")
         cur.execute("DROP TABLE IF EXISTS bench_bare_event")
+        binary = "BYTEA" if connection.vendor == "postgresql" else "BLOB"  # the fingerprint's
         cur.execute(
-            "CREATE TABLE bench_bare_telemetry (device TEXT, raw TEXT, fp TEXT, "
+            f"CREATE TABLE bench_bare_telemetry (device TEXT, raw TEXT, fp {binary}, "
             "ts TEXT, received TEXT)"
         )
         cur.execute(
@@ -220,7 +221,7 @@ def ingest_bare_insert_seconds(messages: Sequence[InboundTelemetry], batch: int)
 
 
 def _bare_batch(chunk: Sequence[InboundTelemetry]) -> None:
-    tel: list[tuple[str, ...]] = []
+    tel: list[tuple[str | bytes, ...]] = []
     ev: list[tuple[str, ...]] = []
     for m in chunk:
         body = json.loads(m.payload)
@@ -237,7 +238,9 @@ def _bare_batch(chunk: Sequence[InboundTelemetry]) -> None:
         _insert_many(cur, "bench_bare_event", 6, ev)
 
 
-def _insert_many(cur: Any, table: str, width: int, rows: list[tuple[str, ...]]) -> None:
+def _insert_many(
+    cur: Any, table: str, width: int, rows: list[tuple[str | bytes, ...]] | list[tuple[str, ...]]
+) -> None:
     """Multi-row VALUES in chunks that stay under SQLite's bound-parameter limit."""
     per = max(1, 30_000 // width)
     for i in range(0, len(rows), per):

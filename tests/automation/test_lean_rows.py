@@ -144,7 +144,7 @@ def test_the_migration_keeps_every_row_and_moves_the_keys_in_place() -> None:
     old = executor.loader.project_state(("automation", "0010_execution_target_required")).apps
     at = timezone.now()
     telemetry = Telemetry.objects.create(
-        device=kit.sensor, raw_payload="{}", fingerprint="f" * 64, message_ts=at, received_at=at
+        device=kit.sensor, raw_payload="{}", fingerprint=b"f" * 16, message_ts=at, received_at=at
     )
     old_event = old.get_model("automation", "AutomationEndpointEvent").objects.create(
         organization_id=kit.farm.organization_id,

@@ -182,7 +182,7 @@ def stored_reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object
     telemetry = Telemetry.objects.create(
         device=device,
         raw_payload="{}",
-        fingerprint=uuid.uuid4().hex,
+        fingerprint=uuid.uuid4().bytes,
         message_ts=at,
         received_at=at,
     )

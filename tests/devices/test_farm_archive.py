@@ -40,7 +40,7 @@ def test_an_admin_archives_a_farm_once(tenants: tuple[Tenant, Tenant]) -> None:
     Telemetry.objects.create(
         device=alpha.kit.sensor,
         raw_payload="{}",
-        fingerprint="f",
+        fingerprint=b"f",
         message_ts=timezone.now(),
         received_at=timezone.now(),
     )

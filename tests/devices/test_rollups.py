@@ -46,7 +46,7 @@ def store(device: Device, at: datetime, values: dict[str, Any]) -> Telemetry:
     return Telemetry.objects.create(
         device=device,
         raw_payload=payload,
-        fingerprint=uuid.uuid4().hex,
+        fingerprint=uuid.uuid4().bytes,
         message_ts=at,
         received_at=at,
     )
