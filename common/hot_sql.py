@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection
 
@@ -126,7 +126,9 @@ def _execute(cursor: Any, sql: str, params: Params) -> None:
     cursor.execute(sql, params, prepare=True)
     if connection.queries_logged:  # CaptureQueriesContext and DEBUG see it as on SQLite
         elapsed = time.monotonic() - started
-        connection.queries_log.append({"sql": sql, "time": f"{elapsed:.3f}"})
+        # With its parameters in, as Django logs its own: the log's text runs (EXPLAIN) alone.
+        shown = cast(Any, connection.ops).compose_sql(sql, params) if params else sql
+        connection.queries_log.append({"sql": shown, "time": f"{elapsed:.3f}"})
 
 
 def hot_rows(sql: str, params: Params = ()) -> list[tuple[Any, ...]]:

@@ -1,5 +1,8 @@
 """Set-based SQL the ORM does not offer: multi-row INSERT … ON CONFLICT DO NOTHING RETURNING,
-which tells the caller exactly which rows were new (PostgreSQL and SQLite ≥ 3.35)."""
+which tells the caller exactly which rows were new (PostgreSQL and SQLite ≥ 3.35), and the
+batch compare-and-set UPDATE. Both run through ``common.hot_sql``: the stages call them on
+every batch, so on PostgreSQL they are prepared statements (one text per set of columns,
+however many rows), and the cost tests count them as hand-written, not as the ORM's."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from typing import Any, cast
 
 from django.db import connection, models
 from django.db.models import F
+
+from common.hot_sql import hot_rows
 
 # SQLite allows 32,766 bound parameters per statement; stay well under it.
 MAX_PARAMS = 30_000
@@ -36,10 +41,9 @@ def insert_ignore_returning(
     ret = ", ".join(qn(getattr(meta.get_field(name), "column", name)) for name in returning)
     head = f"INSERT INTO {qn(meta.db_table)} ({columns}) "
     tail = f" ON CONFLICT DO NOTHING RETURNING {ret}"
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            return _insert_unnest(cursor, head, tail, fields, rows)
-        return _insert_values(cursor, head, tail, fields, rows)
+    if connection.vendor == "postgresql":
+        return _insert_unnest(head, tail, fields, rows)
+    return _insert_values(head, tail, fields, rows)
 
 
 def _with_defaults(meta: Any, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -59,19 +63,18 @@ def _with_defaults(meta: Any, rows: Sequence[dict[str, Any]]) -> list[dict[str, 
 
 
 def _insert_unnest(
-    cursor: Any, head: str, tail: str, fields: list[Any], rows: Sequence[dict[str, Any]]
+    head: str, tail: str, fields: list[Any], rows: Sequence[dict[str, Any]]
 ) -> list[tuple[Any, ...]]:
     """PostgreSQL: one array parameter per column, so the statement stays small however many
     rows it carries (a VALUES list of thousands of placeholders costs more to bind than to run)."""
     names = [f"c{i}" for i in range(len(fields))]
     columns = [[row[field.name] for row in rows] for field in fields]
     relation, params = _unnest(fields, names, columns, json_none_is_null=False)
-    cursor.execute(f"{head}SELECT * FROM {relation}{tail}", params)
-    return [tuple(r) for r in cursor.fetchall()]
+    return hot_rows(f"{head}SELECT * FROM {relation}{tail}", params)
 
 
 def _insert_values(
-    cursor: Any, head: str, tail: str, fields: list[Any], rows: Sequence[dict[str, Any]]
+    head: str, tail: str, fields: list[Any], rows: Sequence[dict[str, Any]]
 ) -> list[tuple[Any, ...]]:
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     per = max(1, MAX_PARAMS // len(fields))
@@ -79,8 +82,7 @@ def _insert_values(
     for start in range(0, len(rows), per):
         chunk = rows[start : start + per]
         params = [f.get_db_prep_save(row[f.name], connection) for row in chunk for f in fields]
-        cursor.execute(f"{head}VALUES {', '.join([one] * len(chunk))}{tail}", params)
-        out.extend(tuple(r) for r in cursor.fetchall())
+        out.extend(hot_rows(f"{head}VALUES {', '.join([one] * len(chunk))}{tail}", params))
     return out
 
 
@@ -116,26 +118,24 @@ def update_returning(
     keys = [*rows[0][0], *(f"set:{k}" for k in rows[0][1])]
     pk = qn(cast(Any, meta.pk).column)
     tail = f"UPDATE {table} SET {', '.join(sets)} FROM v WHERE {where} RETURNING {table}.{pk}"
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            columns = [[row[key] for row in flat] for key in keys]
-            relation, params = _unnest(fields, names, columns, json_none_is_null=True)
-            cursor.execute(f"WITH v AS (SELECT * FROM {relation}) {tail}", params)
-            return [r[0] for r in cursor.fetchall()]
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        moved: list[Any] = []
-        per = max(1, MAX_PARAMS // len(fields))
-        for start in range(0, len(flat), per):
-            chunk = flat[start : start + per]
-            params = [
-                f.get_db_prep_save(row[key], connection)
-                for row in chunk
-                for key, f in zip(keys, fields, strict=True)
-            ]
-            tuples = ", ".join([one] * len(chunk))
-            cursor.execute(f"WITH v({', '.join(names)}) AS (VALUES {tuples}) {tail}", params)
-            moved.extend(r[0] for r in cursor.fetchall())
-        return moved
+    if connection.vendor == "postgresql":
+        columns = [[row[key] for row in flat] for key in keys]
+        relation, params = _unnest(fields, names, columns, json_none_is_null=True)
+        return [r[0] for r in hot_rows(f"WITH v AS (SELECT * FROM {relation}) {tail}", params)]
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    moved: list[Any] = []
+    per = max(1, MAX_PARAMS // len(fields))
+    for start in range(0, len(flat), per):
+        chunk = flat[start : start + per]
+        params = [
+            f.get_db_prep_save(row[key], connection)
+            for row in chunk
+            for key, f in zip(keys, fields, strict=True)
+        ]
+        tuples = ", ".join([one] * len(chunk))
+        sql = f"WITH v({', '.join(names)}) AS (VALUES {tuples}) {tail}"
+        moved.extend(r[0] for r in hot_rows(sql, params))
+    return moved
 
 
 def _unnest(

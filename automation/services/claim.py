@@ -9,7 +9,6 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
 
 from automation.keys import new_device_command_id
 from automation.models import DeviceCommand
@@ -62,17 +61,15 @@ def intents_claim(
     ready: list[DeviceCommand],
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
+    holders: dict[int, int],
 ) -> list[DeviceCommand]:
     """Lease the intents and take their endpoints' inflight slots in one UPDATE, each row on
     the (status, version) it was read with. One command per endpoint: a second of the batch,
     or one whose endpoint another command holds, is ``endpoint_busy``. Commands never sent
     are claimed under their endpoints' evaluation locks: evaluation may be replacing them
-    (``automation.services.targets``), and a replaced command must not go out after all."""
-    holders = dict(
-        DeviceCommand.objects.filter(
-            inflight_endpoint_id__in={i.target_device_endpoint_id for i in ready}
-        ).values_list("inflight_endpoint_id", "pk")
-    )
+    (``automation.services.targets``), and a replaced command must not go out after all.
+    ``holders`` (endpoint id -> the command holding its slot) come with the batch's read
+    (``automation.services.dispatch_sql``); one taken since is caught by the unique key."""
     chosen: dict[int, DeviceCommand] = {}
     for intent in ready:
         endpoint_id = intent.target_device_endpoint_id
@@ -82,19 +79,7 @@ def intents_claim(
         else:
             chosen[endpoint_id] = intent
     claims = [_Claim.of(i, now) for i in chosen.values()]
-    rows = [
-        (
-            {"id": i.pk, "status": i.status, "version": i.version},
-            {
-                "attempt_count": c.attempt_count,
-                "lease_expires_at": c.lease_expires_at,
-                "inflight_endpoint": c.inflight_endpoint_id,
-                "device_command_id": c.device_command_id,
-                "updated_at": now,
-            },
-        )
-        for i, c in zip(chosen.values(), claims, strict=True)
-    ]
+    rows = [_claim_row(i, c, now) for i, c in zip(chosen.values(), claims, strict=True)]
     try:
         with transaction.atomic():
             targets_lock(
@@ -115,6 +100,23 @@ def intents_claim(
     return claimed
 
 
+def _claim_row(
+    intent: DeviceCommand, claim: _Claim, now: datetime
+) -> tuple[dict[str, object], dict[str, object]]:
+    """The claim as a compare-and-set row of ``update_returning``: from the (status,
+    version) the intent was read with."""
+    return (
+        {"id": intent.pk, "status": intent.status, "version": intent.version},
+        {
+            "attempt_count": claim.attempt_count,
+            "lease_expires_at": claim.lease_expires_at,
+            "inflight_endpoint": claim.inflight_endpoint_id,
+            "device_command_id": claim.device_command_id,
+            "updated_at": now,
+        },
+    )
+
+
 def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
     """The claim of one intent, after a batch claim met a concurrent one."""
     claim = _Claim.of(intent, now)
@@ -122,20 +124,12 @@ def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, Dispatc
         with transaction.atomic():
             if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
                 targets_lock([intent.target_device_endpoint_id])
-            moved = DeviceCommand.objects.filter(
-                pk=intent.pk, status=intent.status, version=intent.version
-            ).update(
-                version=F("version") + 1,
-                attempt_count=claim.attempt_count,
-                lease_expires_at=claim.lease_expires_at,
-                inflight_endpoint_id=claim.inflight_endpoint_id,
-                device_command_id=claim.device_command_id,
-                updated_at=now,
-            )
+            row = _claim_row(intent, claim, now)
+            moved = update_returning(DeviceCommand, [row], bump="version")
     except IntegrityError:
         outcomes[intent.pk] = DispatchOutcome.ENDPOINT_BUSY
         return False
-    if moved != 1:
+    if not moved:
         outcomes[intent.pk] = DispatchOutcome.LOST_RACE
         return False
     claim.taken(intent)

@@ -26,6 +26,7 @@ from automation.services.transitions import (
 )
 from automation.states import CommandStatus, ReasonCode, command_can_move
 from common.json_types import JsonObject, JsonValue
+from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint
 
 logger = logging.getLogger(__name__)
@@ -149,27 +150,27 @@ def intent_await_broker(
 
 
 def receipt_mark(intent: DeviceCommand, kind: str, payload: JsonObject, now: datetime) -> None:
-    """A receipt the backend writes about a command (timeout, retry), once per attempt."""
+    """A receipt the backend writes about a command (timeout, retry), once per attempt: a
+    second mark of the same attempt is absorbed by the receipt's unique key."""
     from automation.keys import receipt_dedupe_key
 
-    DeviceCommandReceipt.objects.get_or_create(
-        dedupe_key=receipt_dedupe_key(
+    row = {
+        "dedupe_key": receipt_dedupe_key(
             serial=intent.target_serial_number,
             kind=f"{kind}:{intent.pk}",
             payload="",
             attempt=intent.attempt_count,
         ),
-        defaults={
-            "intent": intent,
-            "device_id": intent.target_device_id,
-            "serial_number": intent.target_serial_number,
-            "receipt_type": kind,
-            "payload": payload,
-            "correlation_key": intent.device_command_id or "",
-            "attempt": intent.attempt_count,
-            "received_at": now,
-        },
-    )
+        "intent": intent.pk,
+        "device": intent.target_device_id,
+        "serial_number": intent.target_serial_number,
+        "receipt_type": kind,
+        "payload": payload,
+        "correlation_key": intent.device_command_id or "",
+        "attempt": intent.attempt_count,
+        "received_at": now,
+    }
+    insert_ignore_returning(DeviceCommandReceipt, [row])
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,14 @@ from django.utils import timezone
 
 from automation import coordination
 from automation.gates import command_gate_failure
-from automation.models import AutomationRule, DeviceCommand, DeviceCommandReceipt
+from automation.models import AutomationRule, DeviceCommand
 from automation.services.claim import DispatchOutcome, intents_claim
 from automation.services.commands import (
     command_transition,
     intent_await_broker,
     intent_retry_or_expire,
 )
+from automation.services.dispatch_sql import commands_read, receipts_answered
 from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
@@ -104,16 +105,21 @@ def command_intents_dispatch(
     """Claim, re-check, publish (the batch back to back, then every PUBACK) and mark
     ``dispatched``; the outcome per intent id.
 
-    A constant number of statements per batch: one read, one claim, one read of rules and
-    targets, one move to ``dispatched`` per kind of move, one audit insert. The rare ways out
-    (a broker away, a gate that fails, a budget spent) go row by row.
+    A constant number of statements per batch, each hand-written
+    (``automation.services.dispatch_sql``): one read of the commands with their targets,
+    rules and endpoint holders, one claim, one move to ``dispatched`` per kind of move, one
+    audit insert. The rare ways out (a broker away, a gate that fails, a budget spent) go
+    row by row.
 
     ``trust_cache=False`` (the sweep) ignores the inflight markers and lets the database
     decide. ``connected`` (the publisher's state) lets a command already waiting for the
     broker wait on without a claim, a gate check or a publish while it is still away.
     """
     now = now or timezone.now()
-    intents = list(DeviceCommand.objects.filter(pk__in=list(intent_ids)).order_by("pk"))
+    read = commands_read(intent_ids)
+    intents = [row.command for row in read]
+    rules = {row.command.pk: row.rule for row in read}
+    targets = {row.command.pk: row.target for row in read}
     outcomes: dict[int, DispatchOutcome] = {}
     holders = (
         coordination.inflight_holders([i.target_device_endpoint_id for i in intents])
@@ -129,14 +135,19 @@ def command_intents_dispatch(
             outcomes[intent.pk] = refused
         else:
             ready.append(intent)
-    claimed = intents_claim(ready, now, outcomes)
+    db_holders = {
+        row.command.target_device_endpoint_id: row.holder_id
+        for row in read
+        if row.holder_id is not None
+    }
+    claimed = intents_claim(ready, now, outcomes, db_holders)
     if not claimed:
         return outcomes
     coordination.inflights_mark(
         {i.target_device_endpoint_id: i.pk for i in claimed},
         settings.DISPATCH_LEASE_S + settings.ACK_TIMEOUT_S + settings.APPLIED_WINDOW_S,
     )
-    sendable = _gate_batch(claimed, now, outcomes)
+    sendable = _gate_batch(claimed, rules, targets, now, outcomes)
     _publish_batch(sendable, publish_many, now, outcomes)
     return outcomes
 
@@ -159,23 +170,20 @@ def _before_claim(
 
 def _gate_batch(
     claimed: list[DeviceCommand],
+    rules: dict[int, AutomationRule | None],
+    targets: dict[int, DeviceInstanceEndpoint],
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
 ) -> list[tuple[DeviceCommand, DeviceInstanceEndpoint]]:
-    """Every safety gate of docs/spec.md §3.5 on fresh rows (two reads for the batch; a manual
-    command has no rule to re-check); a briefly offline device is transient (docs/spec.md
-    §3.4), any other failure final."""
-    rules = AutomationRule.objects.select_related("farm").in_bulk(
-        {i.rule_id for i in claimed if i.rule_id}
-    )
-    targets = DeviceInstanceEndpoint.objects.select_related("device", "profile_endpoint").in_bulk(
-        {i.target_device_endpoint_id for i in claimed}
-    )
+    """Every safety gate of docs/spec.md §3.5, on the rule and target read with the batch
+    (the same statement as the commands, just before the claim; a manual command has no rule
+    to re-check); a briefly offline device is transient (docs/spec.md §3.4), any other
+    failure final."""
     sendable: list[tuple[DeviceCommand, DeviceInstanceEndpoint]] = []
     for intent in claimed:
-        target = targets[intent.target_device_endpoint_id]
+        target = targets[intent.pk]
         gate = command_gate_failure(
-            rules[intent.rule_id] if intent.rule_id is not None else None,
+            rules[intent.pk],
             target,
             value=intent.target_value,
             now=now,
@@ -236,10 +244,7 @@ def _publish_batch(
     if marked:
         # A fast device may have answered before this commit: the bridge then left its
         # receipts to us (``device_messages_record``), and reconcile decides on them.
-        answered = DeviceCommandReceipt.objects.filter(
-            intent_id__in=[m.intent.pk for m in marked]
-        ).values_list("intent_id", flat=True)
-        commands_reconcile_on_commit(sorted(set(answered)))
+        commands_reconcile_on_commit(receipts_answered([m.intent.pk for m in marked]))
 
 
 def _dispatched(

@@ -21,6 +21,7 @@ from automation.operators import values_equal
 from automation.services.conditions import Reading
 from automation.services.transitions import GuardedTransition, Transition, commands_transition
 from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
+from common.hot_sql import hot_rows
 from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 
@@ -124,12 +125,11 @@ def targets_lock(endpoint_ids: Iterable[int]) -> None:
     ids = sorted(set(endpoint_ids))
     if not ids or connection.vendor != "postgresql":
         return
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(pg_advisory_xact_lock(%s, (x %% 2147483647)::int)) "
-            "FROM (SELECT x FROM unnest(%s::bigint[]) AS x ORDER BY x) AS ordered",
-            [TARGET_LOCK_NAMESPACE, ids],
-        )
+    hot_rows(  # a hot statement: the first claim of every command takes it too
+        "SELECT count(pg_advisory_xact_lock(%s::int, (x %% 2147483647)::int)) "
+        "FROM (SELECT x FROM unnest(%s::bigint[]) AS x ORDER BY x) AS ordered",
+        [TARGET_LOCK_NAMESPACE, ids],
+    )
 
 
 def target_state_track(target: TargetState, outcome: ExecutionOutcome, value: JsonValue) -> None:

@@ -4,7 +4,8 @@ it was read with, every transition it takes gets its audit row in the same trans
 and a command that ends frees its endpoint for the next one. A batch costs one UPDATE per
 distinct set of changed columns (two or three kinds in practice), one INSERT of audit rows
 and, after commit, one query for the commands waiting behind the freed endpoints, however
-many rows it carries.
+many rows it carries; every one hand-written (``common.sql``,
+``automation.services.dispatch_sql``), none through the ORM.
 
 Two ends imply more, in the same transaction, and cost nothing when no row of the batch
 needs them: a command that applies with a run-time limit ensures its due work
@@ -25,13 +26,13 @@ from django.db import transaction
 from alarms.services import CommandEnded, command_alarms_raise
 from automation import coordination
 from automation.models import CommandTransition, DeviceCommand
+from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
 from automation.services.run_limits import run_limits_ensure
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from common.handoff import COMMANDS_DISPATCH, enqueue
 from common.json_types import JsonValue
-from common.sql import update_returning
+from common.sql import insert_ignore_returning, update_returning
 from config.metrics import metrics_transitions_recorded
-from devices.models import Device
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +123,9 @@ def commands_transition(
             ]
             moved_ids.update(update_returning(DeviceCommand, rows, bump="version"))
         done = [m for m in moves if m.intent.pk in moved_ids]
-        audit = CommandTransition.objects.bulk_create(_audit_rows(done, now))
-        # bulk_create sends no post_save: the ledger's counters are fed here instead.
+        audit = _audit_rows(done, now)
+        insert_ignore_returning(CommandTransition, [_audit_columns(a) for a in audit])
+        # A set-based insert sends no post_save: the ledger's counters are fed here instead.
         transaction.on_commit(lambda: metrics_transitions_recorded(transitions=audit))
         released = [m.intent.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
         if released:
@@ -152,8 +154,7 @@ def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:
     ended = [m for m in done if m.to in ALARMED_ENDS and m.path[-1].reason not in QUIET_ENDS]
     if not limited and not ended:
         return
-    devices = {m.intent.target_device_id for m in (*limited, *ended)}
-    farms = dict(Device.objects.filter(pk__in=devices).values_list("pk", "farm_id"))
+    farms = device_farms(m.intent.target_device_id for m in (*limited, *ended))
     if limited:
         applied = [(m.intent, m.fields.get("applied_at") or now) for m in limited]
         run_limits_ensure(applied=applied, farms=farms, now=now)
@@ -202,19 +203,22 @@ def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[Comman
     return rows
 
 
+def _audit_columns(row: CommandTransition) -> dict[str, object]:
+    return {
+        "intent": row.intent_id,
+        "from_status": row.from_status,
+        "to_status": row.to_status,
+        "reason_code": row.reason_code,
+        "detail": row.detail,
+        "attempt": row.attempt,
+        "at": row.at,
+    }
+
+
 def endpoints_released(endpoint_ids: list[int]) -> None:
     """Hand each freed endpoint to the oldest command waiting for it, in one query and one
     nudge for the whole batch."""
     coordination.inflights_clear(endpoint_ids)
-    waiting = (
-        DeviceCommand.objects.filter(
-            target_device_endpoint_id__in=endpoint_ids, status=CommandStatus.PENDING_DISPATCH
-        )
-        .order_by("target_device_endpoint_id", "created_at", "pk")
-        .values_list("target_device_endpoint_id", "pk")
-    )
-    first: dict[int, int] = {}
-    for endpoint_id, pk in waiting:
-        first.setdefault(endpoint_id, pk)
+    first = endpoints_next_waiting(endpoint_ids)
     if first:
         enqueue(COMMANDS_DISPATCH, sorted(first.values()))

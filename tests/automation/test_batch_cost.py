@@ -110,12 +110,14 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
 # adds the advisory lock of the targets in evaluation and in the first claim of dispatch.
 # Evaluation reads the configuration version once per batch and no rule while it stays
 # (``automation.services.rule_cache``); the silent watchdogs come from the same cache.
+# Dispatch reads its commands with their targets, rules and endpoint holders in one statement
+# (``automation.services.dispatch_sql``), where it took three before and the claim a fourth.
 # Ingest's touch is followed by the guarded UPDATE that brings devices back online (normally
 # no row).
 STATEMENTS = {
-    "postgresql": {"ingest": 9, "evaluate": 14, "dispatch": 11, "record replies": 6,
+    "postgresql": {"ingest": 9, "evaluate": 14, "dispatch": 8, "record replies": 6,
                    "reconcile": 8},
-    "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 10, "record replies": 6,
+    "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 7, "record replies": 6,
                "reconcile": 8},
 }  # fmt: skip
 
