@@ -26,7 +26,7 @@ from devices.mqtt.publisher import Publisher
 from tests.devices.factories import FarmKit, make_farm
 from tests.mqtt_fixtures import free_port
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 
 OUTAGE_TRIES = 5  # more than the attempt budget: none of them may count
 

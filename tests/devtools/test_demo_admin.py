@@ -50,7 +50,7 @@ def _password(text: str) -> str:
 
 
 @pytest.fixture
-def demo_rows() -> None:
+def demo_rows(clock_at_fixture_dates: None) -> None:
     """What ``make demo`` leaves, in small: the demo farm's devices and rules, a command and a
     rollout on it; and another organisation's farm beside it."""
     seed_demo_farm(2)
