@@ -72,6 +72,7 @@ from common.api import (
 )
 from common.errors import Conflict
 from common.filters import IdFilter
+from common.handoff import commands_reconcile_on_commit
 from common.pagination import NewestFirstCursor
 from common.permissions import RoleCheckedWrites, need_scope
 from common.roles import Need, action_roles
@@ -352,6 +353,7 @@ class TelemetryIngestApi(APIView):
             for m in items
         ]
         result = telemetry_ingest(messages=messages, on_events=_enqueue_events)
+        commands_reconcile_on_commit(result.awaiting_command_ids)
         body = {
             "telemetry": result.telemetry,
             "events": result.events,

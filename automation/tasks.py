@@ -20,11 +20,7 @@ from automation.services.dispatch import command_intents_dispatch, command_inten
 from automation.services.evaluate import endpoint_events_evaluate, endpoint_events_pending
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
-from automation.services.reconcile import (
-    command_intents_awaiting_endpoints,
-    command_intents_overdue,
-    command_intents_reconcile,
-)
+from automation.services.reconcile import command_intents_overdue, command_intents_reconcile
 from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue, enqueue_ids
 from config.celery import DB_RETRY, previous_name, routed_to
 from config.metrics import metrics_decisions_counted
@@ -80,6 +76,7 @@ def telemetry_ingest_task(messages: list[WireRow]) -> int:
         messages=[InboundTelemetry.from_task_arg(m) for m in messages],
         on_events=None if inline else endpoint_events_enqueue,
     )
+    enqueue_ids(command_intents_reconcile_task, result.awaiting_command_ids)
     if inline:
         for chunk in _chunks(result.pending_event_ids, settings.EVALUATE_BATCH_SIZE):
             try:
@@ -104,13 +101,12 @@ def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
 
 
 def events_evaluate(event_ids: list[int]) -> int:
-    """Evaluate committed events, then hand on what follows: dispatch of new commands,
-    reconciliation of commands the readings may prove, threshold reminders."""
+    """Evaluate committed events, then hand on what follows: dispatch of new commands and
+    threshold reminders. The commands the readings may prove were handed to reconciliation
+    by ingest itself (``IngestResult.awaiting_command_ids``)."""
     result = endpoint_events_evaluate(event_ids=event_ids, on_intents=_dispatch_nudge)
     metrics_decisions_counted(outcomes=result.outcomes)
     if result.endpoint_ids:
-        awaiting = command_intents_awaiting_endpoints(endpoint_ids=result.endpoint_ids)
-        enqueue_ids(command_intents_reconcile_task, awaiting)
         _metrics_touched(result.endpoint_ids)
     return result.executions
 

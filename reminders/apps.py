@@ -13,3 +13,14 @@ class RemindersConfig(AppConfig):
 
         providers_load()
         scheduler_handlers_register()
+        _config_tables_watch()
+
+
+def _config_tables_watch() -> None:
+    """A threshold reminder's metric source is configuration (``common.config_version``):
+    ingest keeps the readings of its endpoint for evaluation while it is active
+    (``automation.services.rule_cache.endpoints_read``)."""
+    from common.config_version import config_tables_watch
+    from reminders.models import EndpointMetricSource
+
+    config_tables_watch(EndpointMetricSource)

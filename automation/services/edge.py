@@ -5,13 +5,15 @@ transaction through the same services as every other way in (``telemetry_ingest`
 was told is accepted is in the database first.
 
 The Celery messages that follow carry ids only: evaluation of the new events, reconciliation
-of the commands whose evidence changed. A nudge that is lost (the Celery broker down or
-restarted empty) only delays that work until beat's sweeps find it in SQL: pending events
-(``endpoint_events_sweep``) and commands past their ack deadline or applied window
-(``command_intents_sweep``), which decide on the stored receipts."""
+of the commands whose evidence changed (one nudge per flush: a device's ack, state report and
+telemetry commonly cross in one flush, and then in one reconcile task). A nudge that is lost
+(the Celery broker down or restarted empty) only delays that work until beat's sweeps find
+it in SQL: pending events (``endpoint_events_sweep``) and commands past their ack deadline or
+applied window (``command_intents_sweep``), which decide on the stored receipts."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from functools import cache
 
@@ -35,6 +37,18 @@ def _devices() -> DeviceDirectory:
     return DeviceDirectory()
 
 
+class _Flush(threading.local):
+    """What one flush of a bridge (one loop thread) hands to reconciliation: a device's ack
+    and state report (device replies) and its telemetry that proves the value (telemetry)
+    are committed in two groups of one flush, and cross to one reconcile task."""
+
+    def __init__(self) -> None:
+        self.reconcile: dict[int, None] = {}
+
+
+_flush = _Flush()
+
+
 def bridge_batch_store(group: str, batch: list[WireRow]) -> None:
     """Commit one batch of the bridge's ``group`` (``TELEMETRY_TASK`` or
     ``DEVICE_MESSAGES_TASK``), then nudge the next stage. Raises when the commit failed: the
@@ -52,24 +66,33 @@ def bridge_batch_store(group: str, batch: list[WireRow]) -> None:
         raise
 
 
+def bridge_flush_end() -> None:
+    """The end of one flush (``BRIDGE_FLUSH_END``): the commands whose evidence it committed,
+    in either group, nudged for reconciliation once."""
+    ids, _flush.reconcile = list(_flush.reconcile), {}
+    _nudge(COMMANDS_RECONCILE, ids)
+
+
 def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
-    """Telemetry and its events committed; evaluation of the new events nudged after commit.
-    Returns the events created (none for a redelivery)."""
+    """Telemetry and its events committed; evaluation of the new events nudged after commit,
+    the commands the readings may prove at the end of the flush. Returns the events created
+    (none for a redelivery)."""
     result = telemetry_ingest(messages=messages, directory=_devices())
     metrics_bridge_stored(kind="telemetry", messages=len(messages), events=result.events)
     size = settings.EVALUATE_BATCH_SIZE
     ids = result.pending_event_ids
     for start in range(0, len(ids), size):
         _nudge(EVENTS_EVALUATE, ids[start : start + size])
+    _flush.reconcile.update(dict.fromkeys(result.awaiting_command_ids))
     return result.events
 
 
 def replies_store(*, messages: Sequence[DeviceMessage]) -> int:
     """Acks and state reports committed as receipts; the commands they concern nudged for
-    reconciliation. Returns how many commands got new evidence."""
+    reconciliation at the end of the flush. Returns how many commands got new evidence."""
     command_ids = device_messages_record(messages=messages)
     metrics_bridge_stored(kind="reply", messages=len(messages))
-    _nudge(COMMANDS_RECONCILE, command_ids)
+    _flush.reconcile.update(dict.fromkeys(command_ids))
     return len(command_ids)
 
 

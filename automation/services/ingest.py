@@ -19,7 +19,10 @@ from django.utils.dateparse import parse_datetime
 
 from automation.keys import event_dedupe_key, telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
+from automation.services.reconcile import command_intents_awaiting_endpoints
 from automation.services.rows import as_row
+from automation.services.rule_cache import endpoints_read
+from automation.states import EventStatus, ReasonCode
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
@@ -76,6 +79,10 @@ class _EventRow:
     normalized_value: JsonValue
     dedupe_key: str
     created_at: datetime
+    # A reading nobody evaluates is stored as evaluation would leave it (``endpoints_read``).
+    processing_status: str = EventStatus.PENDING
+    status_reason: str = ""
+    processed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -108,8 +115,11 @@ class IngestResult:
     telemetry: int
     events: int
     rejections: int
-    pending_event_ids: list[int]
+    pending_event_ids: list[int]  # the new events a rule or a reminder evaluates
     rejected: list[MessageRejection] = field(default_factory=list)  # in batch order
+    # Commands waiting for their device whose target endpoint has new readings: they may now
+    # be proven applied, so reconciliation follows ingest directly, evaluated or not.
+    awaiting_command_ids: list[int] = field(default_factory=list)
 
 
 def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, bool, JsonObject]:
@@ -232,21 +242,27 @@ def telemetry_ingest(
         }
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
-        events, value_refusals = _build_events(fresh, endpoints, now)
+        events, value_refusals = _build_events(fresh, endpoints, now, endpoints_read())
         refused = sorted([*refused, *value_refusals], key=lambda r: r.index)
-        inserted = insert_ignore_returning(AutomationEndpointEvent, [as_row(e) for e in events])
-        event_ids = [row[0] for row in inserted]
+        inserted = insert_ignore_returning(
+            AutomationEndpointEvent, [as_row(e) for e in events], ("id", "processing_status")
+        )
+        event_ids = [pk for pk, status in inserted if status == EventStatus.PENDING]
         device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
         _update_last_values(events)
+        awaiting = command_intents_awaiting_endpoints(
+            endpoint_ids=sorted({e.device_instance_endpoint for e in events}) if inserted else []
+        )
         if on_events is not None and event_ids:
             transaction.on_commit(lambda: on_events(event_ids))
     return IngestResult(
         telemetry=len(fresh),
-        events=len(event_ids),
+        events=len(inserted),
         rejections=len(refused),
         pending_event_ids=event_ids,
         rejected=[r.reported() for r in refused],
+        awaiting_command_ids=awaiting,
     )
 
 
@@ -303,6 +319,7 @@ def _build_events(
     fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
+    read: frozenset[int],
 ) -> tuple[list[_EventRow], list[_Refused]]:
     """One event per value of a known endpoint; a value of the wrong type is one rejection,
     the keys with no endpoint on the device one more per message: the rest goes through."""
@@ -320,7 +337,7 @@ def _build_events(
                 row = _rejection(p.message, Reason.INVALID_VALUE_TYPE, detail)
                 refused.append(_Refused(p.index, False, row))
                 continue
-            event = _event_row(p, telemetry_id, endpoint, value, now)
+            event = _event_row(p, telemetry_id, endpoint, value, now, endpoint.pk in read)
             events[event.dedupe_key] = event
         if unknown:
             detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
@@ -335,9 +352,11 @@ def _event_row(
     endpoint: DeviceInstanceEndpoint,
     value: JsonValue,
     now: datetime,
+    read: bool,
 ) -> _EventRow:
     """The event keeps the value and the telemetry row it came from; the message itself
-    (key, value, device time) stays on that row only."""
+    (key, value, device time) stays on that row only. An event nobody reads (``read``
+    False) ends as evaluation would end it, discarded for matching no rule."""
     device = p.device
     dedupe = event_dedupe_key(
         device_id=device.pk,
@@ -356,6 +375,9 @@ def _event_row(
         normalized_value=value,
         dedupe_key=dedupe,
         created_at=now,
+        processing_status=EventStatus.PENDING if read else EventStatus.DISCARDED,
+        status_reason="" if read else ReasonCode.NO_MATCHING_RULE,
+        processed_at=None if read else now,
     )
 
 

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.apps import apps
+
 from automation.models import AutomationRule, Operator
 from automation.services.conditions import Reading, condition_endpoints, rules_loaded
 from automation.services.rule_checks import silence_seconds
@@ -33,6 +35,9 @@ class RuleSet:
     # Every rule's priority, deleted ones too: a live command names its rule, whatever it is
     # now, and ranks by that rule's priority (``automation.services.priority``).
     priorities: dict[int, int]
+    # The endpoints whose readings a rule evaluates on (a watchdog's trigger is not one: it
+    # fires on silence, see ``automation.services.watchdog``).
+    evaluated: frozenset[int] = frozenset()
 
     def rules_triggered_by(self, endpoint_ids: Iterable[int]) -> list[AutomationRule]:
         """The rules a reading of any of these endpoints makes evaluate, by id, each once."""
@@ -49,9 +54,12 @@ def _rule_set_load() -> RuleSet:
     their conditions, their actions with their targets, and every rule's priority."""
     triggered_by: dict[int, list[AutomationRule]] = defaultdict(list)
     watchdogs: dict[int, list[AutomationRule]] = defaultdict(list)
+    evaluated: set[int] = set()
     for rule in rules_loaded(AutomationRule.objects.all()):
         for endpoint_id in dict.fromkeys(condition_endpoints(rule)):
             triggered_by[endpoint_id].append(rule)
+        if rule.operator != Operator.SILENT_FOR:
+            evaluated.update(condition_endpoints(rule))
         if rule.operator == Operator.SILENT_FOR:
             driven = {rule.target_endpoint_id, *(a.target_endpoint_id for a in rule.actions.all())}
             for endpoint_id in driven:
@@ -60,16 +68,36 @@ def _rule_set_load() -> RuleSet:
         triggered_by={pk: tuple(rules) for pk, rules in triggered_by.items()},
         watchdogs_driving={pk: tuple(rules) for pk, rules in watchdogs.items()},
         priorities=dict(AutomationRule.objects.values_list("pk", "priority")),
+        evaluated=frozenset(evaluated),
     )
 
 
+def _metric_endpoints_load() -> frozenset[int]:
+    """The endpoints an active threshold reminder reads. The model is the reminders app's,
+    which sits above this one: by name, as the evaluate task reaches it."""
+    source = apps.get_model("reminders", "EndpointMetricSource")
+    rows = source.objects.filter(active=True).values_list("endpoint_id", flat=True)
+    return frozenset(rows)
+
+
 _RULES = ConfigCache(_rule_set_load)
+_METRIC_ENDPOINTS = ConfigCache(_metric_endpoints_load)
 
 
 def rule_set() -> RuleSet:
     """The deciding rules as of the configuration version this transaction sees: one read of
     the version, and the rules again only when it moved."""
     return _RULES.get(config_version())
+
+
+def endpoints_read() -> frozenset[int]:
+    """The endpoints whose readings someone reads as they come: a deciding rule's condition,
+    or an active threshold reminder's metric. Ingest stores a reading of any other endpoint
+    as already evaluated (``automation.services.ingest``): it would be discarded as matching
+    no rule after a Celery task's round trip, the one evaluation it could ever get. Its value
+    stays for the chart, the proof of an applied command and the audit."""
+    version = config_version()
+    return _RULES.get(version).evaluated | _METRIC_ENDPOINTS.get(version)
 
 
 def rule_set_loads() -> int:

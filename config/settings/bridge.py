@@ -22,6 +22,8 @@ BRIDGE_FLUSH_MS = env_float("BRIDGE_FLUSH_MS", 20.0)
 # What commits a batch before its messages are acknowledged (ingest and receipts live in the
 # automation app, above the bridge's): telemetry with its events, device replies as receipts.
 BRIDGE_STORE = "automation.services.edge.bridge_batch_store"
+# What follows a flush once its groups were committed: their reconcile nudges, sent as one.
+BRIDGE_FLUSH_END = "automation.services.edge.bridge_flush_end"
 # A device's ack waits up to this long for its state report, so both cross in one commit (0: off).
 BRIDGE_REPLY_WAIT_MS = env_float("BRIDGE_REPLY_WAIT_MS", 10.0, minimum=0.0)
 BRIDGE_DEDUPE_TTL_S = env_int("BRIDGE_DEDUPE_TTL_S", 60)  # 0 turns the cache fast path off

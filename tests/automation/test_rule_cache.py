@@ -42,6 +42,7 @@ from devices.models import (
 )
 from devices.mqtt.messages import InboundTelemetry
 from devices.services.health import devices_heard_from
+from reminders.models import EndpointMetricSource
 from tests.common.auth import token_client
 from tests.conftest import Tenant
 from tests.devices.factories import FarmKit, make_farm
@@ -58,8 +59,9 @@ CONFIGURATION = (
     AutomationRuleCondition,
     AutomationRuleAction,
     AutomationRuleSchedule,
+    EndpointMetricSource,  # which endpoints' readings wait for evaluation
 )
-RULE_TABLES = tuple(m._meta.db_table for m in CONFIGURATION[5:])
+RULE_TABLES = tuple(m._meta.db_table for m in CONFIGURATION[5:9])
 
 
 def _reading(kit: FarmKit, temp: float, *, ago_s: float = 0) -> EvaluateResult:

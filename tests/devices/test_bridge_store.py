@@ -59,6 +59,7 @@ def test_telemetry_is_committed_before_it_is_acknowledged_and_waits_for_the_swee
     kit: FarmKit,
     broker_down: list[str],
 ) -> None:
+    kit.rule()  # reads temp: its readings wait for evaluation, humidity's for nothing
     bridge = make_bridge(flush_ms=5)  # the configured store: BRIDGE_STORE
     acked_before: list[tuple[int, int]] = []
     store = bridge._batcher._handoff  # observed at each commit
@@ -78,7 +79,11 @@ def test_telemetry_is_committed_before_it_is_acknowledged_and_waits_for_the_swee
     assert events.count() == 20  # temp and humidity of each reading
     assert "automation.endpoint_events_evaluate" in broker_down
     pending = endpoint_events_pending(older_than=timezone.now(), limit=100)
-    assert set(events.values_list("pk", flat=True)) <= set(pending)
+    read = events.filter(device_instance_endpoint=kit.temp)
+    assert read.count() == 10
+    assert set(read.values_list("pk", flat=True)) <= set(pending)
+    unread = events.exclude(device_instance_endpoint=kit.temp)
+    assert set(unread.values_list("processing_status", flat=True)) == {"discarded"}
 
 
 def test_a_redelivered_reading_is_stored_once(

@@ -103,9 +103,9 @@ def test_an_archived_farms_rules_stop_deciding(tenants: tuple[Tenant, Tenant]) -
     farm_archive(farm_id=alpha.kit.farm.pk, actor="alpha")
     payload = json.dumps({"ts": "2026-11-29T11:59:00Z", "values": {"temp": 31}})
     message = InboundTelemetry(alpha.kit.sensor.serial_number, payload, timezone.now())
-    ids = telemetry_ingest(messages=[message]).pending_event_ids
-    assert ids  # the reading is kept: only the rules stop
-    endpoint_events_evaluate(event_ids=ids)
+    ingested = telemetry_ingest(messages=[message])
+    assert ingested.events == 1  # the reading is kept: only the rules stop
+    endpoint_events_evaluate(event_ids=ingested.pending_event_ids)
     assert not DeviceCommand.objects.exists()
 
 

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_ingest
+from automation.services.rule_cache import endpoints_read
 from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from tests.devices.factories import make_farm
@@ -37,6 +38,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_d
 
 def test_valid_message_persists_telemetry_and_one_event_per_known_endpoint() -> None:
     kit = make_farm()
+    kit.rule()  # rules read both endpoints: their events wait for evaluation
+    kit.rule(trigger_endpoint=kit.humidity)
     result = telemetry_ingest(
         messages=[message(kit.sensor.serial_number, telemetry(temp=31.5, humidity=40, extra=1))]
     )
@@ -75,6 +78,7 @@ def test_older_message_does_not_overwrite_newer_last_value() -> None:
 
 def test_events_are_handed_on_only_after_commit(django_capture_on_commit_callbacks) -> None:
     kit = make_farm()
+    kit.rule()  # a rule reads temp: its event waits for evaluation
     received: list[list[int]] = []
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         telemetry_ingest(
@@ -185,6 +189,7 @@ def test_unknown_keys_cost_no_query_per_message() -> None:
     def batch(first: int, size: int) -> list[InboundTelemetry]:
         return [message(serial, telemetry(temp=n, co2=n)) for n in range(first, first + size)]
 
+    endpoints_read()  # the configuration a running process holds already
     with CaptureQueriesContext(connection) as one:
         telemetry_ingest(messages=batch(0, 1))
     with CaptureQueriesContext(connection) as many:

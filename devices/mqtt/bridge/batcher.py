@@ -41,6 +41,13 @@ def configured_store() -> Handoff:
     return store
 
 
+def configured_flush_end() -> Callable[[], None]:
+    """What the store does once a flush's groups were committed (``BRIDGE_FLUSH_END``): the
+    hand-offs the groups share go out once per flush, not once per group."""
+    flush_end: Callable[[], None] = import_string(settings.BRIDGE_FLUSH_END)
+    return flush_end
+
+
 def dedupe_key(serial: str, payload: bytes) -> str:
     digest = hashlib.sha256(serial.encode("utf-8", "surrogatepass") + b"\x00" + payload)
     return DEDUPE_KEY_PREFIX + digest.hexdigest()
@@ -80,14 +87,17 @@ class Batcher:
         dedupe_ttl_s: int,
         ack: Callable[[Entry], None],
         reply_wait_s: float = 0.0,
+        flush_end: Callable[[], None] | None = None,
     ) -> None:
-        """``handoff`` None is the configured store (tests pass a recorder)."""
+        """``handoff`` None is the configured store and its flush end (tests pass a
+        recorder, and a flush end of their own or none)."""
         self._client_id = client_id
         self._stats = stats
         self._batch_size = batch_size
         self._flush_s = flush_s
         self._window = window
         self._handoff = handoff or configured_store()
+        self._flush_end = flush_end if handoff is not None else configured_flush_end()
         self._dedupe_ttl_s = dedupe_ttl_s
         self._ack = ack
         self._groups = {
@@ -167,7 +177,15 @@ class Batcher:
 
     def flush(self) -> None:
         """Commit every waiting message in chunks of ``batch_size``; on failure keep the
-        rest, acknowledge nothing of it, and retry after a capped backoff."""
+        rest, acknowledge nothing of it, and retry after a capped backoff. What the committed
+        chunks hand on goes out at the end, whether or not every group was committed."""
+        try:
+            self._flush_groups()
+        finally:
+            if self._flush_end is not None:
+                self._flush_end()
+
+    def _flush_groups(self) -> None:
         for group in self._groups.values():
             if group.entries and not self._flush_group(group):
                 now = time.monotonic()
