@@ -26,6 +26,7 @@ from devtools.bench.distributed.results import APPLIED, StepResult
 from devtools.bench.distributed.schedule import step_crossings
 from devtools.bench.distributed.soak_sample import server_pids
 from devtools.bench.distributed.stack import Stack
+from devtools.bench.distributed.task_counts import tasks_between, tasks_run
 from devtools.bench.fleet import BenchFleet
 
 Write = Callable[[str], None]
@@ -82,6 +83,7 @@ def command_phase(
             index += len(crossings)
             write(f"command path: step {step}/{len(plan.steps)}, {rate:g}/s for "
                   f"{plan.step_seconds:g}s ({len(crossings):,} crossings)")  # fmt: skip
+            tasks_before = tasks_run()  # before the counters: its broker traffic is not charged
             before = counters_read(stack.pids())
             meter = CpuMeter(stack.pids())
             spend = CpuMeter(stack.pids() | server_pids())  # offer + settle, servers too
@@ -92,6 +94,7 @@ def command_phase(
             stack.check_alive()
             settled = step_settle(fleet, devices, offered, plan.settle_s)
             spent = counters_read(stack.pids()) - before
+            result.tasks = tasks_between(tasks_before, tasks_run())
             step_account(result, offered, devices, simulator.first_seen)
             result.cost = StepCost(rate, len(fleet.sensors), result.created, spent, idle)
             result.cpu_ms = cpu_per_command(spend, idle_cpu, result.created)

@@ -71,6 +71,7 @@ class StepResult:
     cpu: dict[str, float] = field(default_factory=dict)  # process → % of one core
     cost: StepCost | None = None  # offer + settle, per command created
     cpu_ms: dict[str, float] = field(default_factory=dict)  # process → CPU ms per command
+    tasks: dict[str, int] = field(default_factory=dict)  # Celery task name → run in the step
 
     @property
     def lost(self) -> int:

@@ -38,6 +38,7 @@ from devtools.bench.distributed.scheduler_phase import (
 )
 from devtools.bench.distributed.stack import stack_running
 from devtools.bench.distributed.targets import target_rows, targets_table
+from devtools.bench.distributed.task_counts import task_counts_table
 from devtools.bench.distributed.where import profiles_table
 from devtools.bench.fleet import fleet_seeded
 from devtools.bench.storage import storage_bench
@@ -195,6 +196,9 @@ def _command_write(steps: list[StepResult], write: Write) -> None:
         write("\nCost per command created (offer + settle, less the idle stack's own cost in as "
               "long; servers' counters, processes' CPU)")  # fmt: skip
         write(cost_table(costs))
+    if any(s.tasks for s in steps):
+        write("\nCelery tasks per command created, by task (the workers' own counts)")
+        write(task_counts_table([(s.rate, s.tasks, s.created) for s in steps]))
     if any(s.cpu_ms for s in steps):
         write("\nCPU per crossing: ms of CPU per command created, per process and server (offer "
               "+ settle, each less its own idle cost)")  # fmt: skip

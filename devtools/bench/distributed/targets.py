@@ -1,9 +1,9 @@
-"""The run against the hot path's targets: one row per figure the product promises (CPU per
-crossing, latency under load, ingest next to bare paho, bytes per stored value, scheduler
-throughput), what this run measured, the bare limit measured in the same run where one
-exists, and whether the target is met. A reader compares a figure with its target and its
-floor in one place instead of across five tables; a phase left out of the run shows as
-"not run", never as met. Pure: the figures come in already measured."""
+"""The run against the hot path's targets: one row per figure the product promises (CPU and
+Celery tasks per crossing, latency under load, ingest next to bare paho, bytes per stored
+value, scheduler throughput), what this run measured, the bare limit measured in the same
+run where one exists, and whether the target is met. A reader compares a figure with its
+target and its floor in one place instead of across six tables; a phase left out of the run
+shows as "not run", never as met. Pure: the figures come in already measured."""
 
 from __future__ import annotations
 
@@ -15,10 +15,12 @@ from config.tables import format_table
 from devtools.bench.distributed.ingest_phase import PRODUCT, IngestFigures
 from devtools.bench.distributed.results import StepResult
 from devtools.bench.distributed.scheduler_phase import SchedulerFigures
+from devtools.bench.distributed.task_counts import crossing_tasks
 from devtools.bench.ingest import BARE_PAHO
 from devtools.bench.report import percentile
 
 CPU_RATE, CPU_MAX_MS = 10.0, 20.0
+TASKS_MAX = 3.0
 LATENCY_RATES, P99_MAX_MS = (100.0, 300.0), 100.0
 INGEST_MIN_RATIO = 0.5
 BYTES_PER_VALUE_MAX = 150.0
@@ -56,6 +58,18 @@ def _cpu_row(steps: Sequence[StepResult]) -> TargetRow:
     split = ", ".join(f"{name} {ms:.0f}" for name, ms in top)
     measured = f"{machine:.1f} ms" + (f" ({split})" if split else "")
     return TargetRow(figure, target, measured, "–", machine <= CPU_MAX_MS)
+
+
+def _tasks_row(steps: Sequence[StepResult]) -> TargetRow:
+    figure = f"Celery tasks per crossing at {CPU_RATE:g}/s"
+    target = f"≤ {TASKS_MAX:g}"
+    step = _step(steps, CPU_RATE)
+    if step is None or not step.tasks:
+        return TargetRow(figure, target, NOT_RUN, "–", None)
+    tasks = crossing_tasks(step.tasks, step.created)
+    broker = step.cost.per_command()["broker_commands"] if step.cost else None
+    measured = f"{tasks:.2f}" + ("" if broker is None else f", {broker:,.0f} broker commands")
+    return TargetRow(figure, target, measured, "–", tasks <= TASKS_MAX)
 
 
 def _latency_row(steps: Sequence[StepResult], rate: float) -> TargetRow:
@@ -112,6 +126,7 @@ def target_rows(
 ) -> list[TargetRow]:
     return [
         _cpu_row(steps),
+        _tasks_row(steps),
         *(_latency_row(steps, rate) for rate in LATENCY_RATES),
         _ingest_row(ingest),
         _storage_row(bytes_per_value),
