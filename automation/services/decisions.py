@@ -217,7 +217,7 @@ def _decide(candidate: Decision, context: Context) -> Decision:
     has_live, live_value = target.newest_live_value()
     if has_live and values_equal(live_value, value):
         return ends(ExecutionOutcome.ALREADY_PENDING)
-    if not target.has_sent and values_equal(target.reported, value):
+    if not target.has_sent and target.known_to_hold(value):
         # Only commands never sent are live (or none): the device holds what it reported.
         return ends(ExecutionOutcome.ALREADY_IN_STATE)
     cooling = context.cooldowns.get((endpoint.pk, target_value_key(value)))

@@ -14,7 +14,6 @@ from django.db import transaction
 from django.db.models import Q
 
 from automation.models import CommandTransition, DeviceCommand
-from automation.operators import values_equal
 from automation.services.commands import command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import run_limit_input, run_limit_value
@@ -93,7 +92,7 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
             raise SourceNoLongerValid(f"command {later} changed the endpoint first")
         targets = target_states_load([endpoint.pk])
         state = targets[endpoint.pk]
-        if not state.live and values_equal(state.reported, value):
+        if not state.live and state.known_to_hold(value):
             raise SourceNoLongerValid(f"the endpoint already reports {value!r}")
         columns = command_fields(endpoint, value, key=job.scheduler_key, now=job.now)
         row = {

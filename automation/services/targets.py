@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
+from django.db.models import OuterRef, Subquery
 
 from automation.models import DeviceCommand
 from automation.operators import values_equal
@@ -27,6 +28,8 @@ from devices.models import DeviceInstanceEndpoint
 
 # First key of the advisory locks that serialise evaluation per target endpoint.
 TARGET_LOCK_NAMESPACE = 0x46410001
+# Ends of a command that was sent and never answered for: the device may have applied it.
+COMMAND_ENDED_UNSEEN = (CommandStatus.EXPIRED, CommandStatus.UNCERTAIN)
 
 
 @dataclass
@@ -43,12 +46,22 @@ class TargetState:
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
     # What the device last reported, read after the live commands (see target_states_load).
     reported: JsonValue = None
+    # A command sent after that report ended without the device's word (expired with its
+    # retries spent, or uncertain): the device may hold its value or the one reported.
+    reported_unsure: bool = False
     edited_at: datetime | None = None  # the endpoint's last configuration edit
     replaced: list[int] = field(default_factory=list)  # unsent commands a decision replaced
     creates: bool = False  # the last decision creates a command
 
     def newest_live_value(self) -> tuple[bool, JsonValue]:
         return (True, self.live[-1][1]) if self.live else (False, None)
+
+    def known_to_hold(self, value: JsonValue) -> bool:
+        """The device said it holds ``value`` and nothing sent since may have changed it
+        unseen: only then may a decision skip a command for it. A relay whose ack, state
+        report and telemetry were all lost has applied a command nobody saw; believing its
+        older report would leave it where that command put it."""
+        return not self.reported_unsure and values_equal(self.reported, value)
 
 
 def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
@@ -105,12 +118,24 @@ def targets_and_readings_load(
     # conditions), in the same round trip.
     readings: dict[int, Reading] = {}
     wanted = set(reading_ids)
-    reported = DeviceInstanceEndpoint.objects.filter(pk__in=set(targets) | wanted).values_list(
-        "pk", "last_value", "updated_at", "last_value_at"
+    # The last sending of a command that ended without the device's word, in the same read.
+    unsure = DeviceCommand.objects.filter(
+        target_device_endpoint_id=OuterRef("pk"),
+        status__in=COMMAND_ENDED_UNSEEN,
+        dispatched_at__isnull=False,
+    ).order_by("-dispatched_at")
+    reported = (
+        DeviceInstanceEndpoint.objects.filter(pk__in=set(targets) | wanted)
+        .annotate(unsure_since=Subquery(unsure.values("dispatched_at")[:1]))
+        .values_list("pk", "last_value", "updated_at", "last_value_at", "unsure_since")
     )
-    for pk, value, edited_at, value_at in reported:
+    for pk, value, edited_at, value_at, unsure_since in reported:
         if pk in targets:
-            targets[pk].reported, targets[pk].edited_at = value, edited_at
+            target = targets[pk]
+            target.reported, target.edited_at = value, edited_at
+            target.reported_unsure = unsure_since is not None and (
+                value_at is None or value_at < unsure_since
+            )
         if pk in wanted:
             readings[pk] = Reading(value, value_at)
     return targets, readings
