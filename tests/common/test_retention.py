@@ -97,6 +97,7 @@ def test_nothing_live_is_pruned(tenants: tuple[Tenant, Tenant]) -> None:
 
 def test_a_pending_event_and_its_reading_stay(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
+    alpha.kit.rule()  # reads temp: the reading waits for evaluation
 
     payload = '{"ts": "2026-11-29T11:59:00Z", "values": {"temp": 20}}'
     ingested = telemetry_ingest(
@@ -139,15 +140,15 @@ def test_readings_no_rule_used_go_after_the_raw_retention(tenants: tuple[Tenant,
     alpha, _ = tenants
 
     payload = '{"ts": "2026-11-29T11:59:00Z", "values": {"temp": 20, "humidity": 50}}'
-    ids = telemetry_ingest(
+    ingested = telemetry_ingest(
         messages=[InboundTelemetry(alpha.kit.sensor.serial_number, payload, timezone.now())]
-    ).pending_event_ids
-    endpoint_events_evaluate(event_ids=ids)
+    )
+    endpoint_events_evaluate(event_ids=ingested.pending_event_ids)  # none: no rule reads them
     retention_prune(now=_later(29))
     assert Telemetry.objects.count() == 1
     # Not yet folded into the rollups: the reading stays, its events go.
     result = retention_prune(now=_later(31))
-    assert result.deleted["automation.AutomationEndpointEvent"] == len(ids)
+    assert result.deleted["automation.AutomationEndpointEvent"] == ingested.events == 2
     assert Telemetry.objects.count() == 1
     _rolled_up()
     result = retention_prune(now=_later(31))
