@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
+from alarms.models import Alarm
 from automation.models import AutomationEndpointEvent, AutomationRule, AutomationRuleExecution
 from common.models import Organization
 from devices.models import (
@@ -168,6 +169,9 @@ def fleet_readings_delete(fleet: BenchFleet) -> None:
 def fleet_delete(fleet: BenchFleet) -> None:
     """Delete the fleet and everything derived from it."""
     fleet_readings_delete(fleet)
+    # A run that overloads the stack leaves commands uncertain, and each one an alarm that
+    # holds its farm (a protected key): they go first.
+    Alarm.objects.filter(organization_id=fleet.organization_id).delete()
     farms = Farm.objects.filter(organization_id=fleet.organization_id)
     AutomationRule.objects.filter(farm__in=farms).delete()
     Device.objects.filter(farm__in=farms).delete()
