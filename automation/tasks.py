@@ -10,7 +10,6 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
-from django.apps import apps
 from django.conf import settings
 from django.utils import timezone
 
@@ -21,6 +20,7 @@ from automation.services.evaluate import endpoint_events_evaluate, endpoint_even
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
 from automation.services.reconcile import command_intents_overdue, command_intents_reconcile
+from automation.services.rule_cache import metric_endpoints
 from common.handoff import COMMANDS_DISPATCH, METRICS_TOUCHED, enqueue, enqueue_ids
 from config.celery import DB_RETRY, previous_name, routed_to
 from config.metrics import metrics_decisions_counted
@@ -37,20 +37,13 @@ logger = logging.getLogger(__name__)
 SCHEDULER_POLL_DUE = "scheduler.poll_due"
 
 
-def _metrics_watched(endpoint_ids: list[int]) -> list[int]:
-    """The endpoints an active threshold reminder reads: one indexed read, where a task hop
-    per batch cost a fleet without such reminders a tenth of a core at 10 crossings/s. The
-    model and the task are the reminders app's, which sits above this one: both by name."""
-    source = apps.get_model("reminders", "EndpointMetricSource")
-    rows = source.objects.filter(endpoint_id__in=endpoint_ids, active=True)
-    return sorted(set(rows.values_list("endpoint_id", flat=True)))
-
-
 def _metrics_touched(endpoint_ids: list[int]) -> None:
     """Threshold reminders re-evaluate over the watched endpoints with new readings (we run
-    after commit). A source made after the read is caught up by the reminders'
+    after commit). Which endpoints are watched comes from the configuration cache
+    (``metric_endpoints``): one read of the version while nothing changed, not a query of
+    the sources per batch. A source made after the read is caught up by the reminders'
     reconciliation pass."""
-    watched = _metrics_watched(endpoint_ids)
+    watched = sorted(metric_endpoints().intersection(endpoint_ids))
     if watched:
         enqueue(METRICS_TOUCHED, watched)
 

@@ -252,7 +252,7 @@ def telemetry_ingest(
         _touch_devices(parsed, now)
         _update_last_values(events)
         awaiting = command_intents_awaiting_endpoints(
-            endpoint_ids=sorted({e.device_instance_endpoint for e in events}) if inserted else []
+            endpoint_ids=sorted({e.device_instance_endpoint for e in events})
         )
         if on_events is not None and event_ids:
             transaction.on_commit(lambda: on_events(event_ids))

@@ -60,10 +60,10 @@ def _rule_set_load() -> RuleSet:
             triggered_by[endpoint_id].append(rule)
         if rule.operator != Operator.SILENT_FOR:
             evaluated.update(condition_endpoints(rule))
-        if rule.operator == Operator.SILENT_FOR:
-            driven = {rule.target_endpoint_id, *(a.target_endpoint_id for a in rule.actions.all())}
-            for endpoint_id in driven:
-                watchdogs[endpoint_id].append(rule)
+            continue
+        driven = {rule.target_endpoint_id, *(a.target_endpoint_id for a in rule.actions.all())}
+        for endpoint_id in driven:
+            watchdogs[endpoint_id].append(rule)
     return RuleSet(
         triggered_by={pk: tuple(rules) for pk, rules in triggered_by.items()},
         watchdogs_driving={pk: tuple(rules) for pk, rules in watchdogs.items()},
@@ -74,7 +74,7 @@ def _rule_set_load() -> RuleSet:
 
 def _metric_endpoints_load() -> frozenset[int]:
     """The endpoints an active threshold reminder reads. The model is the reminders app's,
-    which sits above this one: by name, as the evaluate task reaches it."""
+    which sits above this one: by name."""
     source = apps.get_model("reminders", "EndpointMetricSource")
     rows = source.objects.filter(active=True).values_list("endpoint_id", flat=True)
     return frozenset(rows)
@@ -88,6 +88,11 @@ def rule_set() -> RuleSet:
     """The deciding rules as of the configuration version this transaction sees: one read of
     the version, and the rules again only when it moved."""
     return _RULES.get(config_version())
+
+
+def metric_endpoints() -> frozenset[int]:
+    """The endpoints an active threshold reminder reads, as of the configuration version."""
+    return _METRIC_ENDPOINTS.get(config_version())
 
 
 def endpoints_read() -> frozenset[int]:

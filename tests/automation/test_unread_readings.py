@@ -9,7 +9,6 @@ reconcile task."""
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -20,11 +19,12 @@ from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services import edge
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import IngestResult, telemetry_ingest
-from automation.states import CommandOrigin, EventStatus, ReasonCode
+from automation.states import EventStatus, ReasonCode
 from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
 from devices.models import DeviceMessageKind
 from devices.mqtt.messages import DeviceMessage, InboundTelemetry
 from reminders.services.sources import endpoint_metric_source_create
+from tests.automation.factories import relay_command
 from tests.common.auth import token_client
 from tests.conftest import Tenant
 from tests.devices.factories import FarmKit, make_farm
@@ -106,23 +106,9 @@ def test_a_threshold_reminders_metric_keeps_its_endpoint_read() -> None:
 
 
 def _waiting_command(kit: FarmKit) -> DeviceCommand:
-    now = timezone.now() - timedelta(seconds=1)
-    return DeviceCommand.objects.create(
-        origin=CommandOrigin.MANUAL,
-        target_device=kit.actuator,
-        target_device_endpoint=kit.io1,
-        target_serial_number=kit.actuator.serial_number,
-        command_method="setIO",
-        command_params={"io1": True},
-        target_value=True,
-        idempotency_key=f"unread-{uuid.uuid4().hex[:8]}",
-        desired_state_fingerprint="f" * 64,
-        device_command_id=f"cmd_{uuid.uuid4().hex[:12]}",
-        status="dispatched",
-        created_at=now,
-        updated_at=now,
-        dispatched_at=now,
-        first_dispatched_at=now,
+    sent = timezone.now() - timedelta(seconds=1)
+    return relay_command(
+        kit, at=sent, status="dispatched", dispatched_at=sent, first_dispatched_at=sent
     )
 
 

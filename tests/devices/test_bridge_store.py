@@ -14,13 +14,13 @@ import paho.mqtt.client as paho
 import pytest
 from django.utils import timezone
 
-from automation.models import AutomationEndpointEvent, DeviceCommand, DeviceCommandReceipt
+from automation.models import AutomationEndpointEvent, DeviceCommandReceipt
 from automation.services import edge
 from automation.services.evaluate import endpoint_events_pending
-from automation.states import CommandOrigin
 from common.handoff import Nudger
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.bridge import MqttBridge
+from tests.automation.factories import relay_command
 from tests.devices.factories import FarmKit, make_farm
 from tests.devices.test_bridge import publish_all
 from tests.waiting import wait_for
@@ -105,22 +105,7 @@ def test_replies_are_committed_as_receipts_and_refusals_as_rejections(
     kit: FarmKit,
     broker_down: list[str],
 ) -> None:
-    now = timezone.now()
-    command = DeviceCommand.objects.create(
-        origin=CommandOrigin.MANUAL,
-        target_device=kit.actuator,
-        target_device_endpoint=kit.io1,
-        target_serial_number=kit.actuator.serial_number,
-        command_method="setIO",
-        command_params={"io1": True},
-        target_value=True,
-        idempotency_key=f"store-{kit.farm.pk}",
-        desired_state_fingerprint="f" * 64,
-        device_command_id=f"cmd_{uuid.uuid4().hex[:12]}",
-        status="dispatched",
-        created_at=now,
-        updated_at=now,
-    )
+    command = relay_command(kit, at=timezone.now(), status="dispatched")
     bridge = make_bridge(flush_ms=5)
     command_id = command.device_command_id
     response = f'{{"commandId":"{command_id}","status":"accepted","resultCode":"ok"}}'
