@@ -375,6 +375,8 @@ class RejectedMessageSerializer(serializers.Serializer[Any]):
 
 class IngestResultSerializer(serializers.Serializer[Any]):
     telemetry = serializers.IntegerField(help_text="Messages stored for the first time.")
-    events = serializers.IntegerField()
+    events = serializers.IntegerField(
+        help_text="Endpoint values accepted from the messages stored for the first time."
+    )
     rejections = serializers.IntegerField()
     rejected = RejectedMessageSerializer(many=True)

@@ -9,9 +9,9 @@ arithmetic on SQLite. The aggregates are SQL too; "last" is the reading with the
 
 Where readings come from follows the admin's device chart: a bucket of whole hours reads the
 hourly rollups (``TelemetryRollup``, kept ``RETENTION_ROLLUPS_DAYS``; they trail the readings
-by a minute or two), any other bucket the endpoint events (the normalised readings, kept
-``RETENTION_ENDPOINT_EVENTS_DAYS``), reached through their reverse relation so that this app
-imports nothing of automation. Numbers, and booleans as 0/1; an enum endpoint has no series.
+by a minute or two), any other bucket the stored telemetry (``devices.readings``, kept
+``RETENTION_TELEMETRY_DAYS``), which holds every reading whether or not anything evaluates
+it. Numbers, and booleans as 0/1; an enum endpoint has no series.
 """
 
 from __future__ import annotations
@@ -26,16 +26,15 @@ from django.db.models import (
     Avg,
     Count,
     DateTimeField,
-    FloatField,
     Func,
     Max,
     Min,
-    QuerySet,
     Sum,
 )
 from django.db.models.sql.compiler import SQLCompiler
 
 from devices.models import DeviceInstanceEndpoint, EndpointDataType, TelemetryRollup
+from devices.readings import numeric_readings
 
 SERIES_MAX_POINTS = 1000
 SERIES_DEFAULT_SPAN = timedelta(hours=24)
@@ -47,8 +46,6 @@ ROLLUP_BUCKET_S = 3600
 BUCKET_CHOICES_S: tuple[int, ...] = (1, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 BUCKET_CHOICES_S += (7200, 10800, 21600, 43200, 86400)
 NUMERIC_TYPES = frozenset({EndpointDataType.NUMBER, EndpointDataType.BOOL})
-# AutomationEndpointEvent.device_instance_endpoint's reverse query name (automation's model).
-_EVENTS = "automationendpointevent"
 
 
 class SeriesRefused(ValueError):
@@ -159,63 +156,34 @@ class TimeBin(Func):
         return f"datetime({floored}, 'unixepoch')", [*params, *params]
 
 
-class JsonReading(Func):
-    """A JSON reading as a number: a number as itself, a boolean as 0/1, anything else NULL."""
-
-    output_field = FloatField()
-
-    def as_sql(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotSupportedError("JsonReading is written for PostgreSQL and SQLite")
-
-    def as_postgresql(self, compiler: SQLCompiler, connection: Any, **extra: Any) -> Any:
-        v, params = compiler.compile(self.source_expressions[0])
-        sql = (
-            f"CASE jsonb_typeof({v}) WHEN 'number' THEN ({v})::double precision "
-            f"WHEN 'boolean' THEN CASE WHEN ({v})::boolean THEN 1.0 ELSE 0.0 END END"
-        )
-        return sql, [*params] * 3
-
-    def as_sqlite(self, compiler: SQLCompiler, connection: Any, **extra: Any) -> Any:
-        v, params = compiler.compile(self.source_expressions[0])
-        sql = (
-            f"CASE json_type({v}) WHEN 'integer' THEN CAST(json_extract({v}, '$') AS REAL) "
-            f"WHEN 'real' THEN json_extract({v}, '$') WHEN 'true' THEN 1.0 "
-            f"WHEN 'false' THEN 0.0 END"
-        )
-        return sql, [*params] * 3
-
-
-def endpoint_series(*, endpoint_id: int, window: SeriesWindow) -> list[SeriesPoint]:
-    """The endpoint's non-empty buckets in ``window``, oldest first: two queries."""
+def endpoint_series(*, endpoint: DeviceInstanceEndpoint, window: SeriesWindow) -> list[SeriesPoint]:
+    """The endpoint's non-empty buckets in ``window``, oldest first: two queries
+    (``endpoint`` with its ``profile_endpoint`` loaded)."""
     if window.from_rollups:
-        return _from_rollups(endpoint_id, window)
-    return _from_events(endpoint_id, window)
+        return _from_rollups(endpoint.pk, window)
+    return _from_telemetry(endpoint, window)
 
 
-def _event_readings(endpoint_id: int, **on_event: object) -> QuerySet[DeviceInstanceEndpoint]:
-    """The endpoint joined to its events matching ``on_event`` (event lookups), each with its
-    numeric reading ``v``. One ``filter()`` call, so one join: a second call would join the
-    events again and pair every row with every other."""
-    conditions = {f"{_EVENTS}__{lookup}": value for lookup, value in on_event.items()}
-    readings = DeviceInstanceEndpoint.objects.filter(pk=endpoint_id, **conditions)
-    value = JsonReading(f"{_EVENTS}__normalized_value")
-    return readings.annotate(v=value).filter(v__isnull=False)
-
-
-def _from_events(endpoint_id: int, window: SeriesWindow) -> list[SeriesPoint]:
-    at = f"{_EVENTS}__event_timestamp"
-    readings = _event_readings(
-        endpoint_id, event_timestamp__gte=window.start, event_timestamp__lt=window.end
+def _from_telemetry(endpoint: DeviceInstanceEndpoint, window: SeriesWindow) -> list[SeriesPoint]:
+    profile = endpoint.profile_endpoint
+    readings = numeric_readings(
+        device_id=endpoint.device_id,
+        key=profile.key,
+        data_type=profile.data_type,
+        start=window.start,
+        end=window.end,
     )
     groups = list(
-        readings.annotate(t=TimeBin(at, bucket_s=window.bucket_s))
+        readings.annotate(t=TimeBin("message_ts", bucket_s=window.bucket_s))
         .values("t")
-        .annotate(low=Min("v"), high=Max("v"), mean=Avg("v"), n=Count("v"), last_at=Max(at))
+        .annotate(
+            low=Min("v"), high=Max("v"), mean=Avg("v"), n=Count("v"), last_at=Max("message_ts")
+        )
         .order_by("t")
     )
     ends = [g["last_at"] for g in groups]
-    latest = _event_readings(endpoint_id, event_timestamp__in=ends).order_by(at, f"{_EVENTS}__pk")
-    last = dict(latest.values_list(at, "v"))  # of readings at the same time, the newest row's
+    latest = readings.filter(message_ts__in=ends).order_by("message_ts", "pk")
+    last = dict(latest.values_list("message_ts", "v"))  # of readings at one time, the newest row's
     return [
         SeriesPoint(g["t"], g["low"], g["high"], g["mean"], last[g["last_at"]], g["n"])
         for g in groups

@@ -130,7 +130,7 @@ def endpoint_series_answer(
         )
     except SeriesRefused as exc:
         raise ValidationError({exc.field: [exc.message]}) from None
-    points = endpoint_series(endpoint_id=endpoint.pk, window=window)
+    points = endpoint_series(endpoint=endpoint, window=window)
     body = {
         "endpoint": endpoint.pk,
         "from": window.start,

@@ -6,9 +6,11 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.conf import settings
+from django.db.models import Avg, Count, Max, Min, OuterRef, Q, QuerySet, Subquery
 
-from automation.models import AutomationEndpointEvent
+from devices.models import DeviceInstanceEndpoint, EndpointDataType
+from devices.readings import numeric_readings
 from reminders.models import (
     MetricAggregate,
     ReminderOccurrence,
@@ -19,9 +21,6 @@ from reminders.models import (
 from reminders.providers.base import ReminderProvider, SourceState
 from scheduler.models import DueWork
 from scheduler.states import SCHEDULER_OPEN, SchedulerStatus
-
-# "latest" skips at most this many non-numeric values looking for a number.
-LATEST_LOOKBACK_ROWS = 20
 
 
 def reminder_settings_for_source(
@@ -87,39 +86,43 @@ def occurrence_completed_exists(
 
 
 def endpoint_metric_read(
-    *, endpoint_id: int, aggregate: str, window_minutes: int, now: datetime
+    *, endpoint: DeviceInstanceEndpoint, aggregate: str, window_minutes: int, now: datetime
 ) -> float | None:
     """The metric at ``now``: the latest numeric value, or max/min/avg of the numeric values
     in (now − window, now]. Non-numeric values (booleans, enums) are ignored; no values is
-    None. Reads through the (endpoint, event_timestamp) index, bounded by the window."""
-    events = AutomationEndpointEvent.objects.filter(
-        device_instance_endpoint_id=endpoint_id, event_timestamp__lte=now
-    )
-    if aggregate == MetricAggregate.LATEST:
-        latest = events.order_by("-event_timestamp", "-id").values_list(
-            "normalized_value", flat=True
-        )
-        for value in latest[:LATEST_LOOKBACK_ROWS]:
-            if _numeric(value):
-                return float(value)
+    None. Reads the stored telemetry (``devices.readings``) through its (device, message_ts)
+    key, bounded by the window: the readings from before the source was made count too.
+    ``endpoint`` comes with its ``profile_endpoint``."""
+    profile = endpoint.profile_endpoint
+    if profile.data_type != EndpointDataType.NUMBER:
         return None
+    end = now + timedelta(microseconds=1)  # (…, now]
+    if aggregate == MetricAggregate.LATEST:
+        rows = numeric_readings(
+            device_id=endpoint.device_id,
+            key=profile.key,
+            data_type=profile.data_type,
+            start=now - timedelta(seconds=settings.TELEMETRY_MAX_AGE_S),
+            end=end,
+        )
+        latest = rows.order_by("-message_ts", "-pk").values_list("v", flat=True).first()
+        return None if latest is None else float(latest)
     since = now - timedelta(minutes=window_minutes)
-    values = [
-        float(v)
-        for v in events.filter(event_timestamp__gt=since).values_list("normalized_value", flat=True)
-        if _numeric(v)
-    ]
-    if not values:
+    rows = numeric_readings(
+        device_id=endpoint.device_id,
+        key=profile.key,
+        data_type=profile.data_type,
+        start=since,
+        end=end,
+    ).exclude(message_ts=since)
+    found = rows.aggregate(n=Count("v"), high=Max("v"), low=Min("v"), mean=Avg("v"))
+    if not found["n"]:
         return None
     if aggregate == MetricAggregate.MAX:
-        return max(values)
+        return float(found["high"])
     if aggregate == MetricAggregate.MIN:
-        return min(values)
-    return sum(values) / len(values)
-
-
-def _numeric(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+        return float(found["low"])
+    return float(found["mean"])
 
 
 def user_messages_with_next_occurrence(rows: QuerySet[UserMessage]) -> QuerySet[UserMessage]:

@@ -6,10 +6,10 @@ readings fill the chart rather than a line at its right edge. Readings are downs
 most ``MAX_BUCKETS`` buckets per endpoint, each keeping its lowest and highest value, so a
 spike survives and the markup stays bounded; three queries whatever the number of readings.
 
-A window shorter than ``ROLLUPS_FROM`` reads the endpoint events (``AutomationEndpointEvent``,
-the normalised readings); a longer one reads the hourly rollups (``TelemetryRollup``): its
+A window shorter than ``ROLLUPS_FROM`` reads the stored telemetry (``devices.readings``: every
+reading, evaluated or not); a longer one reads the hourly rollups (``TelemetryRollup``): its
 buckets are an hour or wider, so each hour's lowest and highest reading lose nothing the chart
-shows, and rollups outlive the raw readings (pruned after ``RETENTION_ENDPOINT_EVENTS_DAYS``).
+shows, and rollups outlive the raw readings (pruned after ``RETENTION_TELEMETRY_DAYS``).
 Enum endpoints are not rolled up: their panels are empty over a long window."""
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from django.db.models import Max, Min, Q
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from automation.models import AutomationEndpointEvent, DeviceCommand
+from automation.models import DeviceCommand
 from automation.states import CommandStatus
 from devices.display import endpoint_value_text, value_text
-from devices.models import Device, DeviceInstanceEndpoint, EndpointDataType, TelemetryRollup
+from devices.models import (
+    Device,
+    DeviceInstanceEndpoint,
+    EndpointDataType,
+    Telemetry,
+    TelemetryRollup,
+)
+from devices.readings import device_readings
 from devices.selectors import endpoint_rollups_hourly
 
 WINDOW = timedelta(hours=24)
@@ -110,10 +117,10 @@ def _bucketed(
 
 
 def _readings(
-    series: dict[int, Series], start: datetime, now: datetime, window: timedelta
+    device_id: int, series: dict[int, Series], start: datetime, now: datetime, window: timedelta
 ) -> dict[int, list[tuple[datetime, Any]]]:
-    """Each endpoint's readings in time order: the raw events, or for a long window each
-    hour's lowest and highest from its rollup (at the middle of the hour, bool as bool)."""
+    """Each endpoint's readings in time order: the stored telemetry's, or for a long window
+    each hour's lowest and highest from its rollup (at the middle of the hour, bool as bool)."""
     readings: dict[int, list[tuple[datetime, Any]]] = {pk: [] for pk in series}
     if window >= ROLLUPS_FROM:
         hourly = endpoint_rollups_hourly(endpoint_ids=list(series), start=start, end=now)
@@ -122,15 +129,10 @@ def _readings(
             at = hour + timedelta(minutes=30)
             readings[endpoint_id] += [(at, typed(low)), (at, typed(high))]
         return readings
-    events = AutomationEndpointEvent.objects.filter(
-        device_instance_endpoint_id__in=list(series),
-        event_timestamp__gte=start,
-        event_timestamp__lte=now,
-    ).order_by("event_timestamp", "pk")
-    for endpoint_id, at, value in events.values_list(
-        "device_instance_endpoint_id", "event_timestamp", "normalized_value"
-    ).iterator(chunk_size=2000):
-        readings[endpoint_id].append((at, value))
+    endpoint_of = {one.label: pk for pk, one in series.items()}
+    types = {(device_id, one.label): one.data_type for one in series.values()}
+    for r in device_readings(device_ids=[device_id], types=types, start=start, end=now):
+        readings[endpoint_of[r.key]].append((r.at, r.value))
     return readings
 
 
@@ -141,13 +143,11 @@ def chart_window_fitting(*, device: Device, now: datetime) -> str:
     two when the raw readings are gone."""
     endpoint_ids = DeviceInstanceEndpoint.objects.filter(device=device).values("pk")
     day_ago = now - WINDOWS["24h"]
-    found = AutomationEndpointEvent.objects.filter(
-        device_instance_endpoint_id__in=endpoint_ids,
-        event_timestamp__gte=now - WINDOWS["60d"],
-        event_timestamp__lte=now,
+    found = Telemetry.objects.filter(
+        device=device, message_ts__gte=now - WINDOWS["60d"], message_ts__lte=now
     ).aggregate(
-        oldest_today=Min("event_timestamp", filter=Q(event_timestamp__gte=day_ago)),
-        newest=Max("event_timestamp"),
+        oldest_today=Min("message_ts", filter=Q(message_ts__gte=day_ago)),
+        newest=Max("message_ts"),
     )
     if found["oldest_today"] is not None:
         return "1h" if found["oldest_today"] >= now - WINDOWS["1h"] else "24h"
@@ -177,7 +177,7 @@ def device_chart_data(
         pk: Series(pk, e.key, e.data_type, e.unit if e.data_type == EndpointDataType.NUMBER else "")
         for pk, e in endpoints.items()
     }
-    readings = _readings(series, start, now, window)
+    readings = _readings(device.pk, series, start, now, window)
     for pk, one in series.items():
         _bucketed(one, readings[pk], start, window)
     commands = DeviceCommand.objects.filter(

@@ -7,16 +7,19 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
 
 from automation.models import (
-    AutomationEndpointEvent,
     DeviceCommand,
     DeviceCommandReceipt,
     ReceiptType,
 )
 from automation.operators import values_equal
 from common.json_types import JsonObject, JsonValue
+from devices.readings import Reading, device_readings
 
 # A stored receipt: (receipt type, payload, attempt, received at).
 Receipt = tuple[str, JsonObject, int, datetime]
@@ -104,39 +107,38 @@ def _published(intent: DeviceCommand) -> datetime | None:
 
 def _telemetry_proofs(intents: Sequence[DeviceCommand]) -> dict[int, str]:
     """Per intent, the first reading of its target received after the request was first
-    published that equals the target, described (one read for the batch)."""
+    published that equals the target, described (one read for the batch). The readings are
+    the stored telemetry's (``devices.readings``): a relay no rule reads has no endpoint
+    events, and its telemetry proves a command all the same."""
     published = {i.pk: at for i in intents if (at := _published(i)) is not None}
     if not published:
         return {}
     since = min(published.values())
-    # Per endpoint: (event id, value, created at, received at).
-    readings: dict[int, list[tuple[int, JsonValue, datetime, datetime]]] = defaultdict(list)
-    rows = (
-        AutomationEndpointEvent.objects.filter(
-            device_instance_endpoint_id__in={
-                i.target_device_endpoint_id for i in intents if i.pk in published
-            },
-            created_at__gte=since,
-            source_telemetry__received_at__gte=since,
+    waiting = [i for i in intents if i.pk in published]
+    types = {
+        (i.target_device_id, i.target_device_endpoint.profile_endpoint.key): (
+            i.target_device_endpoint.profile_endpoint.data_type
         )
-        .order_by("pk")
-        .values_list(
-            "device_instance_endpoint_id",
-            "pk",
-            "normalized_value",
-            "created_at",
-            "source_telemetry__received_at",
-        )
-    )
-    for endpoint_id, pk, value, created_at, received_at in rows:
-        readings[endpoint_id].append((pk, value, created_at, received_at))
+        for i in waiting
+    }
+    # A reading received since ``since`` carries a device time no older than the oldest
+    # that ingest accepts: the bound keeps the read on the (device, message_ts) key.
+    readings: dict[tuple[int, str], list[Reading]] = defaultdict(list)
+    for r in device_readings(
+        device_ids=[i.target_device_id for i in waiting],
+        types=types,
+        start=since - timedelta(seconds=settings.TELEMETRY_MAX_AGE_S),
+        end=timezone.now() + timedelta(seconds=settings.TELEMETRY_MAX_FUTURE_S),
+        received_since=since,
+    ):
+        readings[r.device_id, r.key].append(r)
     proofs: dict[int, str] = {}
-    for intent in intents:
-        at = published.get(intent.pk)
-        if at is None:
-            continue
-        for pk, value, created_at, received_at in readings[intent.target_device_endpoint_id]:
-            if created_at >= at and received_at >= at and values_equal(value, intent.target_value):
-                proofs[intent.pk] = f"reading {pk} ({value!r}) received {received_at.isoformat()}"
+    for intent in waiting:
+        at = published[intent.pk]
+        where = (intent.target_device_id, intent.target_device_endpoint.profile_endpoint.key)
+        for r in sorted(readings[where], key=lambda r: (r.received_at, r.telemetry_id)):
+            if r.received_at >= at and values_equal(r.value, intent.target_value):
+                seen = f"({r.value!r}) received {r.received_at.isoformat()}"
+                proofs[intent.pk] = f"reading in telemetry {r.telemetry_id} {seen}"
                 break
     return proofs

@@ -22,7 +22,6 @@ from automation.models import AutomationEndpointEvent
 from automation.services.reconcile import command_intents_awaiting_endpoints
 from automation.services.rows import as_row
 from automation.services.rule_cache import endpoints_read
-from automation.states import EventStatus, ReasonCode
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
@@ -79,10 +78,6 @@ class _EventRow:
     normalized_value: JsonValue
     dedupe_key: str
     created_at: datetime
-    # A reading nobody evaluates is stored as evaluation would leave it (``endpoints_read``).
-    processing_status: str = EventStatus.PENDING
-    status_reason: str = ""
-    processed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -113,9 +108,9 @@ class _Refused:
 @dataclass(frozen=True)
 class IngestResult:
     telemetry: int
-    events: int
+    events: int  # the endpoint values accepted, stored as an event or only in their telemetry
     rejections: int
-    pending_event_ids: list[int]  # the new events a rule or a reminder evaluates
+    pending_event_ids: list[int]  # the new events: each a value a rule or a reminder reads
     rejected: list[MessageRejection] = field(default_factory=list)  # in batch order
     # Commands waiting for their device whose target endpoint has new readings: they may now
     # be proven applied, so reconciliation follows ingest directly, evaluated or not.
@@ -242,23 +237,22 @@ def telemetry_ingest(
         }
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
-        events, value_refusals = _build_events(fresh, endpoints, now, endpoints_read())
+        values, value_refusals = _accepted_values(fresh, endpoints, now)
         refused = sorted([*refused, *value_refusals], key=lambda r: r.index)
-        inserted = insert_ignore_returning(
-            AutomationEndpointEvent, [as_row(e) for e in events], ("id", "processing_status")
-        )
-        event_ids = [pk for pk, status in inserted if status == EventStatus.PENDING]
+        read = endpoints_read()
+        events = [as_row(v) for v in values if v.device_instance_endpoint in read]
+        event_ids = [pk for (pk,) in insert_ignore_returning(AutomationEndpointEvent, events)]
         device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
-        _update_last_values(events)
+        _update_last_values(values)
         awaiting = command_intents_awaiting_endpoints(
-            endpoint_ids=sorted({e.device_instance_endpoint for e in events})
+            endpoint_ids=sorted({v.device_instance_endpoint for v in values})
         )
         if on_events is not None and event_ids:
             transaction.on_commit(lambda: on_events(event_ids))
     return IngestResult(
         telemetry=len(fresh),
-        events=len(inserted),
+        events=len(values),
         rejections=len(refused),
         pending_event_ids=event_ids,
         rejected=[r.reported() for r in refused],
@@ -315,14 +309,18 @@ def _unstamped_seen(unstamped: Sequence[_Parsed]) -> set[tuple[int, bytes]]:
     return {(device_id, bytes(fp)) for device_id, fp in seen}
 
 
-def _build_events(
+def _accepted_values(
     fresh: Sequence[tuple[_Parsed, int]],
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint],
     now: datetime,
-    read: frozenset[int],
 ) -> tuple[list[_EventRow], list[_Refused]]:
     """One event per value of a known endpoint; a value of the wrong type is one rejection,
-    the keys with no endpoint on the device one more per message: the rest goes through."""
+    the keys with no endpoint on the device one more per message: the rest goes through.
+
+    Only the events of endpoints something reads (``endpoints_read``) are stored: a value
+    nobody evaluates keeps its telemetry row and its endpoint's reported value, which is
+    what the series, the chart and a command's evidence read (``devices.readings``). An
+    event row would add about 170 B per value for nothing (docs/benchmarks.md)."""
     events: dict[str, _EventRow] = {}
     refused: list[_Refused] = []
     for p, telemetry_id in fresh:
@@ -337,7 +335,7 @@ def _build_events(
                 row = _rejection(p.message, Reason.INVALID_VALUE_TYPE, detail)
                 refused.append(_Refused(p.index, False, row))
                 continue
-            event = _event_row(p, telemetry_id, endpoint, value, now, endpoint.pk in read)
+            event = _event_row(p, telemetry_id, endpoint, value, now)
             events[event.dedupe_key] = event
         if unknown:
             detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
@@ -352,11 +350,9 @@ def _event_row(
     endpoint: DeviceInstanceEndpoint,
     value: JsonValue,
     now: datetime,
-    read: bool,
 ) -> _EventRow:
     """The event keeps the value and the telemetry row it came from; the message itself
-    (key, value, device time) stays on that row only. An event nobody reads (``read``
-    False) ends as evaluation would end it, discarded for matching no rule."""
+    (key, value, device time) stays on that row only."""
     device = p.device
     dedupe = event_dedupe_key(
         device_id=device.pk,
@@ -375,9 +371,6 @@ def _event_row(
         normalized_value=value,
         dedupe_key=dedupe,
         created_at=now,
-        processing_status=EventStatus.PENDING if read else EventStatus.DISCARDED,
-        status_reason="" if read else ReasonCode.NO_MATCHING_RULE,
-        processed_at=None if read else now,
     )
 
 

@@ -29,7 +29,7 @@ from devtools.bench.fleet import SENSOR_KEYS, fleet_seeded
 from devtools.bench.ingest import telemetry_messages
 from devtools.bench.report import Progress
 
-TARGET_BYTES_PER_VALUE = 150  # issue 26: telemetry + endpoint events, indexes included
+TARGET_BYTES_PER_VALUE = 150  # telemetry + endpoint events, indexes included
 LATENCY = timedelta(milliseconds=40)  # device time to receipt, for the receive times
 MEASURED: tuple[type[models.Model], ...] = (Telemetry, AutomationEndpointEvent)
 Write = Callable[[str], None]
@@ -89,7 +89,22 @@ class StorageResult:
             f"per stored value ({self.values:,} values): {self.per_value():,.1f} B for telemetry"
             f" + endpoint events, indexes included; target ≤ {TARGET_BYTES_PER_VALUE} B"
             f" ({verdict}); the raw message text is {raw:,.1f} B per value"
-            f" ({self.per_value() / raw:,.1f}× it)"
+            f" ({self.per_value() / raw:,.1f}× it)\n{self.read_values()}"
+        )
+
+    def read_values(self) -> str:
+        """What a value something reads costs: an event row is written only for those."""
+        sized = {t.table: t for t in self.tables}
+        telemetry = sized[Telemetry._meta.db_table]
+        events = sized[AutomationEndpointEvent._meta.db_table]
+        if not events.rows:
+            return "no value here is read by a rule, a threshold reminder or a watchdog"
+        row = events.total / events.rows
+        message_share = telemetry.total / self.values
+        return (
+            f"an endpoint event (only for a value a rule, a threshold reminder or a watchdog"
+            f" reads; {events.rows:,} of {self.values:,} here): {row:,.1f} B per row, so such"
+            f" a value costs {message_share + row:,.1f} B and any other {message_share:,.1f} B"
         )
 
 

@@ -9,9 +9,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 
-from automation.models import AutomationEndpointEvent
 from common.localtime import local_today
 from reminders.models import (
     EndpointMetricSource,
@@ -67,7 +66,7 @@ class MetricProvider(SourceRows[EndpointMetricSource]):
         if source is None:
             return None
         value = endpoint_metric_read(
-            endpoint_id=source.endpoint_id,
+            endpoint=source.endpoint,
             aggregate=source.aggregate,
             window_minutes=source.window_minutes,
             now=now,
@@ -134,12 +133,10 @@ class MetricProvider(SourceRows[EndpointMetricSource]):
     def window_rows(self, scan: WindowScan) -> QuerySet[EndpointMetricSource]:
         """Threshold rows are due the day they are wanted, so the window is today: sources
         whose endpoint reported since the last pass (less the longest metric window, so
-        values ageing out of a window are seen too)."""
+        values ageing out of a window are seen too). The endpoint's newest reported time
+        says it: a reading before the source existed has no endpoint event."""
         reach = scan.since - timedelta(minutes=settings.REMINDERS_METRIC_MAX_WINDOW_MINUTES)
-        recent = AutomationEndpointEvent.objects.filter(
-            device_instance_endpoint_id=OuterRef("endpoint_id"), event_timestamp__gt=reach
-        )
-        return EndpointMetricSource.objects.filter(Exists(recent))
+        return EndpointMetricSource.objects.filter(endpoint__last_value_at__gt=reach)
 
 
 def _candidates(

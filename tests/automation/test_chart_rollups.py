@@ -105,7 +105,7 @@ def test_the_chart_window_is_the_smallest_that_holds_the_data() -> None:
         (timedelta(days=3), "7d"),
         (timedelta(days=30), "60d"),
     ):
-        AutomationEndpointEvent.objects.all().delete()
+        Telemetry.objects.all().delete()
         stored_reading(kit.temp, NOW - age, 21)
         stored_reading(kit.temp, NOW - age / 2, 22)
         assert chart_window_fitting(device=kit.sensor, now=NOW) == window, age

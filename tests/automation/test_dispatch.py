@@ -15,7 +15,6 @@ from django.db import connection
 from django.utils import timezone
 
 from automation.models import (
-    AutomationEndpointEvent,
     DeviceCommand,
     DeviceCommandReceipt,
 )
@@ -24,7 +23,7 @@ from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
 from automation.services.reconcile import command_intent_reconcile
-from devices.models import DeviceMessageRejection
+from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
 from tests.devices.factories import FarmKit, make_farm
@@ -308,7 +307,7 @@ def test_telemetry_equal_to_target_after_dispatch_applies(publisher, requests):
     telemetry_ingest(
         messages=[InboundTelemetry(kit.actuator.serial_number, payload, timezone.now())]
     )
-    assert AutomationEndpointEvent.objects.filter(device_instance_endpoint=kit.io1).exists()
+    assert Telemetry.objects.filter(device=kit.actuator).exists()  # no rule reads io1: no event
     assert command_intent_reconcile(intent_id=intent.pk) == "applied"
     intent.refresh_from_db()
     assert intent.status_reason == "telemetry_matched"

@@ -46,6 +46,7 @@ def _ingest(serial: str, values: dict[str, object]) -> None:
 
 def test_an_event_stores_its_value_and_reference_and_the_message_only_on_telemetry() -> None:
     kit = make_farm()
+    kit.rule(), kit.rule(trigger_endpoint=kit.humidity)  # both endpoints read: both events
     _ingest(kit.sensor.serial_number, {"temp": 31.5, "humidity": 40})
     assert "raw_payload_snapshot" not in {f.name for f in AutomationEndpointEvent._meta.fields}
     (telemetry,) = Telemetry.objects.all()
@@ -65,6 +66,7 @@ def test_an_event_stores_its_value_and_reference_and_the_message_only_on_telemet
 
 def test_an_event_copy_is_absorbed_by_its_dedupe_key_alone() -> None:
     kit = make_farm()
+    kit.rule()  # reads temp
     _ingest(kit.sensor.serial_number, {"temp": 31.5})
     event = AutomationEndpointEvent.objects.get()
     key_absorbs_copies(event, "dedupe_key", "0" * 64)

@@ -53,6 +53,7 @@ def test_a_batch_keeps_its_good_messages_and_lists_the_rejected_ones(
     tenants: tuple[Tenant, Tenant],
 ) -> None:
     alpha, _ = tenants
+    alpha.kit.rule()  # reads temp: its values are events
     serial = alpha.kit.sensor.serial_number
     messages = [
         {"serial": serial, "payload": {"ts": "2026-11-29T11:59:58Z", "values": {"temp": 1}}},

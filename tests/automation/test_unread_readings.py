@@ -1,6 +1,7 @@
-"""A reading nobody evaluates costs no evaluation: ingest stores it as evaluation would leave
-it (discarded, matching no rule) and hands no Celery task on for it, while a reading a rule or
-a threshold reminder reads waits for evaluation as before. Which endpoints are read follows
+"""A reading nobody evaluates costs no evaluation and no event row: ingest keeps it in its
+telemetry row and its endpoint's reported value, where the series and the chart read it, and
+hands no Celery task on for it, while a reading a rule or a threshold reminder reads is an
+event that waits for evaluation as before. Which endpoints are read follows
 the configuration version, so a condition added through the API holds for the next reading.
 Whatever a reading may prove, ingest itself names the commands waiting for it, evaluated or
 not, and the bridge hands those of one flush, acks and state reports included, to one
@@ -17,12 +18,13 @@ from django.utils import timezone
 
 from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services import edge
-from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import IngestResult, telemetry_ingest
-from automation.states import EventStatus, ReasonCode
+from automation.states import EventStatus
 from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
 from devices.models import DeviceMessageKind
 from devices.mqtt.messages import DeviceMessage, InboundTelemetry
+from devices.readings import device_readings
+from devices.series import endpoint_series, series_window
 from reminders.services.sources import endpoint_metric_source_create
 from tests.automation.factories import relay_command
 from tests.common.auth import token_client
@@ -44,36 +46,37 @@ def _event(kit: FarmKit, endpoint_id: int) -> AutomationEndpointEvent:
     )
 
 
-def test_a_reading_no_rule_reads_is_stored_evaluated_and_waits_for_nothing() -> None:
+def test_a_reading_no_rule_reads_writes_no_event_and_waits_for_nothing() -> None:
     kit = make_farm()
     kit.rule()  # reads temp, not humidity
     result = _ingest(kit, temp=25, humidity=70)
-    assert result.events == 2
-    temp, humidity = _event(kit, kit.temp.pk), _event(kit, kit.humidity.pk)
+    assert result.events == 2  # both values accepted
+    temp = _event(kit, kit.temp.pk)
     assert result.pending_event_ids == [temp.pk]
     assert temp.processing_status == EventStatus.PENDING
-    assert (humidity.processing_status, humidity.status_reason) == (
-        EventStatus.DISCARDED,
-        ReasonCode.NO_MATCHING_RULE,
-    )
-    assert humidity.processed_at is not None and humidity.normalized_value == 70
+    assert not AutomationEndpointEvent.objects.filter(device_instance_endpoint=kit.humidity)
     kit.humidity.refresh_from_db()
     assert kit.humidity.last_value == 70  # what it last reported is kept all the same
-
-
-def test_it_ends_as_evaluation_would_have_ended_it() -> None:
-    """The same reading, read by nobody, evaluated the old way: the same end state."""
-    kit = make_farm()
-    kit.rule(trigger_endpoint=kit.humidity)  # humidity read, so evaluated by a task
-    result = _ingest(kit, humidity=10)  # below the threshold: no rule fires
-    endpoint_events_evaluate(event_ids=result.pending_event_ids)
-    evaluated = _event(kit, kit.humidity.pk)
-    _ingest(kit, temp=10)  # temp is read by no rule
-    stored = _event(kit, kit.temp.pk)
-    assert (stored.processing_status, stored.status_reason) == (
-        evaluated.processing_status,
-        evaluated.status_reason,
+    (reading,) = device_readings(
+        device_ids=[kit.sensor.pk],
+        types={(kit.sensor.pk, "humidity"): "number"},
+        start=timezone.now() - timedelta(minutes=1),
+        end=timezone.now(),
     )
+    assert reading.value == 70  # and the reading itself, in its telemetry
+
+
+def test_the_series_holds_a_reading_nobody_evaluates() -> None:
+    """The unread reading is in the endpoint's series as an evaluated one is."""
+    kit = make_farm()
+    kit.rule(trigger_endpoint=kit.humidity)  # humidity read, so an event; temp not
+    _ingest(kit, temp=10, humidity=10)
+    now = timezone.now()
+    window = series_window(start=now - timedelta(minutes=5), end=now, bucket_s=60, now=now)
+    for endpoint in (kit.temp, kit.humidity):
+        endpoint = type(endpoint).objects.select_related("profile_endpoint").get(pk=endpoint.pk)
+        (point,) = endpoint_series(endpoint=endpoint, window=window)
+        assert (point.count, point.last) == (1, 10.0)
 
 
 def test_a_condition_added_through_the_api_holds_for_the_next_reading(

@@ -166,6 +166,7 @@ def test_the_dedupe_keys_hold_across_midnight_under_concurrent_delivery() -> Non
     """The same two messages, one a millisecond before midnight UTC and one at it, from 8
     threads three times each: one reading and one event each, in two partitions."""
     kit = make_farm()
+    kit.rule()  # reads temp: each reading is an event too
     midnight = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     stamps = [midnight - timedelta(milliseconds=1), midnight]
     for table, key in ((TELEMETRY, "message_ts"), (EVENTS, "event_timestamp")):
@@ -198,6 +199,7 @@ def test_an_unstamped_message_redelivered_later_is_stored_once() -> None:
     """No ``ts``: each copy is timed by its arrival, which differs; 4 threads deliver copies
     received seconds apart, and one reading is stored."""
     kit = make_farm()
+    kit.rule()  # reads temp: the reading is an event too
     payload = json.dumps({"values": {"temp": 22.0}})
     first = timezone.now()
 

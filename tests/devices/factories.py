@@ -3,6 +3,7 @@ demo's shape."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from devices.models import (
     Farm,
     Telemetry,
 )
+from devices.reported import ReportedValue, endpoint_reported_values_update
 from devices.services import device_endpoints_sync
 from devices.services.health import OFFLINE_INTERVALS
 from tests.automation.factories import RuleFactory
@@ -177,11 +179,13 @@ def make_farm(*, farm: Farm | None = None, prefix: str = "") -> FarmKit:
 
 
 def stored_reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object) -> None:
-    """One normalised reading, as ingest leaves it (its telemetry row and endpoint event)."""
+    """One normalised reading, as ingest leaves it for an endpoint something reads: its
+    telemetry row, its endpoint event and the endpoint's newest reported value."""
     device = endpoint.device
+    key = endpoint.profile_endpoint.key
     telemetry = Telemetry.objects.create(
         device=device,
-        raw_payload="{}",
+        raw_payload=json.dumps({"ts": at.isoformat(), "values": {key: value}}),
         fingerprint=uuid.uuid4().bytes,
         message_ts=at,
         received_at=at,
@@ -197,6 +201,7 @@ def stored_reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object
         dedupe_key=uuid.uuid4().hex,
         created_at=at,
     )
+    endpoint_reported_values_update(readings=[ReportedValue(endpoint.pk, value, at)])
 
 
 def bridge_slots_live(*, beat_at: datetime | None = None, holder: str = "host-a:1:abcdef") -> None:

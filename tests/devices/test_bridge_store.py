@@ -20,6 +20,7 @@ from automation.services.evaluate import endpoint_events_pending
 from common.handoff import Nudger
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.bridge import MqttBridge
+from devices.readings import Reading, device_readings
 from tests.automation.factories import relay_command
 from tests.devices.factories import FarmKit, make_farm
 from tests.devices.test_bridge import publish_all
@@ -45,6 +46,17 @@ def broker_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(edge, "_nudge", Down())
     yield tried
+
+
+def _readings(kit: FarmKit, key: str) -> list[Reading]:
+    return list(
+        device_readings(
+            device_ids=[kit.sensor.pk],
+            types={(kit.sensor.pk, key): "number"},
+            start=timezone.now() - timedelta(days=1),
+            end=timezone.now(),
+        )
+    )
 
 
 def reading(kit: FarmKit, n: int) -> tuple[str, bytes]:
@@ -75,20 +87,20 @@ def test_telemetry_is_committed_before_it_is_acknowledged_and_waits_for_the_swee
     rows = Telemetry.objects.filter(device=kit.sensor)
     assert rows.count() == 10
     assert all(acked < stored for acked, stored in acked_before)  # stored, then acked
+    # temp's readings are events waiting for evaluation; humidity's, read by nothing, are
+    # kept in their telemetry only (``devices.readings``).
     events = AutomationEndpointEvent.objects.filter(device=kit.sensor)
-    assert events.count() == 20  # temp and humidity of each reading
     assert "automation.endpoint_events_evaluate" in broker_down
     pending = endpoint_events_pending(older_than=timezone.now(), limit=100)
-    read = events.filter(device_instance_endpoint=kit.temp)
-    assert read.count() == 10
-    assert set(read.values_list("pk", flat=True)) <= set(pending)
-    unread = events.exclude(device_instance_endpoint=kit.temp)
-    assert set(unread.values_list("processing_status", flat=True)) == {"discarded"}
+    assert events.count() == events.filter(device_instance_endpoint=kit.temp).count() == 10
+    assert set(events.values_list("pk", flat=True)) <= set(pending)
+    assert [r.value for r in _readings(kit, "humidity")] == [50] * 10
 
 
 def test_a_redelivered_reading_is_stored_once(
     make_bridge: Callable[..., MqttBridge], device: paho.Client, kit: FarmKit
 ) -> None:
+    kit.rule()  # reads temp: one event per reading
     bridge = make_bridge(flush_ms=5, dedupe_ttl_s=0)  # the unique keys alone
     once = reading(kit, 1)
     publish_all(device, [once])
@@ -96,7 +108,8 @@ def test_a_redelivered_reading_is_stored_once(
     publish_all(device, [once, once])
     wait_for(lambda: bridge.stats.acked >= 3, "the copies acknowledged")
     assert Telemetry.objects.filter(device=kit.sensor).count() == 1
-    assert AutomationEndpointEvent.objects.filter(device=kit.sensor).count() == 2
+    assert AutomationEndpointEvent.objects.filter(device=kit.sensor).count() == 1
+    assert [r.value for r in _readings(kit, "humidity")] == [50]
 
 
 def test_replies_are_committed_as_receipts_and_refusals_as_rejections(

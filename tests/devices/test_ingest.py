@@ -16,6 +16,7 @@ from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_ingest
 from automation.services.rule_cache import endpoints_read
 from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
 from devices.mqtt.messages import InboundTelemetry
+from devices.readings import device_readings
 from tests.devices.factories import make_farm
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -45,10 +46,10 @@ def test_valid_message_persists_telemetry_and_one_event_per_known_endpoint() -> 
     )
     assert result.telemetry == 1
     events = AutomationEndpointEvent.objects.order_by("device_instance_endpoint_id")
-    assert [(e.device_instance_endpoint_id, e.normalized_value) for e in events] == [
-        (kit.temp.pk, 31.5),
-        (kit.humidity.pk, 40),
-    ]
+    assert {e.device_instance_endpoint_id: e.normalized_value for e in events} == {
+        kit.temp.pk: 31.5,
+        kit.humidity.pk: 40,
+    }
     assert all(e.processing_status == "pending" for e in events)
     assert sorted(result.pending_event_ids) == sorted(e.pk for e in events)
     kit.sensor.refresh_from_db()
@@ -60,6 +61,7 @@ def test_valid_message_persists_telemetry_and_one_event_per_known_endpoint() -> 
 
 def test_redelivered_message_creates_nothing_new() -> None:
     kit = make_farm()
+    kit.rule()  # reads temp: one event
     msg = message(kit.sensor.serial_number, telemetry(temp=31.5))
     for _ in range(5):
         telemetry_ingest(messages=[msg, msg])
@@ -146,12 +148,16 @@ def test_value_of_wrong_type_is_recorded_and_the_rest_kept(key, value) -> None:
     rejection = DeviceMessageRejection.objects.get()
     assert rejection.reason_code == "invalid_value_type"
     assert key in rejection.detail
-    kept = list(AutomationEndpointEvent.objects.values_list("normalized_value", flat=True))
-    assert kept == ([] if key == "temp" else [good_value])
+    endpoints = (kit.temp, kit.humidity, kit.io1, kit.fan, kit.mode)
+    types = {(e.device_id, e.profile_endpoint.key): e.profile_endpoint.data_type for e in endpoints}
+    since = NOW - timedelta(days=30)
+    kept = device_readings(device_ids={d for d, _ in types}, types=types, start=since, end=NOW)
+    assert [r.value for r in kept] == ([] if key == "temp" else [good_value])
 
 
 def test_a_batch_mixes_good_and_bad_messages_without_losing_either() -> None:
     kit = make_farm()
+    kit.rule()  # reads temp: one event per good message
     serial = kit.sensor.serial_number
     result = telemetry_ingest(
         messages=[
@@ -168,6 +174,7 @@ def test_a_batch_mixes_good_and_bad_messages_without_losing_either() -> None:
 
 def test_keys_without_an_endpoint_are_one_rejection_per_message_and_the_rest_kept() -> None:
     kit = make_farm()
+    kit.rule()  # reads temp
     msg = message(kit.sensor.serial_number, telemetry(temp=31.5, co2=400, lux=3))
     result = telemetry_ingest(messages=[msg])
     assert (result.telemetry, result.events, result.rejections) == (1, 1, 1)
@@ -225,7 +232,7 @@ def test_same_message_20_times_from_4_threads_yields_one_event_set_and_one_inten
         t.join()
     assert errors == []
     assert Telemetry.objects.count() == 1
-    assert AutomationEndpointEvent.objects.count() == 2
+    assert AutomationEndpointEvent.objects.count() == 1  # temp's: no rule reads humidity
     assert DeviceCommand.objects.count() == 1
 
 
