@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import time
-from datetime import datetime
 from typing import Any
 
 
@@ -29,14 +28,6 @@ def telemetry_fingerprint(raw_payload: str) -> bytes:
     device time and fingerprint are no risk to the dedupe."""
     digest = hashlib.sha256(raw_payload.encode("utf-8", "surrogatepass")).digest()
     return digest[:TELEMETRY_FINGERPRINT_BYTES]
-
-
-def event_dedupe_key(
-    *, device_id: int, endpoint_id: int, event_ts: datetime, value: Any, fingerprint: bytes
-) -> str:
-    return _sha256(
-        device_id, endpoint_id, event_ts.isoformat(), canonical_json(value), fingerprint.hex()
-    )
 
 
 def intent_idempotency_key(

@@ -32,14 +32,10 @@ def test_left_out_fields_get_their_defaults_and_conflicts_stay_absorbed() -> Non
         ],
     )
     row = {
-        "organization": kit.farm.organization_id,
-        "farm": kit.farm.pk,
-        "device": kit.sensor.pk,
         "device_instance_endpoint": kit.temp.pk,
         "source_telemetry": telemetry_id,
         "event_timestamp": now,
         "normalized_value": 31,
-        "dedupe_key": "k" * 64,
         "created_at": now,
     }
     assert len(insert_ignore_returning(AutomationEndpointEvent, [row])) == 1

@@ -54,7 +54,7 @@ def timeline_html(timeline: Timeline, *, element_id: str = "") -> SafeString:
 
 @admin.register(AutomationEndpointEvent)
 class EndpointEventAdmin(ReadOnlyAdmin):
-    org_path = "organization_id"
+    org_path = "device_instance_endpoint__device__farm__organization_id"
     list_display = (
         "id",
         "endpoint",

@@ -117,7 +117,7 @@ def _execution_entries(execution: AutomationRuleExecution) -> list[TimelineEntry
         TimelineEntry(
             at=telemetry.received_at,
             stage="telemetry",
-            what=f"telemetry received from device {event.device_id}",
+            what=f"telemetry received from device {telemetry.device_id}",
             detail=f"message ts {telemetry.message_ts.isoformat()}",
             ref=f"telemetry:{telemetry.pk}",
         ),

@@ -10,23 +10,15 @@ from django.db.models import Q
 
 from automation.models.rules import AutomationRule
 from automation.states import CommandOrigin, CommandStatus, EventStatus, ExecutionOutcome
-from common.models import Organization
-from devices.models import Device, DeviceInstanceEndpoint, Farm, Telemetry
+from devices.models import Device, DeviceInstanceEndpoint, Telemetry
 from scheduler.models import DueWork
 
 
 class AutomationEndpointEvent(models.Model):
     """One normalised endpoint value from telemetry: the replay and dedupe boundary."""
 
-    # organization/farm/device are copies of the endpoint's owners, kept for filtering; the
-    # endpoint and telemetry keys carry the integrity. Fewer indexes keep ingest set-based fast.
-    organization = models.ForeignKey(
-        Organization, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
-    )
-    farm = models.ForeignKey(Farm, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False)
-    device = models.ForeignKey(
-        Device, on_delete=models.DO_NOTHING, db_index=False, db_constraint=False
-    )
+    # What the event's endpoint already gives (its device, farm and organisation) is not
+    # copied here: a read that needs one joins through the endpoint.
     device_instance_endpoint = models.ForeignKey(
         DeviceInstanceEndpoint, on_delete=models.CASCADE, db_index=False
     )
@@ -40,7 +32,6 @@ class AutomationEndpointEvent(models.Model):
     )
     event_timestamp = models.DateTimeField()
     normalized_value = models.JSONField()
-    dedupe_key = models.CharField(max_length=64)
     processing_status = models.CharField(
         max_length=16, choices=EventStatus.choices, default=EventStatus.PENDING
     )
@@ -50,14 +41,15 @@ class AutomationEndpointEvent(models.Model):
 
     class Meta:
         verbose_name = "endpoint event"
-        # Unique keys are constraints, not ``unique=True``: on PostgreSQL a unique CharField
-        # also gets a ``varchar_pattern_ops`` copy of its index for LIKE, which no query here
-        # runs (docs/architecture.md, "Indexes and what reads them").
-        # The dedupe key hashes ``event_timestamp``, the partition key on PostgreSQL, so
-        # adding it to the key keeps one row per reading.
+        # One event per (endpoint, telemetry row): the telemetry row is itself one per
+        # message (``telemetry_once``), so this fixed-width key (24 bytes) absorbs every
+        # duplicate a hashed text key did. ``event_timestamp`` (the partition key on
+        # PostgreSQL, which a unique key must carry) sits second, so the same index serves
+        # an endpoint's readings over a time window.
         constraints = [
             models.UniqueConstraint(
-                fields=["dedupe_key", "event_timestamp"], name="event_dedupe_once"
+                fields=["device_instance_endpoint", "event_timestamp", "source_telemetry"],
+                name="event_once",
             )
         ]
         indexes = [
@@ -66,7 +58,6 @@ class AutomationEndpointEvent(models.Model):
                 name="event_pending_idx",
                 condition=Q(processing_status=EventStatus.PENDING),
             ),
-            models.Index(fields=["device_instance_endpoint", "event_timestamp"]),
             # The retention prune's oldest-first scan on the partition key (common.retention).
             models.Index(fields=["event_timestamp"], name="event_ts"),
         ]

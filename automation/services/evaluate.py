@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from automation.models import AutomationEndpointEvent, AutomationRule, Operator
@@ -75,10 +76,12 @@ def endpoint_events_evaluate(
     on_intents: Callable[[list[int]], None] | None = None,
 ) -> EvaluateResult:
     """Evaluate a batch of events; ``on_intents`` receives pending intent ids after commit."""
+    # The farm the endpoint's device is in now, joined: a rule decides on its own farm's
+    # readings only (a device moved to another farm no longer drives the old farm's rules).
     events = list(
         AutomationEndpointEvent.objects.filter(
             pk__in=list(event_ids), processing_status=EventStatus.PENDING
-        )
+        ).annotate(farm_id=F("device_instance_endpoint__device__farm_id"))
     )
     result = EvaluateResult()
     if not events:
@@ -107,7 +110,8 @@ def endpoint_events_evaluate(
         )
         now = timezone.now()
         context = decision_context(targets, now, rules=rule_cache, readings=readings)
-        candidates, finished, verdicts = _candidates(events, rules_by_endpoint, readings)
+        farm_of = {e.pk: e.farm_id for e in events}
+        candidates, finished, verdicts = _candidates(events, farm_of, rules_by_endpoint, readings)
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)
         for d in decisions:
@@ -134,6 +138,7 @@ Verdicts = dict[int, tuple[AutomationRule, bool]]  # rule id → (rule, its cond
 
 def _candidates(
     events: Sequence[AutomationEndpointEvent],
+    farm_of: dict[int, int],  # event id → its endpoint's farm
     rules_by_endpoint: dict[int, list[AutomationRule]],
     readings: dict[int, Reading],
 ) -> tuple[list[Decision], dict[EventEnd, list[int]], Verdicts]:
@@ -155,7 +160,7 @@ def _candidates(
             judged = {
                 rule.pk: (rule, rule_holds(rule, readings, at=event.event_timestamp, event=event))
                 for rule in rules_by_endpoint.get(event.device_instance_endpoint_id, [])
-                if rule.farm_id == event.farm_id
+                if rule.farm_id == farm_of[event.pk]
             }
         except Exception:  # one bad rule or value must not stall the batch
             logger.exception("evaluation failed", extra={"eventId": event.pk})

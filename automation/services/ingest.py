@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from automation.keys import event_dedupe_key, telemetry_fingerprint
+from automation.keys import telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
 from automation.services.reconcile import command_intents_awaiting_endpoints
 from automation.services.rows import as_row
@@ -69,14 +69,10 @@ class _Parsed:
 class _EventRow:
     """An ``AutomationEndpointEvent`` as a batch inserts it (foreign keys by id)."""
 
-    organization: int
-    farm: int
-    device: int
     device_instance_endpoint: int
     source_telemetry: int
     event_timestamp: datetime
     normalized_value: JsonValue
-    dedupe_key: str
     created_at: datetime
 
 
@@ -321,7 +317,7 @@ def _accepted_values(
     nobody evaluates keeps its telemetry row and its endpoint's reported value, which is
     what the series, the chart and a command's evidence read (``devices.readings``). An
     event row would add about 170 B per value for nothing (docs/benchmarks.md)."""
-    events: dict[str, _EventRow] = {}
+    events: dict[tuple[int, int], _EventRow] = {}  # by (endpoint, telemetry): the unique key
     refused: list[_Refused] = []
     for p, telemetry_id in fresh:
         unknown: list[str] = []
@@ -336,7 +332,7 @@ def _accepted_values(
                 refused.append(_Refused(p.index, False, row))
                 continue
             event = _event_row(p, telemetry_id, endpoint, value, now)
-            events[event.dedupe_key] = event
+            events[endpoint.pk, telemetry_id] = event
         if unknown:
             detail = f"no endpoint on this device for {len(unknown)} key(s): {json.dumps(unknown)}"
             row = _rejection(p.message, Reason.UNKNOWN_ENDPOINT, detail)
@@ -353,23 +349,11 @@ def _event_row(
 ) -> _EventRow:
     """The event keeps the value and the telemetry row it came from; the message itself
     (key, value, device time) stays on that row only."""
-    device = p.device
-    dedupe = event_dedupe_key(
-        device_id=device.pk,
-        endpoint_id=endpoint.pk,
-        event_ts=p.ts,
-        value=value,
-        fingerprint=p.fingerprint,
-    )
     return _EventRow(
-        organization=device.farm.organization_id,
-        farm=device.farm_id,
-        device=device.pk,
         device_instance_endpoint=endpoint.pk,
         source_telemetry=telemetry_id,
         event_timestamp=p.ts,
         normalized_value=value,
-        dedupe_key=dedupe,
         created_at=now,
     )
 

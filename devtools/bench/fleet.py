@@ -156,9 +156,13 @@ def fleet_readings_delete(fleet: BenchFleet) -> None:
     telemetry = Telemetry._meta.db_table
     farm_ids = f"SELECT id FROM {Farm._meta.db_table} WHERE organization_id = %s"
     device_ids = f"SELECT id FROM {Device._meta.db_table} WHERE farm_id IN ({farm_ids})"
+    endpoint_ids = (
+        f"SELECT id FROM {DeviceInstanceEndpoint._meta.db_table} WHERE device_id IN ({device_ids})"
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {events} WHERE farm_id IN ({farm_ids})", [fleet.organization_id]
+            f"DELETE FROM {events} WHERE device_instance_endpoint_id IN ({endpoint_ids})",
+            [fleet.organization_id],
         )
         cursor.execute(
             f"DELETE FROM {telemetry} WHERE device_id IN ({device_ids})", [fleet.organization_id]

@@ -14,13 +14,13 @@ from typing import Any
 
 from django.db import connection, transaction
 
-from automation.keys import event_dedupe_key, telemetry_fingerprint
+from automation.keys import telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
 from automation.services.ingest import telemetry_ingest
 from automation.states import EventStatus
 from config.env import MqttConfig
 from config.tables import format_table
-from devices.models import Farm, Telemetry
+from devices.models import Telemetry
 from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.contract import TopicKind, telemetry_topic
 from devices.mqtt.messages import InboundTelemetry
@@ -163,7 +163,7 @@ def _evaluated_wait(fleet: BenchFleet, count: int) -> None:
     """Untimed: until the worker evaluated every event of the bridge run, so its backlog is
     not charged to the next measurement."""
     pending = AutomationEndpointEvent.objects.filter(
-        farm_id__in=Farm.objects.filter(organization_id=fleet.organization_id),
+        device_instance_endpoint__device__farm__organization_id=fleet.organization_id,
         processing_status=EventStatus.PENDING,
     )
     progress = Progress("bridge ingest")
@@ -226,12 +226,9 @@ def _bare_batch(chunk: Sequence[InboundTelemetry]) -> None:
     for m in chunk:
         body = json.loads(m.payload)
         fp = telemetry_fingerprint(m.payload)
-        ts = datetime.fromisoformat(body["ts"])
         tel.append((m.serial, m.payload, fp, body["ts"], m.received_at.isoformat()))
         for j, (key, value) in enumerate(body["values"].items()):
-            dedupe = event_dedupe_key(
-                device_id=0, endpoint_id=j, event_ts=ts, value=value, fingerprint=fp
-            )
+            dedupe = f"{fp.hex()}:{j}"  # (message, value): the key, as text in the bare shape
             ev.append((m.serial, key, body["ts"], json.dumps(value), dedupe, "pending"))
     with transaction.atomic(), connection.cursor() as cur:
         _insert_many(cur, "bench_bare_telemetry", 5, tel)

@@ -17,17 +17,19 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, models
+from django.utils import timezone
 
 from automation.models import AutomationEndpointEvent
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from config.tables import format_table
-from devices.models import Telemetry
+from devices.models import DeviceInstanceEndpoint, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devtools.bench import BenchError
-from devtools.bench.fleet import SENSOR_KEYS, fleet_seeded
+from devtools.bench.fleet import SENSOR_KEYS, BenchFleet, fleet_seeded
 from devtools.bench.ingest import telemetry_messages
 from devtools.bench.report import Progress
+from reminders.models import EndpointMetricSource, MetricAggregate
 
 TARGET_BYTES_PER_VALUE = 150  # telemetry + endpoint events, indexes included
 LATENCY = timedelta(milliseconds=40)  # device time to receipt, for the receive times
@@ -122,33 +124,43 @@ def storage_unavailable() -> str | None:
     return None
 
 
-def storage_run(*, devices: int, messages: int, batch: int, write: Write) -> None:
+def storage_run(
+    *, devices: int, messages: int, batch: int, write: Write, read_all: bool = False
+) -> None:
     """The storage bench as ``manage.py bench --storage`` prints it."""
-    write(f"command: manage.py bench --storage --devices {devices} --messages {messages}")
+    flag = " --read-all" if read_all else ""
+    write(f"command: manage.py bench --storage --devices {devices} --messages {messages}{flag}")
     skipped = storage_unavailable()
     if skipped:
         write(skipped)
         return
     version: int = getattr(connection, "pg_version", 0)
     write(f"database: postgresql {version // 10000}.{version % 10000}")
-    result = storage_bench(devices=devices, messages=messages, batch=batch)
+    result = storage_bench(devices=devices, messages=messages, batch=batch, read_all=read_all)
+    read = "every value read" if read_all else "one endpoint read by a rule"
     write(
         f"\nStorage: {messages:,} messages × {len(SENSOR_KEYS)} values through ingest and"
-        " evaluation, after VACUUM FULL"
+        f" evaluation ({read}), after VACUUM FULL"
     )
     write(result.table())
     write(result.summary())
 
 
-def storage_bench(*, devices: int, messages: int, batch: int) -> StorageResult:
+def storage_bench(
+    *, devices: int, messages: int, batch: int, read_all: bool = False
+) -> StorageResult:
     """Ingest and evaluate ``messages`` messages on a fresh fleet of ``devices`` sensors (and
     one relay with the fleet's rule pair on the first sensor); returns what the measured
-    tables grew by. The fleet and its rows are deleted, and the tables compacted, on exit."""
+    tables grew by. With ``read_all`` each sensor endpoint is also a threshold reminder's
+    metric, so every value is read and becomes an endpoint event. The fleet and its rows are
+    deleted, and the tables compacted, on exit."""
     progress = Progress("storage")
     before = _sizes(progress)
     tag = uuid.uuid4().hex[:8]
     try:
         with fleet_seeded(tag=f"{tag}s", farms=1, sensors_per_farm=devices, relays=True) as fleet:
+            if read_all:
+                _every_endpoint_read(fleet)
             inbound = _received_apart(telemetry_messages(fleet, messages))
             _ingest_and_evaluate(inbound, batch, progress)
             after = _sizes(progress)
@@ -159,6 +171,26 @@ def storage_bench(*, devices: int, messages: int, batch: int) -> StorageResult:
         values=messages * len(SENSOR_KEYS),
         raw_bytes=sum(len(m.payload.encode()) for m in inbound),
         tables=[a.minus(b) for a, b in zip(after, before, strict=True)],
+    )
+
+
+def _every_endpoint_read(fleet: BenchFleet) -> None:
+    """A threshold reminder's metric on every sensor endpoint of the fleet: each is then
+    read (``endpoints_read``), as on a farm where every value feeds some rule or reminder."""
+    now = timezone.now()
+    endpoints = DeviceInstanceEndpoint.objects.filter(
+        device__serial_number__in=fleet.sensors
+    ).select_related("device", "profile_endpoint")
+    EndpointMetricSource.objects.bulk_create(
+        EndpointMetricSource(
+            farm_id=e.device.farm_id,
+            endpoint=e,
+            metric_key=f"bench-{e.profile_endpoint.key}"[:60],
+            aggregate=MetricAggregate.LATEST,
+            created_at=now,
+            updated_at=now,
+        )
+        for e in endpoints
     )
 
 

@@ -28,7 +28,7 @@ TS = "2026-11-29T11:59:00Z"
 
 # Every table whose keys this change moved into constraints, and those keys' columns.
 MOVED_KEYS = {
-    "automation_automationendpointevent": ["dedupe_key"],
+    "automation_automationendpointevent": ["device_instance_endpoint"],
     "automation_automationcommandintent": ["idempotency_key", "device_command_id"],
     "automation_devicecommandreceipt": ["dedupe_key"],
     "automation_automationscheduler": ["scheduler_key"],
@@ -64,12 +64,13 @@ def test_an_event_stores_its_value_and_reference_and_the_message_only_on_telemet
     assert seen == {key: (value, at) for key, value in body["values"].items()}
 
 
-def test_an_event_copy_is_absorbed_by_its_dedupe_key_alone() -> None:
+def test_an_event_copy_is_absorbed_by_its_fixed_width_key_alone() -> None:
+    """(endpoint, event time, telemetry row): another telemetry row is another event."""
     kit = make_farm()
     kit.rule()  # reads temp
     _ingest(kit.sensor.serial_number, {"temp": 31.5})
     event = AutomationEndpointEvent.objects.get()
-    key_absorbs_copies(event, "dedupe_key", "0" * 64)
+    key_absorbs_copies(event, "source_telemetry", event.source_telemetry_id + 1000)
 
 
 def test_an_intent_copy_is_absorbed_by_its_idempotency_key_and_its_command_id() -> None:
@@ -139,8 +140,8 @@ def test_intents_have_no_index_on_the_target_endpoint_alone() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_keeps_every_row_and_moves_the_keys_in_place() -> None:
     """From before the change (a snapshot on every event, keys as ``unique=True``): after
-    it, the same rows with their values, the keys as named constraints without a pattern-ops
-    copy, and a duplicate still absorbed."""
+    it and the lean events that followed (0021), the same rows with their values, the keys
+    as named constraints without a pattern-ops copy, and a duplicate still absorbed."""
     kit = make_farm()
     executor = migrate_to([("automation", "0010_execution_target_required")])
     old = executor.loader.project_state(("automation", "0010_execution_target_required")).apps
@@ -162,18 +163,25 @@ def test_the_migration_keeps_every_row_and_moves_the_keys_in_place() -> None:
     )
     migrate_to()
     event = AutomationEndpointEvent.objects.get()
-    assert (event.pk, event.normalized_value, event.dedupe_key) == (old_event.pk, 31.5, "k" * 64)
+    assert (event.pk, event.normalized_value) == (old_event.pk, 31.5)
+    assert (event.device_instance_endpoint_id, event.source_telemetry_id) == (
+        kit.temp.pk,
+        telemetry.pk,
+    )
     assert _same_instant(event.event_timestamp, at)
     with connection.cursor() as cursor:
         table = AutomationEndpointEvent._meta.db_table
         constraints = connection.introspection.get_constraints(cursor, table)
         columns = {c.name for c in connection.introspection.get_table_description(cursor, table)}
-    # The key carries the partition key since the events were partitioned (0013).
-    on_key = {name for name, c in constraints.items() if c["columns"][:1] == ["dedupe_key"]}
-    assert on_key == {"event_dedupe_once"}
-    assert constraints["event_dedupe_once"]["columns"] == ["dedupe_key", "event_timestamp"]
-    assert "raw_payload_snapshot" not in columns
-    key_absorbs_copies(event, "dedupe_key", "0" * 64)
+    # The key carries the partition key since the events were partitioned (0013), and is
+    # fixed-width since 0021: the hashed text key and the owners' copies are gone.
+    assert constraints["event_once"]["columns"] == [
+        "device_instance_endpoint_id",
+        "event_timestamp",
+        "source_telemetry_id",
+    ]
+    assert not columns & {"raw_payload_snapshot", "dedupe_key", "organization_id", "device_id"}
+    key_absorbs_copies(event, "source_telemetry", telemetry.pk + 1000)
 
 
 def _same_instant(a: datetime, b: datetime) -> bool:

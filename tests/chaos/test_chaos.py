@@ -217,7 +217,7 @@ def _unsettled(chaos: Chaos) -> dict[str, int]:
     return {
         "live commands": commands.exclude(status__in=COMMAND_TERMINAL).count(),
         "pending events": AutomationEndpointEvent.objects.filter(
-            device_id__in=scope["sensors"], processing_status="pending"
+            device_instance_endpoint__device_id__in=scope["sensors"], processing_status="pending"
         ).count(),
         "due reminder rows": rows.filter(
             status=SchedulerStatus.PENDING, scheduled_on__lte=now

@@ -502,7 +502,8 @@ def _unsettled(edge: Edge, accepted: list[Reading]) -> dict[str, int]:
             1 for r in accepted if (device_of[r.serial], r.ts) not in stored
         ),
         "pending events": AutomationEndpointEvent.objects.filter(
-            device_id__in=edge.sensor_ids, processing_status=EventStatus.PENDING
+            device_instance_endpoint__device_id__in=edge.sensor_ids,
+            processing_status=EventStatus.PENDING,
         ).count(),
         "live commands": DeviceCommand.objects.filter(target_device_id__in=edge.relay_ids)
         .exclude(status__in=COMMAND_TERMINAL)
@@ -568,7 +569,9 @@ def _events_problems(edge: Edge, problems: list[str]) -> None:
     farms; humidity, and the other farms' temp, are read by nothing), each evaluated once:
     processed or discarded, never pending or failed, one execution per rule and target at
     most, and at least one for an event that matched a rule."""
-    events = AutomationEndpointEvent.objects.filter(device_id__in=edge.sensor_ids)
+    events = AutomationEndpointEvent.objects.filter(
+        device_instance_endpoint__device_id__in=edge.sensor_ids
+    )
     telemetry = Telemetry.objects.filter(device_id__in=edge.sensor_ids)
     read = {k.sensor.pk for k in edge.kits[:RULED]}
     per_reading = Counter(
@@ -592,7 +595,9 @@ def _events_problems(edge: Edge, problems: list[str]) -> None:
     unevaluated = {s: n for s, n in statuses.items() if s not in EVALUATED}
     if unevaluated:
         problems.append(f"events not evaluated: {unevaluated} (all: {dict(statuses)})")
-    executions = AutomationRuleExecution.objects.filter(event__device_id__in=edge.sensor_ids)
+    executions = AutomationRuleExecution.objects.filter(
+        event__device_instance_endpoint__device_id__in=edge.sensor_ids
+    )
     repeated = list(
         executions.values("event_id", "rule_id", "target_endpoint_id")
         .annotate(n=Count("pk"))

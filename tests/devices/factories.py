@@ -191,14 +191,10 @@ def stored_reading(endpoint: DeviceInstanceEndpoint, at: datetime, value: object
         received_at=at,
     )
     AutomationEndpointEvent.objects.create(
-        organization_id=device.farm.organization_id,
-        farm_id=device.farm_id,
-        device=device,
         device_instance_endpoint=endpoint,
         source_telemetry=telemetry,
         event_timestamp=at,
         normalized_value=value,
-        dedupe_key=uuid.uuid4().hex,
         created_at=at,
     )
     endpoint_reported_values_update(readings=[ReportedValue(endpoint.pk, value, at)])

@@ -89,7 +89,7 @@ def test_telemetry_is_committed_before_it_is_acknowledged_and_waits_for_the_swee
     assert all(acked < stored for acked, stored in acked_before)  # stored, then acked
     # temp's readings are events waiting for evaluation; humidity's, read by nothing, are
     # kept in their telemetry only (``devices.readings``).
-    events = AutomationEndpointEvent.objects.filter(device=kit.sensor)
+    events = AutomationEndpointEvent.objects.filter(device_instance_endpoint__device=kit.sensor)
     assert "automation.endpoint_events_evaluate" in broker_down
     pending = endpoint_events_pending(older_than=timezone.now(), limit=100)
     assert events.count() == events.filter(device_instance_endpoint=kit.temp).count() == 10
@@ -108,7 +108,10 @@ def test_a_redelivered_reading_is_stored_once(
     publish_all(device, [once, once])
     wait_for(lambda: bridge.stats.acked >= 3, "the copies acknowledged")
     assert Telemetry.objects.filter(device=kit.sensor).count() == 1
-    assert AutomationEndpointEvent.objects.filter(device=kit.sensor).count() == 1
+    assert (
+        AutomationEndpointEvent.objects.filter(device_instance_endpoint__device=kit.sensor).count()
+        == 1
+    )
     assert [r.value for r in _readings(kit, "humidity")] == [50]
 
 

@@ -47,7 +47,7 @@ def _events(
     apply, makes events too: those are not crossings)."""
     lo, hi = min(o.ts for o in offered), max(o.ts for o in offered)
     return AutomationEndpointEvent.objects.filter(
-        device_id__in=list(devices.values()),
+        device_instance_endpoint__device_id__in=list(devices.values()),
         event_timestamp__gte=lo - SLACK,
         event_timestamp__lte=hi + SLACK,
     )
@@ -93,8 +93,9 @@ def step_account(
     events_qs = _events(devices, offered)
     rows: list[Any] = list(
         events_qs.values_list(
-            "device_id", "event_timestamp", "pk", "processing_status", "status_reason",
-            "created_at", "processed_at", "source_telemetry__received_at",
+            "device_instance_endpoint__device_id", "event_timestamp", "pk",
+            "processing_status", "status_reason", "created_at", "processed_at",
+            "source_telemetry__received_at",
         )
     )  # fmt: skip
     events = {(row[0], row[1]): row[2:] for row in rows}

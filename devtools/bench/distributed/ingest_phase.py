@@ -142,7 +142,8 @@ class _Persisted:
 def _evaluated_wait(stack: Stack, fleet: BenchFleet) -> None:
     """Untimed: until evaluation has caught up, so the bare paths run on an idle stack."""
     pending = AutomationEndpointEvent.objects.filter(
-        organization_id=fleet.organization_id, processing_status=EventStatus.PENDING
+        device_instance_endpoint__device__farm__organization_id=fleet.organization_id,
+        processing_status=EventStatus.PENDING,
     )
     progress = Progress("ingest")
     deadline = time.monotonic() + STALL_S * 5

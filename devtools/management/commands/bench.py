@@ -95,6 +95,12 @@ class Command(BaseCommand):
             help="bytes per table, index and stored value after VACUUM FULL (PostgreSQL; "
             f"--messages defaults to {STORAGE_MESSAGES['full']:,})",
         )
+        add(
+            "--read-all",
+            action="store_true",
+            help="with --storage: every sensor value read (a threshold reminder's metric on "
+            "each endpoint), so every value is an endpoint event too",
+        )
         distributed_cli.add_arguments(parser)
 
     def handle(self, *args: Any, **opts: Any) -> None:
@@ -150,9 +156,11 @@ class Command(BaseCommand):
         messages = messages if opts["messages"] is None else opts["messages"]
         if devices < 1 or messages < 1 or opts["batch"] < 1:
             raise CommandError("--devices, --messages and --batch must be >= 1")
-        batch, write = opts["batch"], self.stdout.write
+        batch, write, read_all = opts["batch"], self.stdout.write, opts["read_all"]
         _stoppable(
-            lambda: storage_run(devices=devices, messages=messages, batch=batch, write=write)
+            lambda: storage_run(
+                devices=devices, messages=messages, batch=batch, read_all=read_all, write=write
+            )
         )
 
 
