@@ -4,13 +4,16 @@ the row's SchedulerKey; outcomes are the scheduler's typed exceptions."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from reminders.services.execution import reminder_due_resolve, reminder_due_run
-from reminders.services.reports.run import report_due_resolve, report_due_run
+from reminders.services.reports.run import report_due_batch, report_due_resolve, report_due_run
 from reminders.services.user_messages.due import user_message_due_resolve, user_message_due_run
 from scheduler.models import AutomationType
 from scheduler.registry import (
     HandlerResult,
     SchedulerJob,
+    SchedulerOutcome,
     scheduler_handler_for,
     scheduler_handler_register,
 )
@@ -41,6 +44,11 @@ class ReportSchedulerHandler:
 
     def run(self, job: SchedulerJob) -> HandlerResult:
         return report_due_run(job)
+
+    def run_batch(
+        self, jobs: Sequence[SchedulerJob]
+    ) -> Mapping[int, HandlerResult | SchedulerOutcome]:
+        return report_due_batch(jobs)
 
 
 def scheduler_handlers_register() -> None:

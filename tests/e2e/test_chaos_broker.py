@@ -111,7 +111,7 @@ def test_worker_restarted_mid_run_loses_and_duplicates_nothing(
     duplicated = sum(1 for n in applies.values() if n > 1)
     lost = expected - sum(1 for r in rows if r.status in COMMAND_TERMINAL)
     pending = AutomationEndpointEvent.objects.filter(
-        device__in=[k.sensor for k in kits], processing_status="pending"
+        device_instance_endpoint__device__in=[k.sensor for k in kits], processing_status="pending"
     ).count()
     counts = {s: sum(1 for r in rows if r.status == s) for s in ("applied", "uncertain")}
     retried = sum(1 for r in rows if r.attempt_count > 1)

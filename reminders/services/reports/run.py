@@ -4,6 +4,8 @@ summary and queue it with notifications as a rendered body plus a CSV attachment
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reminders.models import ReportManualRun, ReportSubscription
@@ -33,6 +35,7 @@ from scheduler.registry import (
     PermanentFailure,
     ReminderSettingInactive,
     SchedulerJob,
+    SchedulerOutcome,
     SourceNoLongerValid,
 )
 from scheduler.states import SchedulerReason
@@ -45,18 +48,56 @@ class ReportDue:
     kind: str  # "scheduled" or "manual"
 
 
-def report_due_resolve(job: SchedulerJob) -> ReportDue:
+def _report_key(job: SchedulerJob) -> ReportScheduledKey | ReportManualKey:
     try:
         spec = parse_scheduler_key(job.scheduler_key)
     except SchedulerKeyError as exc:
         raise PermanentFailure(str(exc)) from None
     if not isinstance(spec, ReportScheduledKey | ReportManualKey):
         raise PermanentFailure(f"not a report key: {job.scheduler_key[:80]}")
-    sub = (
-        ReportSubscription.objects.select_related("farm")
-        .filter(guid=spec.subscription_guid)
-        .first()
-    )
+    return spec
+
+
+Subscriptions = Mapping[uuid.UUID, ReportSubscription]
+
+
+def _guid(spelled: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(spelled)
+    except ValueError:
+        return None
+
+
+def report_subscriptions_load(jobs: Sequence[SchedulerJob]) -> Subscriptions:
+    """The subscriptions a batch of report rows names, in one read (a key that does not
+    parse, or names no UUID, names none: its row is resolved alone)."""
+    guids = set()
+    for job in jobs:
+        try:
+            guid = _guid(_report_key(job).subscription_guid)
+        except PermanentFailure:
+            continue
+        if guid is not None:
+            guids.add(guid)
+    rows = ReportSubscription.objects.select_related("farm").filter(guid__in=guids)
+    return {row.guid: row for row in rows}
+
+
+def report_due_resolve(
+    job: SchedulerJob, *, subscriptions: Subscriptions | None = None
+) -> ReportDue:
+    """What the row is due for, revalidated; ``subscriptions`` (a batch's, from
+    ``report_subscriptions_load``) saves the read of its subscription."""
+    spec = _report_key(job)
+    guid = _guid(spec.subscription_guid)
+    if subscriptions is not None and guid is not None:
+        sub = subscriptions.get(guid)
+    else:
+        sub = (
+            ReportSubscription.objects.select_related("farm")
+            .filter(guid=spec.subscription_guid)
+            .first()
+        )
     if sub is None:
         raise SourceNoLongerValid(f"subscription {spec.subscription_guid} is gone")
     if not sub.active:
@@ -118,9 +159,26 @@ def _span(run: ReportManualRun, zone: str, sub: ReportSubscription) -> ReportPer
     )
 
 
-def report_due_run(job: SchedulerJob) -> HandlerResult:
-    """Build the summary and queue its notification, keyed by the row's SchedulerKey."""
-    due = report_due_resolve(job)
+def report_due_batch(jobs: Sequence[SchedulerJob]) -> dict[int, HandlerResult | SchedulerOutcome]:
+    """A batch of report rows: their subscriptions in one read, then each row revalidated
+    before it writes anything (a row that ends with an outcome wrote nothing), and each
+    valid one's summary built and queued as ``report_due_run`` does."""
+    subscriptions = report_subscriptions_load(jobs)
+    results: dict[int, HandlerResult | SchedulerOutcome] = {}
+    for job in jobs:
+        try:
+            due = report_due_resolve(job, subscriptions=subscriptions)
+        except SchedulerOutcome as outcome:
+            results[job.scheduler_id] = outcome
+            continue
+        results[job.scheduler_id] = report_due_run(job, due=due)
+    return results
+
+
+def report_due_run(job: SchedulerJob, *, due: ReportDue | None = None) -> HandlerResult:
+    """Build the summary and queue its notification, keyed by the row's SchedulerKey
+    (``due``: the row already resolved)."""
+    due = due or report_due_resolve(job)
     sub = due.subscription
     report = farm_report_build(farm_id=sub.farm_id, period=due.period)
     attachment = ReportAttachment(
