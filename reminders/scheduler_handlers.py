@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reminders.services.execution import reminder_due_resolve, reminder_due_run
+from reminders.services.execution import (
+    reminder_due_batch,
+    reminder_due_resolve,
+    reminder_due_run,
+)
 from reminders.services.reports.run import report_due_batch, report_due_resolve, report_due_run
 from reminders.services.user_messages.due import user_message_due_resolve, user_message_due_run
 from scheduler.models import AutomationType
@@ -25,6 +29,11 @@ class ReminderSchedulerHandler:
 
     def run(self, job: SchedulerJob) -> HandlerResult:
         return reminder_due_run(job)
+
+    def run_batch(
+        self, jobs: Sequence[SchedulerJob]
+    ) -> Mapping[int, HandlerResult | SchedulerOutcome]:
+        return reminder_due_batch(jobs)
 
 
 class UserMessageSchedulerHandler:

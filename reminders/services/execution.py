@@ -6,6 +6,7 @@ failure); same key with another input → support hold; otherwise queue the noti
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reminders.models import ReminderOccurrence, ReminderSetting
@@ -31,6 +32,7 @@ from scheduler.registry import (
     PermanentFailure,
     ReminderSettingInactive,
     SchedulerJob,
+    SchedulerOutcome,
     SourceNoLongerValid,
 )
 from scheduler.states import SchedulerReason
@@ -47,14 +49,52 @@ class ReminderDue:
     candidate: Candidate
 
 
-def reminder_due_resolve(job: SchedulerJob) -> ReminderDue:
-    """Raise the typed outcome when the row may no longer run; else what it needs."""
+Settings = Mapping[str, ReminderSetting]  # by guid as text
+
+
+def reminder_settings_load(jobs: Sequence[SchedulerJob]) -> Settings:
+    """The settings a batch of reminder rows names, in one read (a key that does not parse,
+    or names no UUID, names none: its row is resolved alone)."""
+    guids = set()
+    for job in jobs:
+        try:
+            guids.add(uuid.UUID(str(_spec(job.scheduler_key).setting_guid)))
+        except (PermanentFailure, ValueError):
+            continue
+    return {str(s.guid): s for s in ReminderSetting.objects.filter(guid__in=guids)}
+
+
+def reminder_due_batch(
+    jobs: Sequence[SchedulerJob],
+) -> dict[int, HandlerResult | SchedulerOutcome]:
+    """A batch of reminder rows: their settings in one read, then each row revalidated
+    before it writes anything (a row that ends with an outcome wrote nothing) and its
+    notification queued as ``reminder_due_run`` does."""
+    settings = reminder_settings_load(jobs)
+    results: dict[int, HandlerResult | SchedulerOutcome] = {}
+    for job in jobs:
+        try:
+            due = reminder_due_resolve(job, settings=settings)
+        except SchedulerOutcome as outcome:
+            results[job.scheduler_id] = outcome
+            continue
+        results[job.scheduler_id] = reminder_due_run(job, due=due)
+    return results
+
+
+def reminder_due_resolve(job: SchedulerJob, *, settings: Settings | None = None) -> ReminderDue:
+    """Raise the typed outcome when the row may no longer run; else what it needs
+    (``settings``: a batch's, from ``reminder_settings_load``)."""
     spec = _spec(job.scheduler_key)
     try:
         provider = reminder_providers_for(spec.source_type)
     except UnknownSourceType as exc:
         raise PermanentFailure(str(exc)) from None
-    setting = reminder_setting_by_guid(spec.setting_guid)
+    key = _guid_text(spec.setting_guid)
+    if settings is not None and key is not None:
+        setting = settings.get(key)
+    else:
+        setting = reminder_setting_by_guid(spec.setting_guid)
     if setting is None or not setting.active:
         raise ReminderSettingInactive(f"setting {spec.setting_guid} is inactive or gone")
     source = provider.load(uuid.UUID(spec.source_guid), now=job.now)
@@ -75,6 +115,13 @@ def reminder_due_resolve(job: SchedulerJob) -> ReminderDue:
         recipient_policy=setting.recipients_policy,
     )
     return ReminderDue(provider, setting, source, candidate)
+
+
+def _guid_text(spelled: object) -> str | None:
+    try:
+        return str(uuid.UUID(str(spelled)))
+    except ValueError:
+        return None
 
 
 def _spec(key: str) -> ReminderDateKey | ReminderThresholdKey:
@@ -104,9 +151,10 @@ def _candidate(
     raise Deactivate("the source no longer wants this occurrence", reason=reason)
 
 
-def reminder_due_run(job: SchedulerJob) -> HandlerResult:
-    """Queue the reminder's notification, keyed by the row's SchedulerKey."""
-    due = reminder_due_resolve(job)
+def reminder_due_run(job: SchedulerJob, *, due: ReminderDue | None = None) -> HandlerResult:
+    """Queue the reminder's notification, keyed by the row's SchedulerKey (``due``: the row
+    already resolved)."""
+    due = due or reminder_due_resolve(job)
     context = due.provider.context(setting=due.setting, source=due.source, candidate=due.candidate)
     return notification_hand_off(
         source_key=job.scheduler_key,

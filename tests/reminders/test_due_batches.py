@@ -1,21 +1,22 @@
-"""Report rows run set-based: the scheduler hands a chunk's report rows to the handler's batch
-entry point, which reads their subscriptions in one statement and revalidates each row before
-it writes. Every row ends as the row-by-row path ends it, and rows whose subscription is gone
-or inactive cost the statements of one such row, however many there are."""
+"""Report and reminder rows run set-based: the scheduler hands a chunk's rows of one type to
+the handler's batch entry point, which reads their subscriptions (or settings) in one
+statement and revalidates each row before it writes. Every row ends as the row-by-row path
+ends it, and rows whose subscription is inactive cost the statements of one such row,
+however many there are."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from reminders.models import ReportSubscription
-from reminders.scheduler_handlers import ReportSchedulerHandler
+from reminders.models import Document, ReportSubscription
+from reminders.scheduler_handlers import ReminderSchedulerHandler, ReportSchedulerHandler
 from scheduler.models import DueWork
 from scheduler.services import scheduler_claim_due, scheduler_execute_chunk
-from tests.reminders.conftest import notifications_for, run_due
+from tests.reminders.conftest import date_setting, document, notifications_for, run_due
 from tests.reminders.test_reports import report_rows, subscribe
 
 pytestmark = pytest.mark.django_db
@@ -23,8 +24,9 @@ pytestmark = pytest.mark.django_db
 DUE = datetime(2026, 3, 3, 6, 0, tzinfo=UTC)  # 07:00 in Berlin, the day after the first period
 
 
-def test_the_report_handler_takes_batches() -> None:
+def test_the_report_and_reminder_handlers_take_batches() -> None:
     assert callable(getattr(ReportSchedulerHandler(), "run_batch", None))
+    assert callable(getattr(ReminderSchedulerHandler(), "run_batch", None))
 
 
 def test_a_batch_ends_each_row_as_it_would_end_alone(farm) -> None:
@@ -55,3 +57,24 @@ def _statements_to_end(farm, rows: int) -> int:
 
 def test_twenty_rows_of_inactive_subscriptions_cost_what_one_does(farm) -> None:
     assert _statements_to_end(farm, 20) == _statements_to_end(farm, 1)
+
+
+REMINDER_DUE = datetime(2026, 6, 23, 7, 0, tzinfo=UTC)  # the 7-day reminder of a 30 June expiry
+
+
+def test_a_batch_of_reminders_ends_each_as_it_would_end_alone(farm, bus) -> None:
+    """Three documents under one setting, one of them gone: two reminders sent, one row
+    deactivated, in one batch."""
+    with bus.commit():
+        date_setting(farm, offsets_days=[7])
+        kept = [document(farm, date(2026, 6, 30)) for _ in range(2)]
+        gone = document(farm, date(2026, 6, 30))
+    Document.objects.filter(pk=gone.pk).update(active=False)
+    assert run_due(REMINDER_DUE) == {"completed": 2, "deactivated": 1}
+    rows = {r.scheduler_key: r for r in DueWork.objects.all()}
+    sent = [k for k, r in rows.items() if r.status == "completed"]
+    assert len(sent) == 2 and all(len(notifications_for(k)) == 1 for k in sent)
+    assert all(str(d.guid) in " ".join(sent) for d in kept)
+    (ended,) = [r for r in rows.values() if r.status == "deactivated"]
+    assert str(gone.guid) in ended.scheduler_key
+    assert ended.failure_reason_code == "source_no_longer_valid"
