@@ -4,7 +4,7 @@ the row's SchedulerKey; outcomes are the scheduler's typed exceptions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from reminders.services.execution import (
     reminder_due_batch,
@@ -15,9 +15,9 @@ from reminders.services.reports.run import report_due_batch, report_due_resolve,
 from reminders.services.user_messages.due import user_message_due_resolve, user_message_due_run
 from scheduler.models import AutomationType
 from scheduler.registry import (
+    BatchResults,
     HandlerResult,
     SchedulerJob,
-    SchedulerOutcome,
     scheduler_handler_for,
     scheduler_handler_register,
 )
@@ -30,9 +30,7 @@ class ReminderSchedulerHandler:
     def run(self, job: SchedulerJob) -> HandlerResult:
         return reminder_due_run(job)
 
-    def run_batch(
-        self, jobs: Sequence[SchedulerJob]
-    ) -> Mapping[int, HandlerResult | SchedulerOutcome]:
+    def run_batch(self, jobs: Sequence[SchedulerJob]) -> BatchResults:
         return reminder_due_batch(jobs)
 
 
@@ -54,9 +52,7 @@ class ReportSchedulerHandler:
     def run(self, job: SchedulerJob) -> HandlerResult:
         return report_due_run(job)
 
-    def run_batch(
-        self, jobs: Sequence[SchedulerJob]
-    ) -> Mapping[int, HandlerResult | SchedulerOutcome]:
+    def run_batch(self, jobs: Sequence[SchedulerJob]) -> BatchResults:
         return report_due_batch(jobs)
 
 

@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db.models import Avg, Count, Max, Min, OuterRef, Q, QuerySet, Subquery
 
 from devices.models import DeviceInstanceEndpoint, EndpointDataType
@@ -96,26 +95,22 @@ def endpoint_metric_read(
     profile = endpoint.profile_endpoint
     if profile.data_type != EndpointDataType.NUMBER:
         return None
-    end = now + timedelta(microseconds=1)  # (…, now]
-    if aggregate == MetricAggregate.LATEST:
-        rows = numeric_readings(
-            device_id=endpoint.device_id,
-            key=profile.key,
-            data_type=profile.data_type,
-            start=now - timedelta(seconds=settings.TELEMETRY_MAX_AGE_S),
-            end=end,
-        )
-        latest = rows.order_by("-message_ts", "-pk").values_list("v", flat=True).first()
-        return None if latest is None else float(latest)
-    since = now - timedelta(minutes=window_minutes)
+    latest = aggregate == MetricAggregate.LATEST
+    # "latest" reads back through what is kept; a window is (start, now].
+    start = None if latest else now - timedelta(minutes=window_minutes)
     rows = numeric_readings(
         device_id=endpoint.device_id,
         key=profile.key,
         data_type=profile.data_type,
-        start=since,
-        end=end,
-    ).exclude(message_ts=since)
-    found = rows.aggregate(n=Count("v"), high=Max("v"), low=Min("v"), mean=Avg("v"))
+        start=start,
+        end=now + timedelta(microseconds=1),
+    )
+    if latest:
+        newest = rows.order_by("-message_ts", "-pk").values_list("v", flat=True).first()
+        return None if newest is None else float(newest)
+    found = rows.exclude(message_ts=start).aggregate(
+        n=Count("v"), high=Max("v"), low=Min("v"), mean=Avg("v")
+    )
     if not found["n"]:
         return None
     if aggregate == MetricAggregate.MAX:

@@ -8,16 +8,17 @@ whose claim was lost rolls them back. Outcomes other than success are typed exce
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from common.registry import Registry
 from scheduler.states import SCHEDULER_DEACTIVATION_REASONS, SchedulerReason
 
 Trace = Mapping[str, Any] | str | bytes
+Due = TypeVar("Due")  # what a handler resolved a row to
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,30 @@ class RetryableFailure(SchedulerOutcome):
 
 class PermanentFailure(SchedulerOutcome):
     """A failure retrying cannot fix: Failed with the reason (ensure may reactivate it later)."""
+
+
+BatchResults = dict[int, HandlerResult | SchedulerOutcome]
+
+
+def scheduler_batch_each(
+    jobs: Sequence[SchedulerJob],
+    *,
+    resolve: Callable[[SchedulerJob], Due],
+    run: Callable[[SchedulerJob, Due], HandlerResult],
+) -> BatchResults:
+    """The body of a ``run_batch`` that read its sources once and works the rows one by
+    one: each row resolved (revalidated) before it writes, so a row that ends with its typed
+    outcome has written nothing, as ``SchedulerBatchHandler`` promises; any other error
+    rolls the batch back to the per-row path."""
+    results: BatchResults = {}
+    for job in jobs:
+        try:
+            due = resolve(job)
+        except SchedulerOutcome as outcome:
+            results[job.scheduler_id] = outcome
+            continue
+        results[job.scheduler_id] = run(job, due)
+    return results
 
 
 _handlers: Registry[SchedulerHandler] = Registry("a scheduler handler")

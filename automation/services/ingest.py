@@ -316,7 +316,7 @@ def _accepted_values(
     Only the events of endpoints something reads (``endpoints_read``) are stored: a value
     nobody evaluates keeps its telemetry row and its endpoint's reported value, which is
     what the series, the chart and a command's evidence read (``devices.readings``). An
-    event row would add about 170 B per value for nothing (docs/benchmarks.md)."""
+    event row would add about 230 B per value for nothing (docs/benchmarks.md)."""
     events: dict[tuple[int, int], _EventRow] = {}  # by (endpoint, telemetry): the unique key
     refused: list[_Refused] = []
     for p, telemetry_id in fresh:

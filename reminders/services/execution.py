@@ -5,6 +5,7 @@ failure); same key with another input → support hold; otherwise queue the noti
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,14 +27,15 @@ from scheduler.keys import (
     parse_scheduler_key,
 )
 from scheduler.registry import (
+    BatchResults,
     Deactivate,
     HandlerResult,
     HoldForSupport,
     PermanentFailure,
     ReminderSettingInactive,
     SchedulerJob,
-    SchedulerOutcome,
     SourceNoLongerValid,
+    scheduler_batch_each,
 )
 from scheduler.states import SchedulerReason
 
@@ -49,37 +51,28 @@ class ReminderDue:
     candidate: Candidate
 
 
-Settings = Mapping[str, ReminderSetting]  # by guid as text
+Settings = Mapping[str, ReminderSetting]  # by GUID, canonical as keys spell it
 
 
 def reminder_settings_load(jobs: Sequence[SchedulerJob]) -> Settings:
-    """The settings a batch of reminder rows names, in one read (a key that does not parse,
-    or names no UUID, names none: its row is resolved alone)."""
+    """The settings a batch of reminder rows names, in one read (a key that does not parse
+    names none: its row fails on resolving)."""
     guids = set()
     for job in jobs:
-        try:
-            guids.add(uuid.UUID(str(_spec(job.scheduler_key).setting_guid)))
-        except (PermanentFailure, ValueError):
-            continue
+        with contextlib.suppress(PermanentFailure):
+            guids.add(_spec(job.scheduler_key).setting_guid)
     return {str(s.guid): s for s in ReminderSetting.objects.filter(guid__in=guids)}
 
 
-def reminder_due_batch(
-    jobs: Sequence[SchedulerJob],
-) -> dict[int, HandlerResult | SchedulerOutcome]:
-    """A batch of reminder rows: their settings in one read, then each row revalidated
-    before it writes anything (a row that ends with an outcome wrote nothing) and its
+def reminder_due_batch(jobs: Sequence[SchedulerJob]) -> BatchResults:
+    """A batch of reminder rows: their settings in one read, then each valid row's
     notification queued as ``reminder_due_run`` does."""
     settings = reminder_settings_load(jobs)
-    results: dict[int, HandlerResult | SchedulerOutcome] = {}
-    for job in jobs:
-        try:
-            due = reminder_due_resolve(job, settings=settings)
-        except SchedulerOutcome as outcome:
-            results[job.scheduler_id] = outcome
-            continue
-        results[job.scheduler_id] = reminder_due_run(job, due=due)
-    return results
+    return scheduler_batch_each(
+        jobs,
+        resolve=lambda job: reminder_due_resolve(job, settings=settings),
+        run=lambda job, due: reminder_due_run(job, due=due),
+    )
 
 
 def reminder_due_resolve(job: SchedulerJob, *, settings: Settings | None = None) -> ReminderDue:
@@ -90,9 +83,8 @@ def reminder_due_resolve(job: SchedulerJob, *, settings: Settings | None = None)
         provider = reminder_providers_for(spec.source_type)
     except UnknownSourceType as exc:
         raise PermanentFailure(str(exc)) from None
-    key = _guid_text(spec.setting_guid)
-    if settings is not None and key is not None:
-        setting = settings.get(key)
+    if settings is not None:
+        setting = settings.get(spec.setting_guid)
     else:
         setting = reminder_setting_by_guid(spec.setting_guid)
     if setting is None or not setting.active:
@@ -115,13 +107,6 @@ def reminder_due_resolve(job: SchedulerJob, *, settings: Settings | None = None)
         recipient_policy=setting.recipients_policy,
     )
     return ReminderDue(provider, setting, source, candidate)
-
-
-def _guid_text(spelled: object) -> str | None:
-    try:
-        return str(uuid.UUID(str(spelled)))
-    except ValueError:
-        return None
 
 
 def _spec(key: str) -> ReminderDateKey | ReminderThresholdKey:

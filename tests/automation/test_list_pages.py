@@ -17,8 +17,9 @@ from rest_framework.test import APIClient
 
 from automation.api import CommandViewSet, RuleExecutionViewSet, SchedulerViewSet
 from automation.models import AutomationRuleExecution, DeviceCommand
-from automation.states import CommandOrigin, ExecutionOutcome
+from automation.states import ExecutionOutcome
 from common.pagination import NewestFirstCursor
+from tests.automation.factories import relay_command
 from tests.common.auth import token_client
 from tests.conftest import Tenant
 from tests.devices.factories import FarmKit
@@ -33,22 +34,8 @@ YEAR_OF_COMMANDS = 200_000
 PAGE_STATEMENTS = 4
 
 
-def _command(kit: FarmKit, n: int, status: str = "applied") -> DeviceCommand:
-    now = timezone.now()
-    return DeviceCommand.objects.create(
-        origin=CommandOrigin.MANUAL,
-        target_device=kit.actuator,
-        target_device_endpoint=kit.io1,
-        target_serial_number=kit.actuator.serial_number,
-        command_method="setIO",
-        command_params={"io1": True},
-        target_value=True,
-        idempotency_key=f"list-{kit.farm.pk}-{n}",
-        desired_state_fingerprint="f" * 64,
-        status=status,
-        created_at=now,
-        updated_at=now,
-    )
+def _command(kit: FarmKit, status: str = "applied") -> DeviceCommand:
+    return relay_command(kit, at=timezone.now(), status=status)
 
 
 def _execution(kit: FarmKit) -> AutomationRuleExecution:
@@ -64,7 +51,7 @@ def _execution(kit: FarmKit) -> AutomationRuleExecution:
 
 def _seed(t: Tenant, rows: int) -> dict[str, list[int]]:
     """``rows`` of each list for the tenant, newest (highest id) first."""
-    commands = [_command(t.kit, n).pk for n in range(rows)]
+    commands = [_command(t.kit).pk for _ in range(rows)]
     executions = [_execution(t.kit) for _ in range(rows)]
     return {
         "commands": sorted(commands, reverse=True),
@@ -123,9 +110,9 @@ def test_each_list_pages_newest_first_by_cursor_in_a_fixed_number_of_statements(
 
 def test_filters_are_kept_by_the_cursor(tenants: tuple[Tenant, Tenant]) -> None:
     alpha, _ = tenants
-    failed = sorted((_command(alpha.kit, n, "failed").pk for n in range(5)), reverse=True)
-    for n in range(5, 9):
-        _command(alpha.kit, n)
+    failed = sorted((_command(alpha.kit, "failed").pk for _ in range(5)), reverse=True)
+    for _ in range(4):
+        _command(alpha.kit)
     client = _client(alpha)
     ids, _ = _walk(client, "/api/v1/commands/", {"status": "failed", "page_size": 2})
     assert ids == failed

@@ -4,7 +4,7 @@ summary and queue it with notifications as a rendered body plus a CSV attachment
 
 from __future__ import annotations
 
-import uuid
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -29,14 +29,15 @@ from scheduler.keys import (
     scheduler_input_hash,
 )
 from scheduler.registry import (
+    BatchResults,
     Deactivate,
     HandlerResult,
     HoldForSupport,
     PermanentFailure,
     ReminderSettingInactive,
     SchedulerJob,
-    SchedulerOutcome,
     SourceNoLongerValid,
+    scheduler_batch_each,
 )
 from scheduler.states import SchedulerReason
 
@@ -58,29 +59,20 @@ def _report_key(job: SchedulerJob) -> ReportScheduledKey | ReportManualKey:
     return spec
 
 
-Subscriptions = Mapping[uuid.UUID, ReportSubscription]
-
-
-def _guid(spelled: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(spelled)
-    except ValueError:
-        return None
+# By GUID as a key spells it: keys are parsed through the builders, which write every GUID
+# in its one canonical form, the form ``str(uuid)`` gives.
+Subscriptions = Mapping[str, ReportSubscription]
 
 
 def report_subscriptions_load(jobs: Sequence[SchedulerJob]) -> Subscriptions:
     """The subscriptions a batch of report rows names, in one read (a key that does not
-    parse, or names no UUID, names none: its row is resolved alone)."""
+    parse names none: its row fails on resolving)."""
     guids = set()
     for job in jobs:
-        try:
-            guid = _guid(_report_key(job).subscription_guid)
-        except PermanentFailure:
-            continue
-        if guid is not None:
-            guids.add(guid)
+        with contextlib.suppress(PermanentFailure):
+            guids.add(_report_key(job).subscription_guid)
     rows = ReportSubscription.objects.select_related("farm").filter(guid__in=guids)
-    return {row.guid: row for row in rows}
+    return {str(row.guid): row for row in rows}
 
 
 def report_due_resolve(
@@ -89,9 +81,8 @@ def report_due_resolve(
     """What the row is due for, revalidated; ``subscriptions`` (a batch's, from
     ``report_subscriptions_load``) saves the read of its subscription."""
     spec = _report_key(job)
-    guid = _guid(spec.subscription_guid)
-    if subscriptions is not None and guid is not None:
-        sub = subscriptions.get(guid)
+    if subscriptions is not None:
+        sub = subscriptions.get(spec.subscription_guid)
     else:
         sub = (
             ReportSubscription.objects.select_related("farm")
@@ -159,20 +150,15 @@ def _span(run: ReportManualRun, zone: str, sub: ReportSubscription) -> ReportPer
     )
 
 
-def report_due_batch(jobs: Sequence[SchedulerJob]) -> dict[int, HandlerResult | SchedulerOutcome]:
-    """A batch of report rows: their subscriptions in one read, then each row revalidated
-    before it writes anything (a row that ends with an outcome wrote nothing), and each
-    valid one's summary built and queued as ``report_due_run`` does."""
+def report_due_batch(jobs: Sequence[SchedulerJob]) -> BatchResults:
+    """A batch of report rows: their subscriptions in one read, then each valid row's
+    summary built and queued as ``report_due_run`` does."""
     subscriptions = report_subscriptions_load(jobs)
-    results: dict[int, HandlerResult | SchedulerOutcome] = {}
-    for job in jobs:
-        try:
-            due = report_due_resolve(job, subscriptions=subscriptions)
-        except SchedulerOutcome as outcome:
-            results[job.scheduler_id] = outcome
-            continue
-        results[job.scheduler_id] = report_due_run(job, due=due)
-    return results
+    return scheduler_batch_each(
+        jobs,
+        resolve=lambda job: report_due_resolve(job, subscriptions=subscriptions),
+        run=lambda job, due: report_due_run(job, due=due),
+    )
 
 
 def report_due_run(job: SchedulerJob, *, due: ReportDue | None = None) -> HandlerResult:
