@@ -30,6 +30,11 @@ RELAY_KEY = "io1"
 # The command path's two rules per farm: readings alternate across both thresholds, so each
 # reading asks for the opposite relay state and makes exactly one command.
 HOT_C, COLD_C = 30, 18
+# A running fleet stays online because its devices report; the bench's devices speak only
+# when a step offers them a crossing, minutes apart. An hourly reporting interval keeps the
+# sweep from moving them offline between crossings, so a crossing is charged with its own
+# work and not with a device coming back (``devtools.bench.distributed.warmup``).
+REPORT_INTERVAL_S = 3600
 
 
 @dataclass
@@ -87,7 +92,9 @@ def fleet_seed(*, tag: str, farms: int, sensors_per_farm: int, relays: bool) -> 
 
 def _sensors(fleet: BenchFleet, farms: list[Farm], per_farm: int) -> Specs:
     profile = DeviceProfile.objects.create(
-        organization_id=fleet.organization_id, name=f"bench-{fleet.tag}-sensor"
+        organization_id=fleet.organization_id,
+        name=f"bench-{fleet.tag}-sensor",
+        expected_interval_s=REPORT_INTERVAL_S,
     )
     endpoints = DeviceProfileEndpoint.objects.bulk_create(
         [DeviceProfileEndpoint(profile=profile, key=k, data_type="number") for k in SENSOR_KEYS]
@@ -103,7 +110,9 @@ def _sensors(fleet: BenchFleet, farms: list[Farm], per_farm: int) -> Specs:
 def relay_profile(fleet: BenchFleet) -> tuple[DeviceProfile, DeviceProfileEndpoint]:
     """The fleet's relay profile and its one writable bool endpoint (RELAY_KEY)."""
     profile = DeviceProfile.objects.create(
-        organization_id=fleet.organization_id, name=f"bench-{fleet.tag}-relay"
+        organization_id=fleet.organization_id,
+        name=f"bench-{fleet.tag}-relay",
+        expected_interval_s=REPORT_INTERVAL_S,
     )
     endpoint = DeviceProfileEndpoint.objects.create(
         profile=profile,

@@ -9,7 +9,10 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from django.db import transaction
+
 from devices.models import Device
+from devices.services.health import devices_heard_from
 from devtools.bench.distributed.accounting import sensor_ids, step_account, step_settle
 from devtools.bench.distributed.broker import queue_backlog
 from devtools.bench.distributed.cost import (
@@ -27,6 +30,7 @@ from devtools.bench.distributed.schedule import step_crossings
 from devtools.bench.distributed.soak_sample import server_pids
 from devtools.bench.distributed.stack import Stack
 from devtools.bench.distributed.task_counts import tasks_between, tasks_run
+from devtools.bench.distributed.warmup import fleet_online
 from devtools.bench.fleet import BenchFleet
 
 Write = Callable[[str], None]
@@ -56,6 +60,9 @@ def command_phase(
     plan: DistributedPlan, stack: Stack, fleet: BenchFleet, write: Write
 ) -> list[StepResult]:
     devices = sensor_ids(fleet)
+    relays = dict(
+        Device.objects.filter(serial_number__in=fleet.relays).values_list("serial_number", "pk")
+    )
     simulator = TimedSimulator(fleet, stack.mqtt)
     results: list[StepResult] = []
     simulator.start()
@@ -63,6 +70,7 @@ def command_phase(
         if vacuum_when_autovacuum_is_off():
             write("command path: autovacuum is off on this server: VACUUM ANALYZE before "
                   "each step, as a deployment's autovacuum would keep up")  # fmt: skip
+        fleet_online(stack, fleet, write)
         write(f"command path: the idle stack's own cost over {IDLE_S:g}s (subtracted per step)")
         idle_from = counters_read(stack.pids())
         idle_meter = CpuMeter(stack.pids() | server_pids())
@@ -72,10 +80,9 @@ def command_phase(
         write(idle_describe(idle, idle_cpu))
         index = 0
         for step, rate in enumerate(plan.steps, 1):
-            # Relays count as online at dispatch (they send no telemetry of their own here).
-            Device.objects.filter(serial_number__in=fleet.relays).update(
-                last_seen_at=datetime.now(UTC)
-            )
+            # Relays count as fresh at dispatch (they send no telemetry of their own here).
+            with transaction.atomic():
+                devices_heard_from(device_ids=list(relays.values()), now=datetime.now(UTC))
             crossings = step_crossings(
                 step=step, rate=rate, seconds=plan.step_seconds, farms=len(fleet.sensors),
                 first_index=index,

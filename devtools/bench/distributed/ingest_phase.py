@@ -19,6 +19,7 @@ from devtools.bench import BenchError
 from devtools.bench.distributed.procs import CpuMeter
 from devtools.bench.distributed.results import ratios_table
 from devtools.bench.distributed.stack import Stack
+from devtools.bench.distributed.warmup import fleet_online
 from devtools.bench.fleet import SENSOR_KEYS, BenchFleet, fleet_readings_delete
 from devtools.bench.ingest import (
     BARE_INSERT,
@@ -76,6 +77,7 @@ def ingest_phase(stack: Stack, fleet: BenchFleet, messages: int, write: Write) -
     batch = telemetry_messages(fleet, messages)
     write(f"ingest: {messages:,} messages × {len(SENSOR_KEYS)} values over "
           f"{len(fleet.sensors):,} sensors through the stack")  # fmt: skip
+    fleet_online(stack, fleet, write)
     meter = CpuMeter(stack.pids())
     figures.seconds[PRODUCT] = _through_stack(stack, fleet, batch)
     figures.cpu = meter.percent()
