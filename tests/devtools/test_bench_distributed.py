@@ -300,3 +300,18 @@ def test_the_ingest_table_gives_values_per_second_next_to_each_bare_ratio() -> N
     assert lines[2].split()[-1] == "0.50×"
     assert lines[-1] == "product: 8,000 values/s (4 values a message)"
     assert figures.as_json()["product_values_per_s"] == 8_000.0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_the_benchs_own_database_backend_is_not_charged_to_the_stack() -> None:
+    """The settle polls run on the bench's connection: the server's CPU for them is the
+    bench's, so the meter that includes PostgreSQL leaves that backend out."""
+    from django.db import connection
+
+    from devtools.bench.distributed.procs import bench_backends
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        (own,) = cur.fetchone()
+    assert own in bench_backends()

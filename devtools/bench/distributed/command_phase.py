@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from django.db import transaction
@@ -20,6 +21,7 @@ from devtools.bench.distributed.cost import (
     StepCost,
     counters_read,
     cpu_per_command,
+    own_transactions,
     vacuum_when_autovacuum_is_off,
 )
 from devtools.bench.distributed.devices import TimedSimulator, crossings_offer
@@ -73,7 +75,7 @@ def command_phase(
         fleet_online(stack, fleet, write)
         write(f"command path: the idle stack's own cost over {IDLE_S:g}s (subtracted per step)")
         idle_from = counters_read(stack.pids())
-        idle_meter = CpuMeter(stack.pids() | server_pids())
+        idle_meter = CpuMeter(stack.pids() | server_pids(), servers=True)
         time.sleep(IDLE_S)
         idle_cpu = idle_meter.percent()
         idle = counters_read(stack.pids()) - idle_from
@@ -93,14 +95,18 @@ def command_phase(
             tasks_before = tasks_run()  # before the counters: its broker traffic is not charged
             before = counters_read(stack.pids())
             meter = CpuMeter(stack.pids())
-            spend = CpuMeter(stack.pids() | server_pids())  # offer + settle, servers too
-            offered, seconds = crossings_offer(simulator, fleet, crossings, f"step {step}")
-            result = StepResult(step, rate, seconds, len(offered))
-            result.cpu = meter.percent()
-            result.backlog = queue_backlog(STAGES)
-            stack.check_alive()
-            settled = step_settle(fleet, devices, offered, plan.settle_s)
+            spend = CpuMeter(
+                stack.pids() | server_pids(), servers=True
+            )  # offer + settle, servers too
+            with own_transactions() as own:
+                offered, seconds = crossings_offer(simulator, fleet, crossings, f"step {step}")
+                result = StepResult(step, rate, seconds, len(offered))
+                result.cpu = meter.percent()
+                result.backlog = queue_backlog(STAGES)
+                stack.check_alive()
+                settled = step_settle(fleet, devices, offered, plan.settle_s)
             spent = counters_read(stack.pids()) - before
+            spent = replace(spent, pg_transactions=spent.pg_transactions - own.count)
             result.tasks = tasks_between(tasks_before, tasks_run())
             step_account(result, offered, devices, simulator.first_seen)
             result.cost = StepCost(rate, len(fleet.sensors), result.created, spent, idle)

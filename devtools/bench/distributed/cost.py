@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,3 +201,23 @@ def _cell(value: float | None) -> object:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
+
+
+@dataclass
+class OwnStatements:
+    count: int = 0
+
+
+@contextmanager
+def own_transactions() -> Iterator[OwnStatements]:
+    """Count the statements the bench itself sends inside the block (its settle polls).
+    Each runs in autocommit, one transaction that ``pg_stat_database`` counts with the
+    stack's, so a step's transactions are the server's count less this one."""
+    own = OwnStatements()
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        own.count += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        yield own

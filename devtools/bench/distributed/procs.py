@@ -137,8 +137,12 @@ class CpuMeter:
 
     MACHINE = "machine"  # every core of the machine busy = 100, whoever keeps it busy
 
-    def __init__(self, pids: Mapping[str, int]) -> None:
+    def __init__(self, pids: Mapping[str, int], *, servers: bool = False) -> None:
+        """``servers``: ``pids`` include the database server, whose backends serving the
+        bench itself are left out (``bench_backends``)."""
         self._pids = dict(pids)
+        self._servers = servers
+        self._own = bench_backends() if servers else frozenset()
         self._started = time.monotonic()
         self._before = {name: tree_cpu_by_process(pid) for name, pid in self._pids.items()}
         self._machine = psutil.cpu_times()
@@ -156,11 +160,32 @@ class CpuMeter:
         """CPU seconds of each process (and its pool) since the meter started; a descendant
         that exited meanwhile is not counted (its time went with it)."""
         out: dict[str, float] = {}
+        own = (self._own | bench_backends()) if self._servers else self._own
         for name, pid in self._pids.items():
             before = self._before[name]
             now = tree_cpu_by_process(pid)
-            out[name] = sum(max(0.0, t - before.get(key, 0.0)) for key, t in now.items())
+            out[name] = sum(
+                max(0.0, t - before.get(key, 0.0)) for key, t in now.items() if key[0] not in own
+            )
         return out
+
+
+def bench_backends() -> frozenset[int]:
+    """The PostgreSQL backends serving the bench's own connections (its settle polls and
+    its accounting): their CPU is the bench's, not the stack's, and would otherwise be
+    charged to the crossings with the rest of the server's. Matched by this process's
+    local TCP ports; empty when the database is not PostgreSQL over TCP."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return frozenset()
+    try:
+        ports = {c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.raddr}
+    except psutil.Error:
+        return frozenset()
+    with connection.cursor() as cur:
+        cur.execute("SELECT pid, client_port FROM pg_stat_activity WHERE client_port > 0")
+        return frozenset(pid for pid, port in cur.fetchall() if port in ports)
 
 
 def _busy_percent(before: Any, after: Any) -> float:

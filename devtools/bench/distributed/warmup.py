@@ -43,7 +43,7 @@ def fleet_online(stack: Stack, fleet: BenchFleet, write: Write) -> None:
     )
     handlers = len(registry.handlers_for(DEVICE_CAME_BACK.name))
     started = datetime.now(UTC)
-    meter = CpuMeter(stack.pids() | server_pids())
+    meter = CpuMeter(stack.pids() | server_pids(), servers=True)
     with transaction.atomic():
         moves = devices_heard_from(device_ids=ids, now=started)
     expected = len(moves) * handlers
