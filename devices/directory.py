@@ -7,24 +7,18 @@ added to a profile) moves the version in its transaction, and the next batch dro
 entry: the next message is handled by the new configuration, not after a time to live. A
 serial the database does not know is never kept, so a device provisioned a moment ago is
 seen at once. Only the MQTT bridge uses it: the HTTP gateway and the tests read the database
-each time."""
+each time, with the same statement (``devices.ingest_sql.devices_with_endpoints``)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass
 
 from common.config_version import config_version
+from devices.ingest_sql import DeviceEndpoints, devices_with_endpoints
 from devices.models import Device, DeviceInstanceEndpoint
 
 EndpointKey = tuple[int, str]  # (device id, endpoint key)
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    device: Device
-    endpoints: dict[str, DeviceInstanceEndpoint]
 
 
 class DeviceDirectory:
@@ -33,8 +27,8 @@ class DeviceDirectory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._version: int | None = None
-        self._entries: dict[str, _Entry] = {}
-        self.reads = 0  # device and endpoint reads made, for tests and progress lines
+        self._entries: dict[str, DeviceEndpoints] = {}
+        self.reads = 0  # reads of devices with their endpoints, for tests and progress lines
 
     def devices(self, serials: Collection[str]) -> dict[str, Device]:
         """The known devices among ``serials``, reading only those missing, after the version
@@ -45,8 +39,9 @@ class DeviceDirectory:
                 self._entries.clear()  # read after the version: never older than it
                 self._version = version
             missing = {s for s in serials if s not in self._entries}
-            if missing:
-                self._load(missing)
+            if missing:  # a serial the database does not know is not kept: asked next time
+                self._entries.update(devices_with_endpoints(missing))
+                self.reads += 1
             return {s: e.device for s in serials if (e := self._entries.get(s)) is not None}
 
     def endpoints(self, devices: Collection[Device]) -> dict[EndpointKey, DeviceInstanceEndpoint]:
@@ -66,21 +61,3 @@ class DeviceDirectory:
         with self._lock:
             self._entries.clear()
             self._version = None
-
-    def _load(self, serials: set[str]) -> None:
-        loaded = {
-            d.serial_number: d
-            for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
-        }
-        by_device: dict[int, dict[str, DeviceInstanceEndpoint]] = {
-            d.pk: {} for d in loaded.values()
-        }
-        if loaded:
-            rows = DeviceInstanceEndpoint.objects.filter(device_id__in=list(by_device))
-            for endpoint in rows.select_related("profile_endpoint"):
-                by_device[endpoint.device_id][endpoint.profile_endpoint.key] = endpoint
-        self.reads += 2 if loaded else 1
-        for serial in serials:
-            device = loaded.get(serial)
-            if device is not None:  # unknown now: not kept, asked again next time
-                self._entries[serial] = _Entry(device, by_device[device.pk])

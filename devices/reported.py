@@ -4,14 +4,11 @@ with what the device said last, whichever message said it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db import connection
-
-from devices.models import DeviceInstanceEndpoint
+from devices.ingest_sql import reported_values_write
 
 
 class ReportedValue(NamedTuple):
@@ -32,36 +29,19 @@ def report_value(
     return False, None
 
 
-def endpoint_reported_values_update(*, readings: Iterable[ReportedValue]) -> None:
-    """Keep each endpoint's newest reported value (by device time): one guarded UPDATE per
-    batch, so an older message arriving late never overwrites a newer value."""
+def reported_values_newest(readings: Iterable[ReportedValue]) -> list[ReportedValue]:
+    """Each endpoint's newest reading of ``readings`` (by device time; the later one of two
+    at the same time)."""
     newest: dict[int, ReportedValue] = {}
     for reading in readings:
         seen = newest.get(reading.endpoint_id)
         if seen is None or reading.device_time >= seen.device_time:
             newest[reading.endpoint_id] = reading
-    if not newest:
-        return
-    ids = sorted(newest)
-    values = [json.dumps(newest[pk].value) for pk in ids]
-    stamps = [newest[pk].device_time for pk in ids]
-    table = DeviceInstanceEndpoint._meta.db_table
-    guard = (
-        f"{table}.id = v.id AND ({table}.last_value_at IS NULL OR {table}.last_value_at <= v.ts)"
-    )
-    if connection.vendor == "postgresql":
-        sql = (
-            f"UPDATE {table} SET last_value = v.val::jsonb, last_value_at = v.ts "
-            "FROM unnest(%s::bigint[], %s::text[], %s::timestamptz[]) AS v(id, val, ts) "
-            f"WHERE {guard}"
-        )
-        params: list[Any] = [ids, values, stamps]
-    else:
-        adapt = connection.ops.adapt_datetimefield_value
-        sql = (
-            f"WITH v(id, val, ts) AS (VALUES {','.join(['(%s, %s, %s)'] * len(ids))}) "
-            f"UPDATE {table} SET last_value = v.val, last_value_at = v.ts FROM v WHERE {guard}"
-        )
-        params = [x for row in zip(ids, values, map(adapt, stamps), strict=True) for x in row]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    return list(newest.values())
+
+
+def endpoint_reported_values_update(*, readings: Iterable[ReportedValue]) -> None:
+    """Keep each endpoint's newest reported value (by device time): one guarded UPDATE per
+    batch (``devices.ingest_sql``), so an older message arriving late never overwrites a
+    newer value."""
+    reported_values_write(reported_values_newest(readings))

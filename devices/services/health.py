@@ -16,25 +16,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import connection, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import (
-    DateTimeField,
-    DurationField,
-    ExpressionWrapper,
-    F,
-    Func,
-    IntegerField,
-    OuterRef,
-    QuerySet,
-    Subquery,
-    Value,
-)
-from django.db.models.expressions import Combinable, CombinedExpression
-from django.db.models.functions import Coalesce
-from django.db.models.sql.compiler import SQLCompiler
+from django.db import transaction
+from django.db.models import DateTimeField, QuerySet
+from django.db.models.expressions import RawSQL
 from django.utils.dateparse import parse_datetime
 
+from devices.ingest_sql import (
+    DEVICES,
+    devices_online_set,
+    devices_touch,
+    offline_due_sql,
+)
+from devices.ingest_sql import OFFLINE_INTERVALS as OFFLINE_INTERVALS  # named here for callers
 from devices.models import (
     Device,
     DeviceHealthCause,
@@ -45,32 +38,12 @@ from events.envelope import occurred_at_format
 from events.event_types import DEVICE_CAME_BACK, DEVICE_WENT_OFFLINE, DeviceHealthPayload
 from events.services.publish import event_publish
 
-OFFLINE_INTERVALS = 3  # a device silent this many expected intervals is offline by default
 
-
-class _Seconds(Func):
-    """An integer number of seconds as a duration, on either database."""
-
-    output_field = DurationField()
-    template = "(%(expressions)s * INTERVAL '1 second')"
-
-    def as_sqlite(
-        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: object
-    ) -> tuple[str, tuple[str | int, ...]]:
-        # Django keeps a duration on SQLite as whole microseconds.
-        return super().as_sql(compiler, connection, template="(%(expressions)s * 1000000)")
-
-
-def _offline_due(
-    since: Combinable, offline_after_s: Combinable
-) -> ExpressionWrapper[CombinedExpression]:
-    """``since`` plus the device's window: ``offline_after_s`` when set, else
-    ``OFFLINE_INTERVALS`` of its profile's interval (read in the same statement)."""
-    interval = Subquery(
-        DeviceProfile.objects.filter(pk=OuterRef("profile_id")).values("expected_interval_s")[:1]
-    )
-    window = Coalesce(offline_after_s, interval * OFFLINE_INTERVALS, output_field=IntegerField())
-    return ExpressionWrapper(since + _Seconds(window), output_field=DateTimeField())
+def _offline_due(window: str, params: Sequence[int | None] = ()) -> RawSQL:
+    """The offline time from the last message and ``window`` (SQL), as an ORM update's value:
+    the same formula as ingest's touch (``devices.ingest_sql.offline_due_sql``)."""
+    due = offline_due_sql(f"{DEVICES}.last_seen_at", window)
+    return RawSQL(due, list(params), output_field=DateTimeField())
 
 
 @dataclass(frozen=True)
@@ -85,17 +58,17 @@ class HealthMove:
 
 def devices_heard_from(*, device_ids: Sequence[int], now: datetime) -> list[HealthMove]:
     """Ingest's touch, inside its transaction: one UPDATE of ``last_seen_at`` and
-    ``offline_due_at``, then one guarded UPDATE bringing back the devices not online
-    (normally none). The touch goes first: its row locks make a concurrent sweep wait and
-    then see the new due time, and a device the sweep flipped just before is brought back
-    here. Returns the devices that came back."""
+    ``offline_due_at`` that returns which devices are not online, then, only for those
+    (normally none), the guarded UPDATE bringing them back. The touch goes first: its row
+    locks make a concurrent sweep wait and then see the new due time, and a device the sweep
+    flipped just before is brought back here. Returns the devices that came back."""
     ids = sorted(set(device_ids))
     if not ids:
         return []
-    Device.objects.filter(pk__in=ids).update(
-        last_seen_at=now, offline_due_at=_offline_due(Value(now), F("offline_after_s"))
-    )
-    back = _online_set(ids, online=True)
+    not_online = devices_touch(ids, now)
+    if not not_online:  # the touch's locks hold: none of them can be moved meanwhile
+        return []
+    back = _online_set(not_online, online=True)
     _moves_record(back, online=True, cause=DeviceHealthCause.MESSAGE, now=now)
     return back
 
@@ -121,9 +94,8 @@ def devices_offline_sweep(*, now: datetime, batch: int) -> list[HealthMove]:
 def device_offline_after_set(*, device: Device, offline_after_s: int | None) -> Device:
     """A device's own offline window (None: its profile's default), with its offline time
     moved to match in the same statement."""
-    window = Value(offline_after_s, output_field=IntegerField())
     Device.objects.filter(pk=device.pk).update(
-        offline_after_s=offline_after_s, offline_due_at=_offline_due(F("last_seen_at"), window)
+        offline_after_s=offline_after_s, offline_due_at=_offline_due("%s", [offline_after_s])
     )
     device.refresh_from_db(fields=["offline_after_s", "offline_due_at"])
     return device
@@ -132,7 +104,7 @@ def device_offline_after_set(*, device: Device, offline_after_s: int | None) -> 
 def devices_offline_due_refresh(*, devices: QuerySet[Device]) -> int:
     """Recompute the offline time of ``devices`` from their last message and their window
     as stored now (after a profile's interval or a form changed it); one UPDATE."""
-    return devices.update(offline_due_at=_offline_due(F("last_seen_at"), F("offline_after_s")))
+    return devices.update(offline_due_at=_offline_due(f"{DEVICES}.offline_after_s"))
 
 
 def profile_expected_interval_set(*, profile: DeviceProfile, expected_interval_s: int) -> None:
@@ -151,21 +123,7 @@ def _online_set(
 ) -> list[HealthMove]:
     """The compare-and-set: ``online`` written only on rows that do not hold it yet (and,
     going offline, whose offline time has still come), returning exactly the rows moved."""
-    qn = connection.ops.quote_name
-    table = qn(Device._meta.db_table)
-    marks = ", ".join(["%s"] * len(ids))
-    sets = f"{qn('online')} = %s"
-    where = f"{qn('id')} IN ({marks}) AND {qn('online')} = %s"
-    args: list[bool | int | str | datetime | None] = [online, *ids, not online]
-    if due_by is not None:
-        sets += f", {qn('offline_due_at')} = NULL"
-        where += f" AND {qn('offline_due_at')} <= %s"
-        field = Device._meta.get_field("offline_due_at")
-        args.append(field.get_db_prep_value(due_by, connection))
-    returned = "id, serial_number, farm_id, last_seen_at"
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {table} SET {sets} WHERE {where} RETURNING {returned}", args)
-        rows = cursor.fetchall()
+    rows = devices_online_set(ids, online=online, due_by=due_by)
     return [HealthMove(row[0], row[1], row[2], _aware(row[3])) for row in rows]
 
 
