@@ -12,20 +12,25 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import Q
+from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from automation.keys import telemetry_fingerprint
 from automation.models import AutomationEndpointEvent
-from automation.services.reconcile import command_intents_awaiting_endpoints
+from automation.services.ingest_sql import (
+    UnstampedCopy,
+    endpoint_readings_store,
+    telemetry_unstamped_lock,
+    telemetry_unstamped_seen,
+)
 from automation.services.rows import as_row
 from automation.services.rule_cache import endpoints_read
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
 from devices.directory import DeviceDirectory
+from devices.ingest_sql import DeviceEndpoints, devices_with_endpoints
 from devices.models import (
     Device,
     DeviceInstanceEndpoint,
@@ -35,7 +40,7 @@ from devices.models import (
 )
 from devices.models import DeviceMessageRejectionReason as Reason
 from devices.mqtt.messages import InboundTelemetry
-from devices.reported import ReportedValue, endpoint_reported_values_update
+from devices.reported import ReportedValue
 from devices.services.health import devices_heard_from
 from devices.services.rejections import device_message_rejections_record, is_utf8, printable
 from devices.timestamps import device_time_detail, device_time_violation
@@ -44,7 +49,6 @@ from devices.values import value_has_type
 logger = logging.getLogger(__name__)
 
 MAX_TELEMETRY_BYTES = 64 * 1024
-UNSTAMPED_LOCK = 0x7E1E  # advisory lock class: unstamped telemetry of one device
 
 
 class Rejected(Exception):
@@ -206,31 +210,29 @@ def telemetry_ingest(
 ) -> IngestResult:
     """Persist a batch of telemetry; ``on_events`` receives new event ids after commit.
     ``directory`` (the bridge's) answers the device and endpoint lookups from its cache;
-    without it they are read here.
+    without it they are read here, in one statement.
 
     Idempotent: a redelivered message inserts no telemetry, so no events are even built for
     it. A crash between commit and hand-off only delays work: the pending sweep finds it.
     """
     serials = {m.serial for m in messages if "\x00" not in m.serial}
-    if directory is not None:
-        devices = directory.devices(serials)
+    found: dict[str, DeviceEndpoints] = {}  # read here when there is no directory
+    if directory is None:
+        found = devices_with_endpoints(serials)
+        devices = {serial: f.device for serial, f in found.items()}
     else:
-        devices = {
-            d.serial_number: d
-            for d in Device.objects.filter(serial_number__in=serials).select_related("farm")
-        }
+        devices = directory.devices(serials)
     now = timezone.now()
     parsed, refused = _validate(messages, devices, now)
     endpoints: dict[tuple[int, str], DeviceInstanceEndpoint]
-    if directory is not None:
-        endpoints = directory.endpoints({p.device for p in parsed})
-    else:
+    if directory is None:
         endpoints = {
-            (e.device_id, e.profile_endpoint.key): e
-            for e in DeviceInstanceEndpoint.objects.filter(
-                device_id__in={p.device.pk for p in parsed}
-            ).select_related("profile_endpoint")
+            (p.device.pk, key): endpoint
+            for p in parsed
+            for key, endpoint in found[p.device.serial_number].endpoints.items()
         }
+    else:
+        endpoints = directory.endpoints({p.device for p in parsed})
     with transaction.atomic():
         fresh = _persist_telemetry(parsed)
         values, value_refusals = _accepted_values(fresh, endpoints, now)
@@ -240,10 +242,7 @@ def telemetry_ingest(
         event_ids = [pk for (pk,) in insert_ignore_returning(AutomationEndpointEvent, events)]
         device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
-        _update_last_values(values)
-        awaiting = command_intents_awaiting_endpoints(
-            endpoint_ids=sorted({v.device_instance_endpoint for v in values})
-        )
+        awaiting = _store_last_values(values)
         if on_events is not None and event_ids:
             transaction.on_commit(lambda: on_events(event_ids))
     return IngestResult(
@@ -284,25 +283,10 @@ def _unstamped_seen(unstamped: Sequence[_Parsed]) -> set[tuple[int, bytes]]:
     workers from both missing the other's copy."""
     if not unstamped:
         return set()
-    devices = sorted({p.device.pk for p in unstamped})
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s, d) FROM unnest(%s::int[]) AS d ORDER BY d",
-                [UNSTAMPED_LOCK, devices],
-            )
+    telemetry_unstamped_lock([p.device.pk for p in unstamped])
     window = timedelta(seconds=settings.TELEMETRY_UNSTAMPED_DEDUPE_S)
-    match = Q()
-    for p in unstamped:
-        at = p.message.received_at
-        match |= Q(
-            device_id=p.device.pk,
-            fingerprint=p.fingerprint,
-            message_ts__gte=at - window,
-            message_ts__lte=at + window,
-        )
-    seen = Telemetry.objects.filter(match).values_list("device_id", "fingerprint")
-    return {(device_id, bytes(fp)) for device_id, fp in seen}
+    copies = [UnstampedCopy(p.device.pk, p.fingerprint, p.message.received_at) for p in unstamped]
+    return telemetry_unstamped_seen(copies, window)
 
 
 def _accepted_values(
@@ -359,15 +343,14 @@ def _event_row(
 
 
 def _touch_devices(parsed: Sequence[_Parsed], now: datetime) -> None:
-    """Last seen now, and back online if they were not (``devices.services.health``): two
-    statements per batch, the second normally moving no row."""
+    """Last seen now, and back online if they were not (``devices.services.health``): one
+    statement per batch, and a second only when a device was not online."""
     devices_heard_from(device_ids=[p.device.pk for p in parsed], now=now)
 
 
-def _update_last_values(events: Sequence[_EventRow]) -> None:
-    endpoint_reported_values_update(
-        readings=(
-            ReportedValue(e.device_instance_endpoint, e.normalized_value, e.event_timestamp)
-            for e in events
-        )
+def _store_last_values(events: Sequence[_EventRow]) -> list[int]:
+    """The endpoints' last values; returns the commands these readings may prove applied."""
+    return endpoint_readings_store(
+        ReportedValue(e.device_instance_endpoint, e.normalized_value, e.event_timestamp)
+        for e in events
     )

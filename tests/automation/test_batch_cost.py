@@ -112,15 +112,18 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
 # (``automation.services.rule_cache``); the silent watchdogs come from the same cache.
 # Dispatch reads its commands with their targets, rules and endpoint holders in one statement
 # (``automation.services.dispatch_sql``), where it took three before and the claim a fourth.
-# Ingest's touch returns which devices are not online, so the guarded UPDATE that brings them
-# back runs only for those (none here: one statement fewer). Ingest reads the configuration
-# version once per batch too (which endpoints' readings wait for evaluation), and names the
-# commands its readings may prove in one statement: what the evaluate task did before, so the
-# proof needs no evaluation.
+# Ingest reads its devices with their endpoints in one statement (``devices.ingest_sql``),
+# where it took two. Its touch returns which devices are not online, so the guarded UPDATE
+# that brings them back runs only for those (none here: one statement fewer). Ingest reads the
+# configuration version once per batch too (which endpoints' readings wait for evaluation),
+# and names the commands its readings may prove in one statement: what the evaluate task did
+# before, so the proof needs no evaluation. On PostgreSQL that read and the endpoints' last
+# values are one statement (``automation.services.ingest_sql``; SQLite runs no UPDATE inside
+# a WITH).
 STATEMENTS = {
-    "postgresql": {"ingest": 10, "evaluate": 14, "dispatch": 8, "record replies": 6,
+    "postgresql": {"ingest": 8, "evaluate": 14, "dispatch": 8, "record replies": 6,
                    "reconcile": 8},
-    "sqlite": {"ingest": 10, "evaluate": 13, "dispatch": 7, "record replies": 6,
+    "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 7, "record replies": 6,
                "reconcile": 8},
 }  # fmt: skip
 
