@@ -18,6 +18,7 @@ from automation import coordination
 from automation.keys import receipt_dedupe_key
 from automation.models import DeviceCommand, DeviceCommandReceipt, ReceiptType
 from automation.services.evidence import reported_state
+from automation.services.receipts_sql import commands_read
 from automation.services.rows import as_row
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
@@ -96,15 +97,26 @@ def _reject(message: DeviceMessage, reason: str, detail: str) -> DeviceMessageRe
     )
 
 
-def _intents_by_command(command_ids: set[str]) -> dict[str, DeviceCommand]:
+def _intents_by_command(
+    command_ids: set[str], *, endpoints: bool
+) -> tuple[dict[str, DeviceCommand], dict[int, list[DeviceInstanceEndpoint]]]:
+    """The commands the replies name, by commandId, and (with ``endpoints``) their devices'
+    endpoints by device id. The correlation cache names most by id; the rest, and any whose
+    cached id turns out to be another command's, are read by commandId."""
     cached = coordination.correlation_lookup(sorted(command_ids))
-    rows = DeviceCommand.objects.filter(pk__in=set(cached.values())) if cached else []
-    found = {i.device_command_id or "": i for i in rows if i.device_command_id in command_ids}
+    reads = commands_read("id", sorted(set(cached.values())), endpoints=endpoints) if cached else []
+    found = {
+        r.command.device_command_id or "": r
+        for r in reads
+        if r.command.device_command_id in command_ids
+    }
     missing = command_ids - set(found)
     if missing:
-        for intent in DeviceCommand.objects.filter(device_command_id__in=missing):
-            found[intent.device_command_id or ""] = intent
-    return found
+        for read in commands_read("device_command_id", sorted(missing), endpoints=endpoints):
+            found[read.command.device_command_id or ""] = read
+    intents = {command_id: r.command for command_id, r in found.items()}
+    by_device = {r.command.target_device_id: r.endpoints for r in found.values()}
+    return intents, by_device
 
 
 def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
@@ -130,7 +142,10 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
             parsed.pop()
             detail = device_time_detail("appliedAt", body.applied_at, now)
             rejections.append(_reject(message, clock, detail))
-    intents = _intents_by_command({p.command_id for _, p in parsed})
+    intents, endpoints = _intents_by_command(
+        {p.command_id for _, p in parsed},
+        endpoints=any(isinstance(p, StateReport) for _, p in parsed),
+    )
     rows: list[ReceiptRow] = []
     for message, body in parsed:
         intent = intents.get(body.command_id)
@@ -144,14 +159,19 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
         )
         device_message_rejections_record(rejections=rejections)
         fresh = {key for _, mismatch, key in inserted if not mismatch}
-        _reported_state_record([r for r in rows if r.dedupe_key in fresh], intents)
+        _reported_state_record([r for r in rows if r.dedupe_key in fresh], intents, endpoints)
     return sorted({intent_id for intent_id, mismatch, _ in inserted if not mismatch})
 
 
-def _reported_state_record(rows: Sequence[ReceiptRow], intents: dict[str, DeviceCommand]) -> None:
+def _reported_state_record(
+    rows: Sequence[ReceiptRow],
+    intents: dict[str, DeviceCommand],
+    endpoints: dict[int, list[DeviceInstanceEndpoint]],
+) -> None:
     """A state report says what the device holds now: its values become the endpoints'
     reported values (newest by ``appliedAt``), as telemetry's do, so the next decision knows
-    the command's effect before the device's next telemetry arrives."""
+    the command's effect before the device's next telemetry arrives. ``endpoints`` are the
+    commands' devices' (read with the commands)."""
     reports = [
         (intents[r.correlation_key].target_device_id, r.payload)
         for r in rows
@@ -159,11 +179,6 @@ def _reported_state_record(rows: Sequence[ReceiptRow], intents: dict[str, Device
     ]
     if not reports:
         return
-    endpoints: dict[int, list[DeviceInstanceEndpoint]] = {}
-    for endpoint in DeviceInstanceEndpoint.objects.filter(
-        device_id__in={device_id for device_id, _ in reports}
-    ).select_related("profile_endpoint"):
-        endpoints.setdefault(endpoint.device_id, []).append(endpoint)
     readings: list[ReportedValue] = []
     for device_id, payload in reports:
         applied_at = parse_datetime(str(payload.get("appliedAt", "")))

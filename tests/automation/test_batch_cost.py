@@ -119,11 +119,12 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
 # and names the commands its readings may prove in one statement: what the evaluate task did
 # before, so the proof needs no evaluation. On PostgreSQL that read and the endpoints' last
 # values are one statement (``automation.services.ingest_sql``; SQLite runs no UPDATE inside
-# a WITH).
+# a WITH). Device replies read their commands with the devices' endpoints, which a state
+# report's values are matched against, in one statement (``automation.services.receipts_sql``).
 STATEMENTS = {
-    "postgresql": {"ingest": 8, "evaluate": 14, "dispatch": 8, "record replies": 6,
+    "postgresql": {"ingest": 8, "evaluate": 14, "dispatch": 8, "record replies": 5,
                    "reconcile": 8},
-    "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 7, "record replies": 6,
+    "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 7, "record replies": 5,
                "reconcile": 8},
 }  # fmt: skip
 
