@@ -1,28 +1,24 @@
 """What is known about commands, read for a batch under their row locks: the receipts of
 each (acks, results, state reports) and the first reading of its target that may prove it.
-``decide()`` in ``automation.services.reconcile`` ranks it."""
+``decide()`` in ``automation.services.reconcile`` ranks it. The reads are
+``automation.services.reconcile_sql``'s: the receipts come with the commands' locked read,
+and the readings are read only for the commands whose receipts leave them a say."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
-from automation.models import (
-    DeviceCommand,
-    DeviceCommandReceipt,
-    ReceiptType,
-)
+from automation.models import DeviceCommand, ReceiptType
 from automation.operators import values_equal
+from automation.services.reconcile_sql import Receipt, ReconcileRow, readings_received
 from common.json_types import JsonObject, JsonValue
-from devices.readings import Reading, device_readings
-
-# A stored receipt: (receipt type, payload, attempt, received at).
-Receipt = tuple[str, JsonObject, int, datetime]
+from devices.readings import Reading
 
 
 @dataclass(frozen=True)
@@ -54,18 +50,17 @@ def _text(value: JsonValue) -> str:
     return value if isinstance(value, str) else ""
 
 
-def evidence_batch(intents: Sequence[DeviceCommand]) -> dict[int, Evidence]:
-    """The evidence of every intent of a batch, in two reads (receipts, readings)."""
-    by_intent: dict[int, list[Receipt]] = defaultdict(list)
-    receipts = (
-        DeviceCommandReceipt.objects.filter(intent_id__in=[i.pk for i in intents], mismatch=False)
-        .order_by("received_at", "pk")
-        .values_list("intent_id", "receipt_type", "payload", "attempt", "received_at")
-    )
-    for intent_id, kind, payload, attempt, at in receipts:
-        by_intent[intent_id].append((kind, payload, attempt, at))
-    proofs = _telemetry_proofs(intents)
-    return {i.pk: _evidence(i, by_intent[i.pk], proofs.get(i.pk, "")) for i in intents}
+def evidence_batch(
+    rows: Sequence[ReconcileRow], *, reading_may_decide: Callable[[Evidence], bool]
+) -> dict[int, Evidence]:
+    """The evidence of every command of a locked read (``reconcile_sql.commands_lock_read``).
+    Telemetry is read once, for the commands whose receipts leave a reading a say
+    (``reading_may_decide``), and not at all when every command's receipts settle it."""
+    evidence = {r.command.pk: _evidence(r.command, r.receipts, "") for r in rows}
+    unsettled = [r.command for r in rows if reading_may_decide(evidence[r.command.pk])]
+    for pk, reading in _telemetry_proofs(unsettled).items():
+        evidence[pk] = replace(evidence[pk], telemetry_reading=reading)
+    return evidence
 
 
 def _evidence(
@@ -124,7 +119,7 @@ def _telemetry_proofs(intents: Sequence[DeviceCommand]) -> dict[int, str]:
     # A reading received since ``since`` carries a device time no older than the oldest
     # that ingest accepts: the bound keeps the read on the (device, message_ts) key.
     readings: dict[tuple[int, str], list[Reading]] = defaultdict(list)
-    for r in device_readings(
+    for r in readings_received(
         device_ids=[i.target_device_id for i in waiting],
         types=types,
         start=since - timedelta(seconds=settings.TELEMETRY_MAX_AGE_S),

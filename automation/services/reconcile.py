@@ -4,9 +4,11 @@ telemetry decide where a command stands.
 ``applied`` is reached only with evidence: a state report for the commandId whose reported
 value matches, or telemetry of the target endpoint received after the request, equal to the
 target and unlike what the endpoint reported before (``decide`` ranks the evidence). The
-verdict reads the whole receipt set under the intent's row lock, so the order in which a
-reply and the dispatcher's own commit arrive cannot lose a transition, and a duplicate
-receipt is absorbed by its unique key before it is ever read.
+verdict reads the whole receipt set in the statement that takes the intent's row lock, so
+the order in which a reply and the dispatcher's own commit arrive cannot lose a transition
+(a reply committed while that statement waits for the lock nudges a reconcile of its own),
+and a duplicate receipt is absorbed by its unique key before it is ever read. The batch's
+statements are hand-written (``automation.services.reconcile_sql``).
 """
 
 from __future__ import annotations
@@ -20,19 +22,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from automation.models import (
-    DeviceCommand,
-    ReceiptType,
-)
+from automation.models import DeviceCommand, ReceiptType
 from automation.operators import values_equal
 from automation.services.commands import command_transition, intent_retry_or_expire, receipt_mark
-from automation.services.cooldown import (
-    COOLDOWN_STATUSES,
-    command_cooldown_record,
-    command_cooldowns_clear,
-)
+from automation.services.cooldown import COOLDOWN_STATUSES, command_cooldown_record
 from automation.services.evidence import Evidence, evidence_batch
-from automation.services.latency import command_stage_times
+from automation.services.reconcile_sql import (
+    commands_lock_read,
+    cooldowns_clear,
+    stage_times_read,
+)
 from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
@@ -45,6 +44,7 @@ from automation.states import (
     ReasonCode,
     command_can_move,
 )
+from common.json_types import JsonValue
 from config.metrics import metrics_stage_latencies_observed
 from devices.mqtt.contract import (
     ResultCode,
@@ -95,13 +95,7 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Verdict | Non
     refusal = _refusal(e)
     if refusal is not None:
         return Verdict(CommandStatus.FAILED, refusal, detail="refused by the device")
-    reported = [
-        value
-        for found, value in (
-            report_value(s, param_key=e.param_key, endpoint_key=e.endpoint_key) for s in e.states
-        )
-        if found
-    ]
+    reported = _reported(e)
     if any(values_equal(v, e.target_value) for v in reported):
         return _if_acked_first(e, Verdict(CommandStatus.APPLIED, ReasonCode.STATE_REPORTED))
     if reported:  # every report contradicts the desired state
@@ -135,6 +129,24 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Verdict | Non
     ):
         return Verdict(CommandStatus.UNCERTAIN, ReasonCode.NO_APPLIED_EVIDENCE)
     return None
+
+
+def reading_may_decide(e: Evidence) -> bool:
+    """Whether a reading of the target could change ``decide``'s verdict: not once the
+    device refused the current attempt or reported the endpoint's state (1 and 2 outrank
+    3). Neither depends on the status, so it holds for every step of a chain."""
+    return _refusal(e) is None and not _reported(e)
+
+
+def _reported(e: Evidence) -> list[JsonValue]:
+    """The values the state reports give for the target, in the order they came."""
+    return [
+        value
+        for found, value in (
+            report_value(s, param_key=e.param_key, endpoint_key=e.endpoint_key) for s in e.states
+        )
+        if found
+    ]
 
 
 def _refusal(e: Evidence) -> ReasonCode | None:
@@ -181,14 +193,10 @@ def command_intents_reconcile(
     if not intent_ids:
         return {}
     with transaction.atomic():
-        intents = list(
-            DeviceCommand.objects.select_for_update(of=("self",))
-            .select_related("target_device_endpoint__profile_endpoint")
-            .filter(pk__in=list(intent_ids))
-            .order_by("pk")
-        )
+        rows = commands_lock_read(intent_ids)
+        intents = [r.command for r in rows]
         started = {i.pk: i.status for i in intents}
-        evidence = evidence_batch(intents)
+        evidence = evidence_batch(rows, reading_may_decide=reading_may_decide)
         moves: list[GuardedTransition] = []
         for intent in intents:
             move, first = _batched_move(intent, evidence[intent.pk], now)
@@ -272,7 +280,7 @@ def _apply(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
 
 
 def _latencies_observe(intent_ids: list[int]) -> None:
-    for times in command_stage_times(intent_ids=intent_ids).values():
+    for times in stage_times_read(intent_ids).values():
         metrics_stage_latencies_observed(hops=times.hops())
 
 
@@ -280,7 +288,7 @@ def _cooldowns_follow(changed: Sequence[DeviceCommand], now: datetime) -> None:
     for intent in changed:
         if intent.status in COOLDOWN_STATUSES:
             command_cooldown_record(intent, now=now)
-    command_cooldowns_clear(
+    cooldowns_clear(
         [
             (i.target_device_endpoint_id, i.target_value)
             for i in changed
@@ -299,13 +307,3 @@ def command_intents_overdue(*, now: datetime, limit: int) -> list[int]:
         status=CommandStatus.ACKNOWLEDGED, acknowledged_at__lte=now - window
     ).values_list("pk", flat=True)[:limit]
     return sorted(set(dispatched) | set(acknowledged))[:limit]
-
-
-def command_intents_awaiting_endpoints(*, endpoint_ids: Sequence[int]) -> list[int]:
-    """Commands that new telemetry of these endpoints may prove applied."""
-    return list(
-        DeviceCommand.objects.filter(
-            target_device_endpoint_id__in=list(endpoint_ids),
-            status__in=COMMAND_AWAITING_DEVICE,
-        ).values_list("pk", flat=True)
-    )

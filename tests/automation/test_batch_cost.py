@@ -121,11 +121,14 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
 # values are one statement (``automation.services.ingest_sql``; SQLite runs no UPDATE inside
 # a WITH). Device replies read their commands with the devices' endpoints, which a state
 # report's values are matched against, in one statement (``automation.services.receipts_sql``).
+# Reconcile reads its commands, locked, with their targets and receipts in one statement
+# (``automation.services.reconcile_sql``), where the ORM took two, and reads telemetry only
+# for commands whose receipts leave a reading a say: here the state reports settle them.
 STATEMENTS = {
     "postgresql": {"ingest": 8, "evaluate": 14, "dispatch": 8, "record replies": 5,
-                   "reconcile": 8},
+                   "reconcile": 6},
     "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 7, "record replies": 5,
-               "reconcile": 8},
+               "reconcile": 6},
 }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.test import TestCase
 from django.utils import timezone
 
 from automation.models import DeviceCommand
@@ -21,7 +22,9 @@ from automation.services.claim import intents_claim
 from automation.services.dispatch import command_intents_dispatch
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
+from automation.services.reconcile import command_intents_reconcile
 from automation.services.rule_cache import endpoints_read
+from automation.states import CommandStatus
 from common.hot_sql import StatementCount, statements_counted
 from devices.directory import DeviceDirectory
 from devices.mqtt.messages import DeviceMessage, InboundTelemetry
@@ -122,12 +125,29 @@ def _record(messages: list[DeviceMessage]) -> None:
     assert len(device_messages_record(messages=messages)) == len(messages) // 2
 
 
+def _answered(kits: list[FarmKit]) -> list[int]:
+    """One command per farm, dispatched, acknowledged and reported applied by its device
+    (as a reply's receipts leave them for reconcile)."""
+    answered = device_messages_record(messages=_replies(kits))
+    assert len(answered) == len(kits)
+    return answered
+
+
+def _reconcile(ids: list[int]) -> None:
+    # With what a worker runs after the commit: the stage times of the applied commands.
+    with TestCase.captureOnCommitCallbacks(execute=True) as after_commit:
+        reached = command_intents_reconcile(intent_ids=ids)
+    assert set(reached.values()) == {CommandStatus.APPLIED}
+    assert after_commit, "nothing ran after the commit"
+
+
 HOT_STAGES: dict[str, Callable[[list[int]], Any] | Prepared] = {
     "dispatch": _dispatch,
     "claim": _claim,
     "ingest": Prepared(_readings, _ingest),
     "ingest through the directory": Prepared(_readings, _ingest_with_directory),
     "record replies": Prepared(_replies, _record),
+    "reconcile": Prepared(_answered, _reconcile),
 }
 
 
