@@ -10,7 +10,7 @@ or of the target endpoint (both compared by time, so no hook is needed in the ed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TypedDict
 
@@ -78,12 +78,6 @@ def cooldown_holds(
         endpoint_edited_at=endpoint_edited_at,
         rule_updated_at=rule.updated_at,
     )
-
-
-def command_cooldowns_for(endpoint_ids: Iterable[int]) -> dict[CooldownKey, CommandCooldown]:
-    """The cool-downs on these target endpoints, in one query."""
-    rows = CommandCooldown.objects.filter(target_device_endpoint_id__in=set(endpoint_ids))
-    return {(r.target_device_endpoint_id, r.value_key): r for r in rows}
 
 
 def command_cooldown_record(intent: DeviceCommand, *, now: datetime) -> CommandCooldown:

@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db.models import Q
-
 from automation.gates import command_gate_failure
 from automation.keys import (
     intent_idempotency_key,
@@ -35,8 +33,8 @@ from automation.models import (
 from automation.operators import values_equal
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.conditions import Reading
-from automation.services.cooldown import CooldownKey, command_cooldowns_for, cooldown_holds
-from automation.services.manual import manual_holds_active
+from automation.services.cooldown import CooldownKey, cooldown_holds
+from automation.services.evaluate_sql import commands_pending_by_key, executions_read
 from automation.services.priority import candidates_rank
 from automation.services.rows import as_row
 from automation.services.rule_cache import RuleSet, watchdog_holds
@@ -47,7 +45,7 @@ from automation.services.targets import (
     target_state_track,
 )
 from automation.services.watchdog import WatchdogHold, watchdog_holds_active
-from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
+from automation.states import CommandOrigin, ExecutionOutcome, ReasonCode
 from common.json_types import JsonValue
 from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint
@@ -159,17 +157,26 @@ def decision_context(
     rules: RuleSet | None = None,
     readings: dict[int, Reading] | None = None,
 ) -> Context:
-    """The cool-downs and manual holds of these targets (two queries), with their states,
-    and the watchdogs holding them: from the cached ``rules`` and the ``readings`` of their
-    trigger endpoints (``watchdog_trigger_ids``) when given, else read (two queries)."""
+    """The targets' states with their cool-downs and the manual holds still holding at
+    ``now`` (read with the states), and the watchdogs holding them: from the cached
+    ``rules`` and the ``readings`` of their trigger endpoints (``watchdog_trigger_ids``)
+    when given, else read (two queries)."""
     if rules is not None and readings is not None:
         watchdogs = watchdog_holds(rules, targets, readings, now=now)
     else:
         watchdogs = watchdog_holds_active(targets, now=now)
     return Context(
         targets=targets,
-        cooldowns=command_cooldowns_for(targets),
-        holds=manual_holds_active(targets, now=now),
+        cooldowns={
+            (pk, key): row
+            for pk, target in targets.items()
+            for key, row in target.cooldowns.items()
+        },
+        holds={
+            pk: target.hold.command_id
+            for pk, target in targets.items()
+            if target.hold is not None and target.hold.until > now
+        },
         now=now,
         watchdog_holds=watchdogs,
     )
@@ -241,10 +248,15 @@ def decisions_persist(
     if not decisions:
         return []
     first = [d for d in decisions if d.won_by is None]
-    insert_ignore_returning(
-        AutomationRuleExecution, [as_row(_execution(d, None, now)) for d in first]
+    inserted = insert_ignore_returning(
+        AutomationRuleExecution,
+        [as_row(_execution(d, None, now)) for d in first],
+        returning=("event", "occurrence", "rule", "target_endpoint", "id"),
     )
-    ids = _execution_ids(decisions)
+    if len(inserted) == len(first):  # no conflict: the insert named every execution
+        ids: dict[Identity, int] = {(e, o, r, t): pk for e, o, r, t, pk in inserted}
+    else:
+        ids = _execution_ids(decisions)
     rest = [d for d in decisions if d.won_by is not None]
     insert_ignore_returning(
         AutomationRuleExecution,
@@ -258,15 +270,13 @@ def decisions_persist(
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: d.trigger.order)
     intents = [_intent(d, ids[d.identity], now) for d in wanted if d.identity in ids]
-    insert_ignore_returning(DeviceCommand, [as_row(i) for i in intents])
-    created = list(
-        DeviceCommand.objects.filter(
-            idempotency_key__in=[i.columns.idempotency_key for i in intents],
-            status=CommandStatus.PENDING_DISPATCH,
-        )
-        .order_by("pk")
-        .values_list("pk", "target_device_endpoint_id")
+    made = insert_ignore_returning(
+        DeviceCommand, [as_row(i) for i in intents], returning=("id", "target_device_endpoint")
     )
+    if len(made) == len(intents):  # no conflict: every one is new, so pending dispatch
+        created = sorted((int(pk), int(endpoint_id)) for pk, endpoint_id in made)
+    else:
+        created = commands_pending_by_key([i.columns.idempotency_key for i in intents])
     return commands_supersede_unsent(targets, created, now)
 
 
@@ -287,12 +297,11 @@ def _execution(d: Decision, won_by: int | None, now: datetime) -> ExecutionRow:
 def _execution_ids(decisions: Sequence[Decision]) -> dict[Identity, int]:
     """(event, occurrence, rule, endpoint) → execution id, for the batch's decisions that
     ended as decided here (a concurrent worker may have recorded another outcome first)."""
-    events = {d.trigger.event.pk for d in decisions if d.trigger.event is not None}
-    occurrences = {d.trigger.occurrence_id for d in decisions if d.trigger.occurrence_id}
-    rows = AutomationRuleExecution.objects.filter(
-        Q(event_id__in=events) | Q(occurrence_id__in=occurrences),
-        rule_id__in={d.rule.pk for d in decisions},
-    ).values_list("event_id", "occurrence_id", "rule_id", "target_endpoint_id", "pk", "outcome")
+    rows = executions_read(
+        event_ids={d.trigger.event.pk for d in decisions if d.trigger.event is not None},
+        occurrence_ids={d.trigger.occurrence_id for d in decisions if d.trigger.occurrence_id},
+        rule_ids={d.rule.pk for d in decisions},
+    )
     outcome_of = {d.identity: d.outcome for d in decisions if d.won_by is None}
     return {
         (event, occurrence, rule, endpoint): pk

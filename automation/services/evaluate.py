@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from automation.models import AutomationEndpointEvent, AutomationRule, Operator
@@ -51,6 +50,7 @@ from automation.services.decisions import (
     decisions_persist,
     rule_actions,
 )
+from automation.services.evaluate_sql import endpoint_events_finish, endpoint_events_pending_read
 from automation.services.rule_alarms import rule_alarms_sync
 from automation.services.rule_cache import rule_set, watchdog_trigger_ids
 from automation.services.targets import targets_and_readings_load, targets_lock
@@ -78,11 +78,8 @@ def endpoint_events_evaluate(
     """Evaluate a batch of events; ``on_intents`` receives pending intent ids after commit."""
     # The farm the endpoint's device is in now, joined: a rule decides on its own farm's
     # readings only (a device moved to another farm no longer drives the old farm's rules).
-    events = list(
-        AutomationEndpointEvent.objects.filter(
-            pk__in=list(event_ids), processing_status=EventStatus.PENDING
-        ).annotate(farm_id=F("device_instance_endpoint__device__farm_id"))
-    )
+    pending = endpoint_events_pending_read(event_ids)
+    events = [p.event for p in pending]
     result = EvaluateResult()
     if not events:
         return result
@@ -110,15 +107,17 @@ def endpoint_events_evaluate(
         )
         now = timezone.now()
         context = decision_context(targets, now, rules=rule_cache, readings=readings)
-        farm_of = {e.pk: e.farm_id for e in events}
+        farm_of = {p.event.pk: p.farm_id for p in pending}
         candidates, finished, verdicts = _candidates(events, farm_of, rules_by_endpoint, readings)
         decisions = candidates_decide(candidates, context)
         result.executions = len(decisions)
         for d in decisions:
             result.outcomes[d.outcome] = result.outcomes.get(d.outcome, 0) + 1
         result.pending_intent_ids = decisions_persist(decisions, targets, now)
-        for (status, reason), ended_ids in finished.items():
-            _events_finish(ended_ids, status, reason)
+        endpoint_events_finish(
+            {pk: end for end, ended_ids in finished.items() for pk in ended_ids},
+            now=timezone.now(),
+        )
         rule_alarms_sync(verdicts=verdicts, now=now)
         if on_intents is not None and result.pending_intent_ids:
             handed = result.pending_intent_ids
@@ -176,13 +175,6 @@ def _candidates(
         else:
             finished[EventStatus.DISCARDED, ReasonCode.NO_MATCHING_RULE].append(event.pk)
     return candidates, finished, verdicts
-
-
-def _events_finish(ids: list[int], status: EventStatus, reason: ReasonCode) -> None:
-    """Compare-and-set: only a still-pending event moves, so a late duplicate changes nothing."""
-    AutomationEndpointEvent.objects.filter(
-        pk__in=ids, processing_status=EventStatus.PENDING
-    ).update(processing_status=status, status_reason=reason, processed_at=timezone.now())
 
 
 def endpoint_events_pending(*, older_than: datetime, limit: int) -> list[int]:

@@ -15,27 +15,31 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import OuterRef, Subquery
 
-from automation.models import DeviceCommand
+from automation.models import CommandCooldown
 from automation.operators import values_equal
 from automation.services.conditions import Reading
+from automation.services.evaluate_sql import (
+    ManualHold,
+    commands_live_read,
+    commands_unsent_read,
+    endpoints_reported_read,
+)
 from automation.services.transitions import GuardedTransition, Transition, commands_transition
-from automation.states import COMMAND_LIVE, CommandStatus, ExecutionOutcome, ReasonCode
+from automation.states import CommandStatus, ExecutionOutcome, ReasonCode
 from common.hot_sql import hot_rows
 from common.json_types import JsonValue
-from devices.models import DeviceInstanceEndpoint
 
 # First key of the advisory locks that serialise evaluation per target endpoint.
 TARGET_LOCK_NAMESPACE = 0x46410001
-# Ends of a command that was sent and never answered for: the device may have applied it.
-COMMAND_ENDED_UNSEEN = (CommandStatus.EXPIRED, CommandStatus.UNCERTAIN)
 
 
 @dataclass
 class TargetState:
     """What one target endpoint will end with, as far as its live commands tell: kept up to
-    date while a batch is decided, so two rules on one target in one batch agree."""
+    date while a batch is decided, so two rules on one target in one batch agree. And what
+    may hold it against a decision: an operator's manual hold, the cool-downs of values that
+    failed on it."""
 
     live: list[tuple[int, JsonValue]] = field(default_factory=list)  # (id, value), oldest first
     # (priority, command, execution) of the live commands a rule, a schedule or a rollout
@@ -50,6 +54,8 @@ class TargetState:
     # retries spent, or uncertain): the device may hold its value or the one reported.
     reported_unsure: bool = False
     edited_at: datetime | None = None  # the endpoint's last configuration edit
+    hold: ManualHold | None = None  # an operator's, not cancelled (it may have run out)
+    cooldowns: dict[str, CommandCooldown] = field(default_factory=dict)  # by value key
     replaced: list[int] = field(default_factory=list)  # unsent commands a decision replaced
     creates: bool = False  # the last decision creates a command
 
@@ -75,8 +81,9 @@ def targets_and_readings_load(
     priorities: Mapping[int, int] | None = None,
 ) -> tuple[dict[int, TargetState], dict[int, Reading]]:
     """Live commands of every target endpoint, oldest first, then what each endpoint last
-    reported (two queries, under the targets' lock): commands on one endpoint go out in
-    creation order, so the newest live one is what the device ends with.
+    reported, with its manual hold and its cool-downs (two statements, under the targets'
+    lock): commands on one endpoint go out in creation order, so the newest live one is what
+    the device ends with.
 
     The order matters: a command's evidence is stored (and the endpoint's value updated)
     before the command turns terminal, so a command read as ended is already in the value
@@ -86,58 +93,38 @@ def targets_and_readings_load(
     ``priorities`` (rule id → priority, every rule's: the rule cache's) spares the live
     commands' read a join with the rules."""
     targets: dict[int, TargetState] = {pk: TargetState() for pk in endpoint_ids}
-    rows = (
-        DeviceCommand.objects.filter(
-            target_device_endpoint_id__in=set(targets), status__in=COMMAND_LIVE
-        )
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "target_device_endpoint_id",
-            "target_value",
-            "status",
-            "attempt_count",
-            "rule_id" if priorities is not None else "rule__priority",
-            "rule_execution_id",
-            "rollout_target__rollout__priority",  # by name: the rollouts app sits above
-        )
-    )
-    for pk, endpoint_id, value, status, attempts, rule, execution_id, rollout in rows:
-        priority = rule if priorities is None or rule is None else priorities.get(rule, 0)
-        target = targets[endpoint_id]
-        target.live.append((pk, value))
-        if priority is not None and execution_id is not None:
-            target.ranked.append((priority, pk, execution_id))
-        elif rollout is not None:
-            target.ranked.append((rollout, pk, None))
-        if status == CommandStatus.PENDING_DISPATCH and attempts == 0:
-            target.unsent.append(pk)
+    for command in commands_live_read(targets, rule_priority=priorities is None):
+        if priorities is None:
+            priority = command.rule_priority
+        else:
+            rule = command.rule_id
+            priority = None if rule is None else priorities.get(rule, 0)
+        target = targets[command.endpoint_id]
+        target.live.append((command.id, command.value))
+        if priority is not None and command.execution_id is not None:
+            target.ranked.append((priority, command.id, command.execution_id))
+        elif command.rollout_priority is not None:
+            target.ranked.append((command.rollout_priority, command.id, None))
+        if command.status == CommandStatus.PENDING_DISPATCH and command.attempt_count == 0:
+            target.unsent.append(command.id)
         else:
             target.has_sent = True
     # One read also gives the last reading of each endpoint in ``reading_ids`` (a rule's
     # conditions), in the same round trip.
     readings: dict[int, Reading] = {}
     wanted = set(reading_ids)
-    # The last sending of a command that ended without the device's word, in the same read.
-    unsure = DeviceCommand.objects.filter(
-        target_device_endpoint_id=OuterRef("pk"),
-        status__in=COMMAND_ENDED_UNSEEN,
-        dispatched_at__isnull=False,
-    ).order_by("-dispatched_at")
-    reported = (
-        DeviceInstanceEndpoint.objects.filter(pk__in=set(targets) | wanted)
-        .annotate(unsure_since=Subquery(unsure.values("dispatched_at")[:1]))
-        .values_list("pk", "last_value", "updated_at", "last_value_at", "unsure_since")
-    )
-    for pk, value, edited_at, value_at, unsure_since in reported:
-        if pk in targets:
-            target = targets[pk]
-            target.reported, target.edited_at = value, edited_at
+    for reported in endpoints_reported_read(set(targets) | wanted):
+        if reported.id in targets:
+            target = targets[reported.id]
+            target.reported, target.edited_at = reported.value, reported.edited_at
+            unsure_since = reported.unsure_since
             target.reported_unsure = unsure_since is not None and (
-                value_at is None or value_at < unsure_since
+                reported.value_at is None or reported.value_at < unsure_since
             )
-        if pk in wanted:
-            readings[pk] = Reading(value, value_at)
+            target.hold = reported.hold
+            target.cooldowns = {c.value_key: c for c in reported.cooldowns}
+        if reported.id in wanted:
+            readings[reported.id] = Reading(reported.value, reported.value_at)
     return targets, readings
 
 
@@ -196,9 +183,7 @@ def commands_supersede_unsent(
                 replaced_by[pk] = reason
         if kept is not None:
             keep.append(kept)
-    stale = DeviceCommand.objects.filter(
-        pk__in=list(replaced_by), status=CommandStatus.PENDING_DISPATCH, attempt_count=0
-    )
+    stale = commands_unsent_read(replaced_by)
     commands_transition(
         [
             GuardedTransition(

@@ -112,6 +112,10 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
 # (``automation.services.rule_cache``); the silent watchdogs come from the same cache.
 # Dispatch reads its commands with their targets, rules and endpoint holders in one statement
 # (``automation.services.dispatch_sql``), where it took three before and the claim a fourth.
+# Evaluation reads what each endpoint last reported together with its manual hold and its
+# cool-downs in one statement (``automation.services.evaluate_sql``), where it took three; its
+# inserts of executions and commands return what they made, so the read after each runs only
+# when the insert met a row already there (a redelivery, a concurrent worker): four fewer.
 # Ingest reads its devices with their endpoints in one statement (``devices.ingest_sql``),
 # where it took two. Its touch returns which devices are not online, so the guarded UPDATE
 # that brings them back runs only for those (none here: one statement fewer). Ingest reads the
@@ -125,9 +129,9 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
 # (``automation.services.reconcile_sql``), where the ORM took two, and reads telemetry only
 # for commands whose receipts leave a reading a say: here the state reports settle them.
 STATEMENTS = {
-    "postgresql": {"ingest": 8, "evaluate": 14, "dispatch": 8, "record replies": 5,
+    "postgresql": {"ingest": 8, "evaluate": 10, "dispatch": 8, "record replies": 5,
                    "reconcile": 6},
-    "sqlite": {"ingest": 9, "evaluate": 13, "dispatch": 7, "record replies": 5,
+    "sqlite": {"ingest": 9, "evaluate": 9, "dispatch": 7, "record replies": 5,
                "reconcile": 6},
 }  # fmt: skip
 

@@ -20,10 +20,11 @@ from django.utils import timezone
 from automation.models import DeviceCommand
 from automation.services.claim import intents_claim
 from automation.services.dispatch import command_intents_dispatch
+from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
 from automation.services.reconcile import command_intents_reconcile
-from automation.services.rule_cache import endpoints_read
+from automation.services.rule_cache import endpoints_read, rule_set
 from automation.states import CommandStatus
 from common.hot_sql import StatementCount, statements_counted
 from devices.directory import DeviceDirectory
@@ -125,6 +126,20 @@ def _record(messages: list[DeviceMessage]) -> None:
     assert len(device_messages_record(messages=messages)) == len(messages) // 2
 
 
+def _events(kits: list[FarmKit]) -> list[int]:
+    """One pending reading per farm that crosses its rule's threshold, the rules loaded (a
+    worker has them cached: ``automation.services.rule_cache``)."""
+    crossings = _readings(kits)[::2]  # each farm's stamped reading, past its threshold
+    ids = telemetry_ingest(messages=crossings).pending_event_ids
+    rule_set()
+    return ids
+
+
+def _evaluate(ids: list[int]) -> None:
+    result = endpoint_events_evaluate(event_ids=ids)
+    assert len(result.pending_intent_ids) == len(ids)
+
+
 def _answered(kits: list[FarmKit]) -> list[int]:
     """One command per farm, dispatched, acknowledged and reported applied by its device
     (as a reply's receipts leave them for reconcile)."""
@@ -148,6 +163,7 @@ HOT_STAGES: dict[str, Callable[[list[int]], Any] | Prepared] = {
     "ingest through the directory": Prepared(_readings, _ingest_with_directory),
     "record replies": Prepared(_replies, _record),
     "reconcile": Prepared(_answered, _reconcile),
+    "evaluate": Prepared(_events, _evaluate),
 }
 
 
