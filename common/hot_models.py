@@ -10,7 +10,9 @@ so an instance read here equals one read by the ORM."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from django.db import connection, models
@@ -75,3 +77,29 @@ def db_time(value: Any) -> Any:
     if value is None:
         return None
     return connection.ops.adapt_datetimefield_value(value)
+
+
+@functools.cache
+def _column_shape(model: type[models.Model], name: str, vendor: str) -> tuple[Col, list[Converter]]:
+    """The converters the ORM applies to the column of ``model.name`` on this database,
+    worked out once per column and database."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field)
+    col = Col(model._meta.db_table, field)
+    return col, [*connection.ops.get_db_converters(col), *field.get_db_converters(connection)]
+
+
+def column_value(model: type[models.Model], name: str, raw: object) -> object:
+    """One selected column's value as the ORM would return it: SQLite returns text for a
+    timestamp (a subquery's or a join's alike), and both databases JSON as text."""
+    col, converters = _column_shape(model, name, connection.vendor)
+    for convert in converters:
+        raw = convert(raw, col, connection)
+    return raw
+
+
+def column_time(model: type[models.Model], name: str, raw: object) -> datetime | None:
+    """``column_value`` of a timestamp column (None stays None)."""
+    value = column_value(model, name, raw)
+    assert value is None or isinstance(value, datetime)
+    return value

@@ -10,17 +10,19 @@ or of the target endpoint (both compared by time, so no hook is needed in the ed
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TypedDict
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from automation.keys import target_value_key
 from automation.models import AutomationRule, CommandCooldown, DeviceCommand
 from automation.operators import values_equal
 from automation.states import CommandStatus
+from common.hot_sql import hot_run
 from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 
@@ -128,15 +130,24 @@ def command_cooldown_clear(*, endpoint_id: int, value: JsonValue) -> int:
     return command_cooldowns_clear([(endpoint_id, value)])
 
 
+@functools.cache
+def _cooldowns_clear_statement(count: int) -> str:
+    """A row-value IN list of (endpoint, value key): one text per batch size, which the
+    unique key serves on both databases."""
+    pairs = ", ".join(["(%s, %s)"] * count)
+    return (
+        f"DELETE FROM {CommandCooldown._meta.db_table} "
+        f"WHERE (target_device_endpoint_id, value_key) IN ({pairs})"
+    )
+
+
 def command_cooldowns_clear(pairs: Sequence[tuple[int, JsonValue]]) -> int:
-    """``command_cooldown_clear`` for many (endpoint, value) pairs in one statement."""
-    if not pairs:
+    """``command_cooldown_clear`` for many (endpoint, value) pairs (reconcile's applied
+    commands) in one hand-written statement; how many there were."""
+    keys = sorted({(endpoint_id, target_value_key(value)) for endpoint_id, value in pairs})
+    if not keys:
         return 0
-    match = Q()
-    for endpoint_id, value in pairs:
-        match |= Q(target_device_endpoint_id=endpoint_id, value_key=target_value_key(value))
-    deleted, _ = CommandCooldown.objects.filter(match).delete()
-    return deleted
+    return hot_run(_cooldowns_clear_statement(len(keys)), [v for key in keys for v in key])
 
 
 def command_cooldowns_cooling(*, now: datetime) -> QuerySet[CommandCooldown]:

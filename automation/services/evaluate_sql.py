@@ -14,13 +14,11 @@ same functions."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple, cast
 
-from django.db import connection, models
-from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.expressions import Col
+from django.db import models
 
 from automation.models import (
     AutomationEndpointEvent,
@@ -31,7 +29,7 @@ from automation.models import (
     EndpointManualHold,
 )
 from automation.states import COMMAND_LIVE, CommandStatus, EventStatus, ReasonCode
-from common.hot_models import model_columns, model_from_row, model_width
+from common.hot_models import column_time, column_value, model_columns, model_from_row, model_width
 from common.hot_sql import hot_rows, in_list
 from common.json_types import JsonValue
 from common.sql import update_returning
@@ -44,35 +42,9 @@ ENDPOINTS = DeviceInstanceEndpoint._meta.db_table
 COMMAND_ENDED_UNSEEN = (CommandStatus.EXPIRED, CommandStatus.UNCERTAIN)
 _LIVE = sorted(COMMAND_LIVE)  # one statement text, whatever the set's order
 
-Converter = Callable[[object, Col, BaseDatabaseWrapper], object]
-
-
-@functools.cache
-def _converters(model: type[models.Model], name: str, vendor: str) -> tuple[Col, list[Converter]]:
-    """The converters the ORM applies to the column of ``model.name`` on this database."""
-    field = model._meta.get_field(name)
-    assert isinstance(field, models.Field)
-    col = Col(model._meta.db_table, field)
-    return col, [*connection.ops.get_db_converters(col), *field.get_db_converters(connection)]
-
-
-def _converted(model: type[models.Model], name: str, raw: object) -> object:
-    """A column's value as the ORM would return it (SQLite returns text for a timestamp
-    computed by a subquery, and both databases JSON as text)."""
-    col, converters = _converters(model, name, connection.vendor)
-    for convert in converters:
-        raw = convert(raw, col, connection)
-    return raw
-
 
 def _json(model: type[models.Model], name: str, raw: object) -> JsonValue:
-    return cast(JsonValue, _converted(model, name, raw))
-
-
-def _time(model: type[models.Model], name: str, raw: object) -> datetime | None:
-    value = _converted(model, name, raw)
-    assert value is None or isinstance(value, datetime)
-    return value
+    return cast(JsonValue, column_value(model, name, raw))
 
 
 class PendingEvent(NamedTuple):
@@ -225,16 +197,16 @@ def endpoints_reported_read(endpoint_ids: Iterable[int]) -> list[EndpointReporte
             continue
         hold = None
         if hold_command is not None:
-            until = _time(EndpointManualHold, "until", hold_until)
+            until = column_time(EndpointManualHold, "until", hold_until)
             assert until is not None  # the column is not nullable
             hold = ManualHold(int(hold_command), until)
         out.append(
             EndpointReported(
                 id=int(pk),
                 value=_json(DeviceInstanceEndpoint, "last_value", value),
-                value_at=_time(DeviceInstanceEndpoint, "last_value_at", value_at),
-                edited_at=_time(DeviceInstanceEndpoint, "updated_at", edited_at),
-                unsure_since=_time(DeviceCommand, "dispatched_at", unsure_since),
+                value_at=column_time(DeviceInstanceEndpoint, "last_value_at", value_at),
+                edited_at=column_time(DeviceInstanceEndpoint, "updated_at", edited_at),
+                unsure_since=column_time(DeviceCommand, "dispatched_at", unsure_since),
                 hold=hold,
                 cooldowns=[cooldown] if cooldown is not None else [],
             )

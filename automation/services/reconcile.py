@@ -25,12 +25,15 @@ from django.utils import timezone
 from automation.models import DeviceCommand, ReceiptType
 from automation.operators import values_equal
 from automation.services.commands import command_transition, intent_retry_or_expire, receipt_mark
-from automation.services.cooldown import COOLDOWN_STATUSES, command_cooldown_record
+from automation.services.cooldown import (
+    COOLDOWN_STATUSES,
+    command_cooldown_record,
+    command_cooldowns_clear,
+)
 from automation.services.evidence import Evidence, evidence_batch
+from automation.services.latency import command_stage_times
 from automation.services.reconcile_sql import (
     commands_lock_read,
-    cooldowns_clear,
-    stage_times_read,
 )
 from automation.services.transitions import (
     CommandFields,
@@ -280,7 +283,7 @@ def _apply(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
 
 
 def _latencies_observe(intent_ids: list[int]) -> None:
-    for times in stage_times_read(intent_ids).values():
+    for times in command_stage_times(intent_ids=intent_ids).values():
         metrics_stage_latencies_observed(hops=times.hops())
 
 
@@ -288,7 +291,7 @@ def _cooldowns_follow(changed: Sequence[DeviceCommand], now: datetime) -> None:
     for intent in changed:
         if intent.status in COOLDOWN_STATUSES:
             command_cooldown_record(intent, now=now)
-    cooldowns_clear(
+    command_cooldowns_clear(
         [
             (i.target_device_endpoint_id, i.target_value)
             for i in changed

@@ -22,20 +22,14 @@ from datetime import datetime
 from typing import NamedTuple
 
 from django.db import connection, models
-from django.db.models.expressions import Col
 
-from automation.keys import target_value_key
 from automation.models import (
-    AutomationEndpointEvent,
-    AutomationRuleExecution,
-    CommandCooldown,
     DeviceCommand,
     DeviceCommandReceipt,
 )
-from automation.services.latency import StageTimes
-from common.hot_models import Converter, db_time, model_columns, model_from_row, model_width
-from common.hot_sql import hot_rows, hot_run, in_list, json_value
-from common.json_types import JsonObject, JsonValue
+from common.hot_models import column_time, db_time, model_columns, model_from_row, model_width
+from common.hot_sql import hot_rows, in_list, json_value
+from common.json_types import JsonObject
 from devices.models import DeviceInstanceEndpoint, DeviceProfileEndpoint, Telemetry
 from devices.readings import Reading, payload_values
 from devices.values import value_has_type
@@ -60,27 +54,11 @@ class ReconcileRow:
     receipts: list[Receipt] = field(default_factory=list)
 
 
-@functools.cache
-def _converters(model: type[models.Model], name: str, vendor: str) -> tuple[Col, list[Converter]]:
-    """The converters the ORM applies to one column's values (SQLite returns text for a
-    timestamp), worked out once per column and database."""
-    column = model._meta.get_field(name)
-    assert isinstance(column, models.Field)
-    col = Col(model._meta.db_table, column)
-    return col, [*connection.ops.get_db_converters(col), *column.get_db_converters(connection)]
-
-
 def _time(model: type[models.Model], name: str, value: object) -> datetime:
-    """A timestamp column's value as the ORM reads it."""
-    col, converters = _converters(model, name, connection.vendor)
-    for convert in converters:
-        value = convert(value, col, connection)
-    assert isinstance(value, datetime)
-    return value
-
-
-def _time_or_none(model: type[models.Model], name: str, value: object) -> datetime | None:
-    return None if value is None else _time(model, name, value)
+    """A timestamp column that is never NULL, as the ORM reads it."""
+    at = column_time(model, name, value)
+    assert at is not None
+    return at
 
 
 @functools.cache
@@ -176,49 +154,3 @@ def _typed(data_type: str, value: object) -> bool:
         return value_has_type(data_type, value)
     except OverflowError:
         return False
-
-
-@functools.cache
-def _cooldowns_statement(count: int) -> str:
-    pairs = ", ".join(["(%s, %s)"] * count)
-    return (
-        f"DELETE FROM {CommandCooldown._meta.db_table} "
-        f"WHERE (target_device_endpoint_id, value_key) IN ({pairs})"
-    )
-
-
-def cooldowns_clear(pairs: Sequence[tuple[int, JsonValue]]) -> int:
-    """Lift the cool-downs of these (endpoint, value) pairs (their commands applied), in one
-    statement for the batch; how many there were."""
-    keys = sorted({(endpoint_id, target_value_key(value)) for endpoint_id, value in pairs})
-    if not keys:
-        return 0
-    return hot_run(_cooldowns_statement(len(keys)), [v for key in keys for v in key])
-
-
-def stage_times_read(ids: Sequence[int]) -> dict[int, StageTimes]:
-    """``latency.command_stage_times`` for the hot path: the stage times of these commands,
-    in one statement."""
-    ids_sql, params = in_list(sorted(set(ids)))
-    rows = hot_rows(
-        "SELECT c.id, t.received_at, ev.created_at, c.created_at, c.first_dispatched_at, "
-        "c.acknowledged_at, c.applied_at "
-        f"FROM {DeviceCommand._meta.db_table} c "
-        f"LEFT JOIN {AutomationRuleExecution._meta.db_table} x ON x.id = c.rule_execution_id "
-        f"LEFT JOIN {AutomationEndpointEvent._meta.db_table} ev ON ev.id = x.event_id "
-        f"LEFT JOIN {Telemetry._meta.db_table} t ON t.id = ev.source_telemetry_id "
-        f"WHERE c.id IN {ids_sql}",
-        params,
-    )
-    return {
-        pk: StageTimes(
-            pk,
-            _time_or_none(Telemetry, "received_at", received),
-            _time_or_none(AutomationEndpointEvent, "created_at", ingested),
-            _time_or_none(DeviceCommand, "created_at", decided),
-            _time_or_none(DeviceCommand, "first_dispatched_at", published),
-            _time_or_none(DeviceCommand, "acknowledged_at", acknowledged),
-            _time_or_none(DeviceCommand, "applied_at", applied),
-        )
-        for pk, received, ingested, decided, published, acknowledged, applied in rows
-    }

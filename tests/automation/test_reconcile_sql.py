@@ -1,7 +1,7 @@
-"""Reconcile's hand-written statements (``automation.services.reconcile_sql``) read and
-delete what the ORM did: each command with its receipts as the device sent them, the
-cool-downs of the pairs that applied, in one statement for the batch, and the stage times of
-the applied commands."""
+"""Reconcile's hand-written statements read and delete what the ORM did: each command with
+its receipts as the device sent them (``automation.services.reconcile_sql``), the cool-downs
+of the pairs that applied in one statement for the batch (``automation.services.cooldown``),
+and the stage times of the applied commands (``automation.services.latency``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from django.utils import timezone
 
 from automation.keys import target_value_key
 from automation.models import CommandCooldown, DeviceCommand, DeviceCommandReceipt
-from automation.services.latency import command_stage_times
+from automation.services.cooldown import command_cooldowns_clear
+from automation.services.latency import StageTimes, command_stage_times
 from automation.services.reconcile import command_intents_reconcile
-from automation.services.reconcile_sql import (
-    commands_lock_read,
-    cooldowns_clear,
-    stage_times_read,
-)
+from automation.services.reconcile_sql import commands_lock_read
 from common.hot_sql import statements_counted
 from tests.automation.conftest import make_intent
 from tests.automation.test_batch_cost import _farms
@@ -92,7 +89,7 @@ def test_the_cooldowns_of_applied_pairs_go_in_one_statement() -> None:
     _cooldown(one, False)  # another value of the same endpoint: still cooling down
     pairs = [(one.target_device_endpoint_id, True), (other.target_device_endpoint_id, True)]
     with statements_counted() as count:
-        assert cooldowns_clear([*pairs, pairs[0]]) == 2
+        assert command_cooldowns_clear([*pairs, pairs[0]]) == 2
     assert (len(count.hot), count.orm) == (1, [])
     left = CommandCooldown.objects.get()
     assert (left.target_device_endpoint_id, left.target_value) == (
@@ -101,14 +98,23 @@ def test_the_cooldowns_of_applied_pairs_go_in_one_statement() -> None:
     )
 
 
-def test_the_stage_times_are_those_the_timeline_reads() -> None:
+def test_the_stage_times_are_read_in_one_statement_as_the_orm_reads_them() -> None:
     applied = _answered(_farms(2, "t"))
     command_intents_reconcile(intent_ids=applied)
     pending = [c.pk for c in _commands(1, "tp")]
     ids = [*applied, *pending, -1]
     with statements_counted() as count:
-        times = stage_times_read(ids)
+        times = command_stage_times(intent_ids=ids)
     assert (len(count.hot), count.orm) == (1, [])
-    assert times == command_stage_times(intent_ids=ids)
+    through_orm = DeviceCommand.objects.filter(pk__in=ids).values_list(
+        "pk",
+        "rule_execution__event__source_telemetry__received_at",
+        "rule_execution__event__created_at",
+        "created_at",
+        "first_dispatched_at",
+        "acknowledged_at",
+        "applied_at",
+    )
+    assert times == {row[0]: StageTimes(*row) for row in through_orm}
     assert all(times[pk].applied_at is not None for pk in applied)
     assert times[pending[0]].published_at is None
