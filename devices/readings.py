@@ -113,9 +113,21 @@ def device_readings(
     if received_since is not None:
         rows = rows.filter(received_at__gte=received_since)
     fields = ("pk", "device_id", "message_ts", "received_at", "raw_payload")
-    for pk, device_id, at, received_at, raw in (
-        rows.order_by("message_ts", "pk").values_list(*fields).iterator(chunk_size=2000)
-    ):
+    yield from typed_readings(
+        rows.order_by("message_ts", "pk").values_list(*fields).iterator(chunk_size=2000), types
+    )
+
+
+TelemetryRow = tuple[int, int, datetime, datetime, Any]  # id, device, device time, received, raw
+
+
+def typed_readings(
+    rows: Iterable[TelemetryRow], types: dict[tuple[int, str], str]
+) -> Iterator[Reading]:
+    """The values of ``rows`` that belong to the ``types`` endpoints ((device id, key) → data
+    type) and have their type, whichever way the rows were read (the ORM here, hand-written
+    SQL on the hot path)."""
+    for pk, device_id, at, received_at, raw in rows:
         for key, value in payload_values(raw).items():
             data_type = types.get((device_id, key))
             if data_type is not None and _typed(data_type, value):

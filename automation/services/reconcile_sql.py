@@ -31,8 +31,7 @@ from common.hot_models import column_time, db_time, model_columns, model_from_ro
 from common.hot_sql import hot_rows, in_list, json_value
 from common.json_types import JsonObject
 from devices.models import DeviceInstanceEndpoint, DeviceProfileEndpoint, Telemetry
-from devices.readings import Reading, payload_values
-from devices.values import value_has_type
+from devices.readings import Reading, typed_readings
 
 
 class Receipt(NamedTuple):
@@ -136,21 +135,16 @@ def readings_received(
         "AND received_at >= %s ORDER BY message_ts, id",
         [*params, db_time(start), db_time(end), db_time(received_since)],
     )
-    for pk, device_id, at, received_at, raw in rows:
-        values = payload_values(raw)
-        if not values:
-            continue
-        at = _time(Telemetry, "message_ts", at)
-        received_at = _time(Telemetry, "received_at", received_at)
-        for key, value in values.items():
-            data_type = types.get((device_id, key))
-            if data_type is not None and _typed(data_type, value):
-                yield Reading(pk, device_id, at, received_at, key, value)
-
-
-def _typed(data_type: str, value: object) -> bool:
-    """A value of its endpoint's type (one of the wrong type was refused at ingest)."""
-    try:
-        return value_has_type(data_type, value)
-    except OverflowError:
-        return False
+    yield from typed_readings(
+        (
+            (
+                pk,
+                device_id,
+                _time(Telemetry, "message_ts", at),
+                _time(Telemetry, "received_at", received_at),
+                raw,
+            )
+            for pk, device_id, at, received_at, raw in rows
+        ),
+        types,
+    )
