@@ -18,7 +18,7 @@ from automation import coordination
 from automation.keys import receipt_dedupe_key
 from automation.models import DeviceCommand, DeviceCommandReceipt, ReceiptType
 from automation.services.evidence import reported_state
-from automation.services.receipts_sql import commands_read
+from automation.services.receipts_sql import replied_commands_read
 from automation.services.rows import as_row
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
@@ -104,7 +104,11 @@ def _intents_by_command(
     endpoints by device id. The correlation cache names most by id; the rest, and any whose
     cached id turns out to be another command's, are read by commandId."""
     cached = coordination.correlation_lookup(sorted(command_ids))
-    reads = commands_read("id", sorted(set(cached.values())), endpoints=endpoints) if cached else []
+    reads = (
+        replied_commands_read("id", sorted(set(cached.values())), endpoints=endpoints)
+        if cached
+        else []
+    )
     found = {
         r.command.device_command_id or "": r
         for r in reads
@@ -112,7 +116,9 @@ def _intents_by_command(
     }
     missing = command_ids - set(found)
     if missing:
-        for read in commands_read("device_command_id", sorted(missing), endpoints=endpoints):
+        for read in replied_commands_read(
+            "device_command_id", sorted(missing), endpoints=endpoints
+        ):
             found[read.command.device_command_id or ""] = read
     intents = {command_id: r.command for command_id, r in found.items()}
     by_device = {r.command.target_device_id: r.endpoints for r in found.values()}

@@ -48,7 +48,7 @@ def _read_statement(key: Key, count: int, endpoints: bool) -> str:
     )
 
 
-def commands_read(
+def replied_commands_read(
     key: Key, values: Sequence[int] | Sequence[str], *, endpoints: bool
 ) -> list[CommandRead]:
     """The commands whose ``key`` (their id, or the commandId a device echoes) is among

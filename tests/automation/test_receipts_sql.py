@@ -11,7 +11,7 @@ from django.db import models
 from django.utils import timezone
 
 from automation.models import DeviceCommand
-from automation.services.receipts_sql import commands_read
+from automation.services.receipts_sql import replied_commands_read
 from devices.models import DeviceInstanceEndpoint
 from tests.automation.conftest import dispatch, make_intent
 from tests.devices.factories import make_farm
@@ -31,8 +31,10 @@ def test_a_command_is_read_by_id_or_command_id_with_its_devices_endpoints() -> N
     orm = DeviceCommand.objects.get(pk=command.pk)
     assert orm.device_command_id
 
-    by_id = commands_read("id", [command.pk], endpoints=False)
-    by_command_id = commands_read("device_command_id", [orm.device_command_id], endpoints=True)
+    by_id = replied_commands_read("id", [command.pk], endpoints=False)
+    by_command_id = replied_commands_read(
+        "device_command_id", [orm.device_command_id], endpoints=True
+    )
 
     assert [_columns(r.command) for r in by_id] == [_columns(orm)]
     assert by_id[0].endpoints == []
@@ -45,4 +47,4 @@ def test_a_command_is_read_by_id_or_command_id_with_its_devices_endpoints() -> N
     for endpoint in endpoints:
         assert _columns(read[endpoint.pk]) == _columns(endpoint)
         assert _columns(read[endpoint.pk].profile_endpoint) == _columns(endpoint.profile_endpoint)
-    assert commands_read("device_command_id", ["no-such-command"], endpoints=True) == []
+    assert replied_commands_read("device_command_id", ["no-such-command"], endpoints=True) == []
