@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from automation.models import DeviceCommand, ReceiptType
 from automation.operators import values_equal
-from automation.services.commands import command_transition, intent_retry_or_expire, receipt_mark
+from automation.services.commands import intent_retry_or_expire, receipt_mark
 from automation.services.cooldown import (
     COOLDOWN_STATUSES,
     command_cooldown_record,
@@ -202,11 +202,13 @@ def command_intents_reconcile(
         evidence = evidence_batch(rows, reading_may_decide=reading_may_decide)
         moves: list[GuardedTransition] = []
         for intent in intents:
-            move, first = _batched_move(intent, evidence[intent.pk], now)
-            if move is not None:
-                moves.append(move)
-            elif first is not None:  # a retry (it writes a receipt): row by row
-                _one_by_one(intent, evidence[intent.pk], first, now)
+            walk = _walk(intent, evidence[intent.pk], now)
+            if walk.retry is not None:  # it writes a receipt and may expire: row by row
+                if not _retry(intent, walk.retry, now):
+                    continue
+                walk = _walk(intent, evidence[intent.pk], now)  # on from where it left
+            if walk.path:
+                moves.append(GuardedTransition(intent, list(walk.path), walk.fields))
         commands_transition(moves, now=now)
         changed = [i for i in intents if i.status != started[i.pk]]
         _cooldowns_follow(changed, now)
@@ -216,54 +218,51 @@ def command_intents_reconcile(
     return {i.pk: i.status for i in intents}
 
 
-def _batched_move(
-    intent: DeviceCommand, evidence: Evidence, now: datetime
-) -> tuple[GuardedTransition | None, Verdict | None]:
-    """The chain of moves the evidence justifies, decided in memory, or (None, the first
-    verdict) when it cannot be batched (a retry) for ``_one_by_one``; (None, None) when there
-    is nothing to do. The verdict is handed on so that no intent walks ``decide`` twice."""
+@dataclass(frozen=True)
+class Walk:
+    """Where the evidence leads a command from where it stands: the moves, decided in memory
+    and written together, or the retry the walk stopped at (busy, ack timeout) before any
+    move: a retry writes a receipt and may expire the command, so it goes row by row."""
+
+    path: tuple[Transition, ...] = ()
+    fields: CommandFields = field(default_factory=CommandFields)
+    retry: Verdict | None = None
+
+
+def _walk(intent: DeviceCommand, evidence: Evidence, now: datetime) -> Walk:
+    """``decide`` again and again from the command's status, until it has nothing more to
+    say (dispatched + ack + matching state walks dispatched → acknowledged → applied)."""
     status, fields = CommandStatus(intent.status), CommandFields()
     path: list[Transition] = []
-    for _ in range(4):
+    for _ in range(4):  # no chain is longer: a status never repeats on one walk
         verdict = decide(
             replace(
                 evidence,
                 status=status,
+                attempt=intent.attempt_count,
+                deadline_at=intent.deadline_at,
                 acknowledged_at=fields.get("acknowledged_at", intent.acknowledged_at),
             ),
             now,
             settings.APPLIED_WINDOW_S,
         )
-        if verdict is None or verdict.retry or not command_can_move(status, verdict.to):
-            if verdict is not None and not path:
-                return None, verdict
+        if verdict is None:
+            break
+        if verdict.retry:
+            return Walk(tuple(path), fields, None if path else verdict)
+        if not command_can_move(status, verdict.to):
             break
         path.append(Transition(verdict.to, verdict.reason, verdict.detail))
         fields.update(verdict.fields)
         if verdict.to == CommandStatus.APPLIED:
             fields["applied_at"] = now
         status = verdict.to
-    return (GuardedTransition(intent, path, fields) if path else None), None
+    return Walk(tuple(path), fields)
 
 
-def _one_by_one(intent: DeviceCommand, evidence: Evidence, first: Verdict, now: datetime) -> None:
-    """Apply ``first`` (already decided on this evidence), then what the evidence justifies
-    after it."""
-    verdict: Verdict | None = first
-    for _ in range(4):
-        if verdict is None or not _apply(intent, verdict, now):
-            break
-        evidence = replace(
-            evidence,
-            status=intent.status,
-            attempt=intent.attempt_count,
-            deadline_at=intent.deadline_at,
-            acknowledged_at=intent.acknowledged_at,
-        )
-        verdict = decide(evidence, now, settings.APPLIED_WINDOW_S)
-
-
-def _apply(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
+def _retry(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
+    """A transient failure of the current attempt: its mark, then the next attempt or the
+    end of the budget. False when another worker moved the command first."""
     if verdict.reason == ReasonCode.ACK_TIMEOUT:
         deadline = intent.deadline_at.isoformat() if intent.deadline_at else None
         receipt_mark(
@@ -272,14 +271,7 @@ def _apply(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
             {"attempt": intent.attempt_count, "deadlineAt": deadline},
             now,
         )
-    if verdict.retry:
-        return intent_retry_or_expire(intent, verdict.reason, now=now)
-    fields = CommandFields(**verdict.fields)
-    if verdict.to == CommandStatus.APPLIED:
-        fields["applied_at"] = now
-    return command_transition(
-        intent, verdict.to, verdict.reason, now=now, detail=verdict.detail, **fields
-    )
+    return intent_retry_or_expire(intent, verdict.reason, now=now)
 
 
 def _latencies_observe(intent_ids: list[int]) -> None:
