@@ -57,7 +57,7 @@ from automation.serializers import (
     SchedulerSerializer,
     TimelineSerializer,
 )
-from automation.services.ingest import telemetry_ingest
+from automation.services.ingest import telemetry_accept
 from automation.services.rules import rule_delete
 from automation.services.support import (
     CommandRetryRefused,
@@ -72,7 +72,6 @@ from common.api import (
 )
 from common.errors import Conflict
 from common.filters import IdFilter
-from common.handoff import commands_reconcile_on_commit
 from common.pagination import NewestFirstCursor
 from common.permissions import RoleCheckedWrites, need_scope
 from common.roles import Need, action_roles
@@ -309,12 +308,6 @@ _UNKNOWN_SERIAL = OpenApiResponse(
 )
 
 
-def _enqueue_events(event_ids: list[int]) -> None:
-    from automation.tasks import endpoint_events_enqueue
-
-    endpoint_events_enqueue(event_ids)
-
-
 @schema_docs.TELEMETRY
 class TelemetryIngestApi(APIView):
     """For HTTP gateways: the same ingest service (and guarantees) as the MQTT bridge.
@@ -352,8 +345,7 @@ class TelemetryIngestApi(APIView):
             )
             for m in items
         ]
-        result = telemetry_ingest(messages=messages, on_events=_enqueue_events)
-        commands_reconcile_on_commit(result.awaiting_command_ids)
+        result = telemetry_accept(messages=messages)
         body = {
             "telemetry": result.telemetry,
             "events": result.events,

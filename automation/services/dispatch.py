@@ -28,6 +28,7 @@ from automation.services.commands import (
     intent_retry_or_expire,
 )
 from automation.services.dispatch_sql import commands_read, receipts_answered
+from automation.services.spine import Committed, hand_on_commit
 from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
@@ -35,11 +36,10 @@ from automation.services.transitions import (
     commands_transition,
 )
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
-from common.handoff import commands_reconcile_on_commit
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.client import MqttError
 from devices.mqtt.contract import RpcRequest, rpc_request_topic
-from devices.mqtt.publisher import BrokerUnreachable
+from devices.mqtt.publisher import BrokerUnreachable, get_publisher
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +92,20 @@ def command_intent_dispatch(
         connected=connected,
     )
     return outcomes.get(intent_id, DispatchOutcome.NOT_DISPATCHABLE)
+
+
+def commands_dispatch(*, intent_ids: Sequence[int], trust_cache: bool = True) -> int:
+    """The dispatch task's one call: ``command_intents_dispatch`` through this process's
+    publisher (one MQTT connection per worker process, kept between tasks). How many were
+    dispatched."""
+    publisher = get_publisher()
+    outcomes = command_intents_dispatch(
+        intent_ids=intent_ids,
+        publish_many=publisher.publish_many,
+        trust_cache=trust_cache,
+        connected=publisher.is_connected,
+    )
+    return sum(1 for o in outcomes.values() if o == DispatchOutcome.DISPATCHED)
 
 
 def command_intents_dispatch(
@@ -244,7 +258,7 @@ def _publish_batch(
     if marked:
         # A fast device may have answered before this commit: the bridge then left its
         # receipts to us (``device_messages_record``), and reconcile decides on them.
-        commands_reconcile_on_commit(receipts_answered([m.intent.pk for m in marked]))
+        hand_on_commit(Committed(evidence=receipts_answered([m.intent.pk for m in marked])))
 
 
 def _dispatched(

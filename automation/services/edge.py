@@ -17,12 +17,12 @@ import threading
 from collections.abc import Sequence
 from functools import cache
 
-from django.conf import settings
 from django.db import close_old_connections
 
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
-from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
+from automation.services.spine import Committed, Hop, hand_on, hand_on_commit
+from common.handoff import Nudger
 from config.metrics import metrics_bridge_stored
 from devices.directory import DeviceDirectory
 from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetry, WireRow
@@ -30,6 +30,10 @@ from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetr
 # One per process: its pause after a failed nudge spans every batch of the process, and the
 # directory spares each batch its device and endpoint reads while no configuration changed.
 _nudge = Nudger()
+
+
+def _nudged(hop: Hop) -> None:
+    _nudge(hop.task, hop.ids)
 
 
 @cache
@@ -70,7 +74,7 @@ def bridge_flush_end() -> None:
     """The end of one flush (``BRIDGE_FLUSH_END``): the commands whose evidence it committed,
     in either group, nudged for reconciliation once."""
     ids, _flush.reconcile = list(_flush.reconcile), {}
-    _nudge(COMMANDS_RECONCILE, ids)
+    hand_on(Committed(evidence=ids), send=_nudged)
 
 
 def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
@@ -79,10 +83,7 @@ def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
     (none for a redelivery)."""
     result = telemetry_ingest(messages=messages, directory=_devices())
     metrics_bridge_stored(kind="telemetry", messages=len(messages), events=result.events)
-    size = settings.EVALUATE_BATCH_SIZE
-    ids = result.pending_event_ids
-    for start in range(0, len(ids), size):
-        _nudge(EVENTS_EVALUATE, ids[start : start + size])
+    hand_on(Committed(events=result.pending_event_ids), send=_nudged)
     _flush.reconcile.update(dict.fromkeys(result.awaiting_command_ids))
     return result.events
 
@@ -99,3 +100,11 @@ def replies_store(*, messages: Sequence[DeviceMessage]) -> int:
 def nudges_lost() -> int:
     """Nudges this process did not send (the sweeps did their work); for progress lines."""
     return _nudge.lost
+
+
+def replies_accept(*, messages: Sequence[DeviceMessage]) -> int:
+    """Device replies that did not come through this bridge's flush (batches an older bridge
+    queued): recorded, and their commands handed to reconciliation after commit."""
+    command_ids = device_messages_record(messages=messages)
+    hand_on_commit(Committed(evidence=command_ids))
+    return len(command_ids)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -53,8 +53,10 @@ from automation.services.decisions import (
 from automation.services.evaluate_sql import endpoint_events_finish, endpoint_events_pending_read
 from automation.services.rule_alarms import rule_alarms_sync
 from automation.services.rule_cache import rule_set, watchdog_trigger_ids
+from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import EventStatus, ReasonCode
+from config.metrics import metrics_decisions_counted
 
 logger = logging.getLogger(__name__)
 
@@ -70,12 +72,10 @@ class EvaluateResult:
     outcomes: dict[str, int] = field(default_factory=dict)  # decisions by outcome
 
 
-def endpoint_events_evaluate(
-    *,
-    event_ids: Sequence[int],
-    on_intents: Callable[[list[int]], None] | None = None,
-) -> EvaluateResult:
-    """Evaluate a batch of events; ``on_intents`` receives pending intent ids after commit."""
+def endpoint_events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
+    """Evaluate a batch of events, then hand on (``automation.services.spine``) after commit:
+    dispatch of the new commands and threshold reminders of the endpoints read. The commands
+    the readings may prove were handed to reconciliation by ingest itself."""
     # The farm the endpoint's device is in now, joined: a rule decides on its own farm's
     # readings only (a device moved to another farm no longer drives the old farm's rules).
     pending = endpoint_events_pending_read(event_ids)
@@ -119,15 +119,14 @@ def endpoint_events_evaluate(
             now=timezone.now(),
         )
         rule_alarms_sync(verdicts=verdicts, now=now)
-        if on_intents is not None and result.pending_intent_ids:
-            handed = result.pending_intent_ids
-            transaction.on_commit(lambda: on_intents(handed))
+        hand_on_commit(Committed(commands=result.pending_intent_ids, endpoints=result.endpoint_ids))
     ended = {status: 0 for status in EventStatus}
     for (status, _), event_ids_ended in finished.items():
         ended[status] += len(event_ids_ended)
     result.processed = ended[EventStatus.PROCESSED]
     result.discarded = ended[EventStatus.DISCARDED]
     result.failed = ended[EventStatus.FAILED]
+    metrics_decisions_counted(outcomes=result.outcomes)
     return result
 
 

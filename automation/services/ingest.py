@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +26,7 @@ from automation.services.ingest_sql import (
 )
 from automation.services.rows import as_row
 from automation.services.rule_cache import endpoints_read
+from automation.services.spine import Committed, hand_on_commit
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from common.validators import JSON_MAX_DEPTH, json_bounds_violation
@@ -116,6 +117,11 @@ class IngestResult:
     # be proven applied, so reconciliation follows ingest directly, evaluated or not.
     awaiting_command_ids: list[int] = field(default_factory=list)
 
+    @property
+    def committed(self) -> Committed:
+        """What the next stages act on: the new events and the commands they may prove."""
+        return Committed(events=self.pending_event_ids, evidence=self.awaiting_command_ids)
+
 
 def _parse_body(payload: str, received_at: datetime) -> tuple[datetime, bool, JsonObject]:
     """The device time (``received_at`` when the message has no ``ts``), whether the message
@@ -205,10 +211,10 @@ def _validate(
 def telemetry_ingest(
     *,
     messages: Sequence[InboundTelemetry],
-    on_events: Callable[[list[int]], None] | None = None,
     directory: DeviceDirectory | None = None,
 ) -> IngestResult:
-    """Persist a batch of telemetry; ``on_events`` receives new event ids after commit.
+    """Persist a batch of telemetry; the caller hands ``IngestResult.committed`` on (the
+    bridge with its nudger, the other ways in after commit: ``telemetry_accept``).
     ``directory`` (the bridge's) answers the device and endpoint lookups from its cache;
     without it they are read here, in one statement.
 
@@ -243,8 +249,6 @@ def telemetry_ingest(
         device_message_rejections_record(rejections=[r.row for r in refused])
         _touch_devices(parsed, now)
         awaiting = _store_last_values(values)
-        if on_events is not None and event_ids:
-            transaction.on_commit(lambda: on_events(event_ids))
     return IngestResult(
         telemetry=len(fresh),
         events=len(values),
@@ -354,3 +358,11 @@ def _store_last_values(events: Sequence[_EventRow]) -> list[int]:
         ReportedValue(e.device_instance_endpoint, e.normalized_value, e.event_timestamp)
         for e in events
     )
+
+
+def telemetry_accept(*, messages: Sequence[InboundTelemetry]) -> IngestResult:
+    """Ingest a batch that did not come through the bridge (HTTP gateways, batches an older
+    bridge queued), handing its next stages on after commit, as the bridge does."""
+    result = telemetry_ingest(messages=messages)
+    hand_on_commit(result.committed)
+    return result

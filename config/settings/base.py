@@ -136,7 +136,6 @@ EVALUATE_BATCH_SIZE = env_int("EVALUATE_BATCH_SIZE", 200, minimum=1)
 # Ingest evaluates the events it committed in the same task instead of queueing them for the
 # evaluate workers (one Celery hop less per reading; the evaluate queue still takes sweeps and
 # any batch whose inline evaluation failed).
-EVALUATE_INLINE = env_bool("EVALUATE_INLINE", True)
 DEVICE_FRESHNESS_S = env_int("DEVICE_FRESHNESS_S", 300, minimum=1)
 COMMAND_MAX_ATTEMPTS = env_int("COMMAND_MAX_ATTEMPTS", 3, minimum=1)
 ACK_TIMEOUT_S = env_float("ACK_TIMEOUT_S", 5.0, minimum=0.1)

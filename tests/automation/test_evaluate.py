@@ -19,6 +19,7 @@ from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.states import CommandStatus
 from automation.tasks import endpoint_events_sweep_task
+from common.handoff import COMMANDS_DISPATCH
 from config.celery import app as celery_app
 from devices.models import DeviceStatus, Farm
 from devices.mqtt.messages import InboundTelemetry
@@ -247,14 +248,24 @@ def test_a_batch_with_several_readings_of_one_sensor_acts_on_the_newest() -> Non
     assert _statuses() == [(False, "pending_dispatch", "")]
 
 
-def test_intent_ids_are_handed_to_dispatch_only_after_commit(django_capture_on_commit_callbacks):
+def test_intent_ids_are_handed_to_dispatch_only_after_commit(
+    django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    """Evaluation hands its new commands on itself (``automation.services.spine``), once
+    its transaction commits: a dispatcher never reads a command that is not committed."""
     kit = make_farm()
     kit.rule()
     ids = ingest(kit.sensor.serial_number, temp=31)
-    handed: list[list[int]] = []
-    with django_capture_on_commit_callbacks(execute=True):
-        endpoint_events_evaluate(event_ids=ids, on_intents=handed.append)
-    assert handed == [[DeviceCommand.objects.get().pk]]
+    handed: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(
+        "automation.services.spine.enqueue", lambda name, ids, **_: handed.append((name, ids))
+    )
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        endpoint_events_evaluate(event_ids=ids)
+    assert handed == []
+    for callback in callbacks:
+        callback()
+    assert handed == [(COMMANDS_DISPATCH, [DeviceCommand.objects.get().pk])]
 
 
 def test_pending_event_whose_message_was_lost_is_evaluated_by_the_sweep(settings) -> None:

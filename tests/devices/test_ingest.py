@@ -12,8 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
-from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_ingest
+from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_accept, telemetry_ingest
 from automation.services.rule_cache import endpoints_read
+from common.handoff import EVENTS_EVALUATE
 from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devices.readings import device_readings
@@ -78,19 +79,26 @@ def test_older_message_does_not_overwrite_newer_last_value() -> None:
     assert kit.temp.last_value == 25
 
 
-def test_events_are_handed_on_only_after_commit(django_capture_on_commit_callbacks) -> None:
+def test_events_are_handed_on_only_after_commit(
+    django_capture_on_commit_callbacks, monkeypatch
+) -> None:
+    """The ways in besides the bridge (HTTP, an older bridge's batches) hand the new events
+    to evaluation after commit, through the same stage order as the bridge."""
     kit = make_farm()
     kit.rule()  # a rule reads temp: its event waits for evaluation
-    received: list[list[int]] = []
+    received: list[tuple[str, list[int]]] = []
+    monkeypatch.setattr(
+        "automation.services.spine.enqueue", lambda name, ids, **_: received.append((name, ids))
+    )
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        telemetry_ingest(
+        result = telemetry_accept(
             messages=[message(kit.sensor.serial_number, telemetry(temp=1))],
-            on_events=received.append,
         )
     assert received == []  # nothing evaluated inline
     for callback in callbacks:
         callback()
-    assert len(received) == 1 and len(received[0]) == 1
+    assert received == [(EVENTS_EVALUATE, result.pending_event_ids)]
+    assert len(result.pending_event_ids) == 1
 
 
 @pytest.mark.parametrize(
