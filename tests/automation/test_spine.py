@@ -34,9 +34,9 @@ def watched(monkeypatch: pytest.MonkeyPatch) -> set[int]:
 
 
 def test_the_stage_order_is_evaluate_dispatch_reconcile_then_reminders(
-    settings, watched: set[int]
+    watched: set[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings.EVALUATE_BATCH_SIZE = 2
+    monkeypatch.setattr(spine.settings, "EVALUATE_BATCH_SIZE", 2)
     hops = next_stages(
         Committed(
             events=[1, 2, 3],
