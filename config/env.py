@@ -215,7 +215,8 @@ def database_from_env(base_dir: Path) -> dict[str, Any]:
         port = parts.port
     except ValueError:
         raise SettingError("DATABASE_URL", raw, "port is not a number") from None
-    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    options["prepare_threshold"] = _prepare_threshold(raw, options.get("prepare_threshold"))
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
@@ -228,6 +229,25 @@ def database_from_env(base_dir: Path) -> dict[str, Any]:
         "OPTIONS": options,
         "TEST": {"NAME": env_str("DATABASE_TEST_NAME", f"test_{name}")},
     }
+
+
+# Django turns psycopg's server-side prepared statements off unless the connection names a
+# threshold, and with them off the hot path's ``prepare=True`` (``common.hot_sql``) is a
+# no-op: every statement is parsed and planned again. The ORM's statements are not
+# prepared whatever the threshold (Django binds their parameters on the client).
+PREPARE_THRESHOLD = 5
+
+
+def _prepare_threshold(raw: str, given: str | None) -> int | None:
+    """``?prepare_threshold=N`` (or ``none``, as transaction pooling needs) from the URL."""
+    if given is None:
+        return PREPARE_THRESHOLD
+    if given.lower() == "none":
+        return None
+    try:
+        return int(given)
+    except ValueError:
+        raise SettingError("DATABASE_URL", raw, "prepare_threshold is a number or none") from None
 
 
 def _sqlite(path: Path) -> dict[str, Any]:

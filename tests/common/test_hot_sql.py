@@ -4,7 +4,7 @@ statement counter tells its statements from the ORM's."""
 from __future__ import annotations
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from common.hot_sql import hot_rows, hot_run, in_list, json_param, json_value, statements_counted
 from devices.models import Farm
@@ -47,3 +47,19 @@ def test_django_query_capture_sees_hot_statements_on_both_databases() -> None:
         hot_rows("SELECT %s", [1])
     assert [q["sql"] for q in captured.captured_queries][-1].startswith("SELECT")
     assert len(captured.captured_queries) == 1
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="server-side prepared statements: PostgreSQL"
+)
+def test_a_hot_statement_is_prepared_on_the_server_at_its_first_run() -> None:
+    """Django leaves psycopg's prepared statements off unless the connection names a
+    threshold; without one ``prepare=True`` is silently ignored and the server plans every
+    statement again (config/env.py sets it)."""
+    sql = "SELECT count(*) FROM devices_farm WHERE id = %s AND %s = 7"
+    hot_rows(sql, [-1, 7])
+    prepared = hot_rows(
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+        ["%FROM devices_farm WHERE id = $1 AND $2 = 7%"],
+    )
+    assert prepared == [(1,)]
