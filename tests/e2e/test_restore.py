@@ -26,7 +26,6 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
-from django.db import connection
 from django.test.utils import override_settings
 
 from automation.models import AutomationEndpointEvent, DeviceCommand
@@ -49,7 +48,24 @@ from tests.e2e.conftest import wait_final
 from tests.real_servers import child_database_url, with_path
 from tests.waiting import wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+def _cannot_run() -> str:
+    """Why this machine cannot run the test, decided before any fixture starts a server."""
+    from django.conf import settings
+
+    if "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
+        return "a pg_dump backup needs PostgreSQL (set DATABASE_URL)"
+    binaries = ("pg_dump", "pg_restore", "redis-server", "mosquitto")
+    missing = [b for b in binaries if shutil.which(b) is None]
+    return f"the restore test runs {', '.join(missing)}, not found on PATH" if missing else ""
+
+
+CANNOT_RUN = _cannot_run()
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(bool(CANNOT_RUN), reason=CANNOT_RUN),
+]
 
 # The old stack waits this long for an ack, so the relay's silence keeps the command in
 # flight (dispatched, unacknowledged) until well after the dump; the restored row's
@@ -174,16 +190,6 @@ def hook() -> Iterator[Hook]:
     receiver = Hook()
     yield receiver
     receiver.server.shutdown()
-
-
-def _skip_unless_possible() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("a pg_dump backup needs PostgreSQL (set DATABASE_URL)")
-    missing = [
-        b for b in ("pg_dump", "pg_restore", "redis-server", "mosquitto") if not shutil.which(b)
-    ]
-    if missing:
-        pytest.skip(f"the restore test runs {', '.join(missing)}, not found on PATH")
 
 
 @contextmanager
@@ -332,7 +338,6 @@ def test_a_dump_restored_into_a_fresh_database_carries_on(
     hook: Hook,
     tmp_path: Path,
 ) -> None:
-    _skip_unless_possible()
     settings.ACK_TIMEOUT_S = OLD_ACK_TIMEOUT_S
     kit = make_farm(prefix=f"BK{time.monotonic_ns() % 10**8}")
     dump = tmp_path / "farm.dump"
