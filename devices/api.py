@@ -17,6 +17,7 @@ import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -24,6 +25,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.settings import api_settings
 
 from common.api import (
     NO_STORE,
@@ -35,6 +37,7 @@ from common.api import (
 from common.errors import BrokerUnavailable, Conflict
 from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
+from common.renderers import CsvErrorsAsJson
 from common.roles import action_roles
 from common.tenancy import OrgScope
 from devices import schema_docs
@@ -69,7 +72,12 @@ from devices.serializers import (
     ProfileUpdateSerializer,
     ProvisionedDeviceSerializer,
 )
-from devices.series_api import SeriesQuerySerializer, SeriesSerializer, endpoint_series_answer
+from devices.series_api import (
+    SeriesCsvRenderer,
+    SeriesQuerySerializer,
+    SeriesSerializer,
+    endpoint_series_answer,
+)
 from devices.services import (
     ProvisioningRefused,
     device_offline_after_set,
@@ -101,6 +109,8 @@ def _refusals() -> Iterator[None]:
     except CredentialsUnavailable:
         raise BrokerUnavailable() from None
 
+
+_SERIES_CSV = "?format=csv: a header, then a line per bucket: " + ",".join(SeriesCsvRenderer.header)
 
 # Reading is for viewers; every write of the devices part configures the farm.
 
@@ -331,7 +341,7 @@ class InstanceEndpointFilter(django_filters.FilterSet):
 
 
 @schema_docs.ENDPOINTS
-class InstanceEndpointViewSet(ScopedViewSet):
+class InstanceEndpointViewSet(CsvErrorsAsJson, ScopedViewSet):
     """Each device's endpoints with their latest reading and their readings over time."""
 
     serializer_class = InstanceEndpointSerializer
@@ -345,11 +355,23 @@ class InstanceEndpointViewSet(ScopedViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
         return instance_endpoints_visible(scope=scope)
 
-    @extend_schema(parameters=[SeriesQuerySerializer], responses={200: SeriesSerializer})
-    @action(detail=True, methods=["get"])
+    @extend_schema(
+        parameters=[SeriesQuerySerializer],
+        responses={
+            (200, "application/json"): SeriesSerializer,
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=_SERIES_CSV),
+            400: OpenApiResponse(description="invalid: a parameter, named in fields"),
+        },
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[*api_settings.DEFAULT_RENDERER_CLASSES, SeriesCsvRenderer],
+    )
     def series(self, request: Request, pk: str | None = None) -> Response:
         """The endpoint's readings per time bucket (min, max, avg, last, count), computed by
-        the database; empty buckets are left out (``devices.series``)."""
+        the database; empty buckets are left out (``devices.series``); ``?format=csv``
+        answers the same buckets as CSV."""
         endpoint = self.get_object()
         body = endpoint_series_answer(endpoint, request.query_params, now=timezone.now())
         return Response(body)

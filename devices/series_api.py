@@ -1,5 +1,6 @@
 """The API's shapes of ``GET /api/v1/endpoints/<id>/series/`` (``devices.series``): its query
-parameters, checked into a window (a bad one is a 400 naming the parameter), and its answer.
+parameters, checked into a window (a bad one is a 400 naming the parameter), and its answer,
+as JSON or, with ``?format=csv``, as CSV: one line per bucket with the JSON points' fields.
 
 ``from``/``to`` are ISO 8601 times (default: the 24 hours before now), ``bucket`` a width in
 whole seconds, as a number (``300``) or an ISO 8601 duration (``PT5M``); by default the
@@ -15,6 +16,7 @@ from django.utils.dateparse import parse_duration
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from common.renderers import CsvRenderer
 from common.serializers import StrictCharField
 from devices.models import DeviceInstanceEndpoint
 from devices.series import (
@@ -112,6 +114,16 @@ class SeriesSerializer(serializers.Serializer[Any]):
         }
 
 
+class SeriesCsvRenderer(CsvRenderer):
+    """The series' buckets as CSV, a line per point with the same fields and values as the
+    JSON answer's ``points`` (times in UTC, as there)."""
+
+    header = ("t", "min", "max", "avg", "last", "count")
+
+    def rows(self, data: Any) -> list[list[Any]]:
+        return [[point[name] for name in self.header] for point in data["points"]]
+
+
 def endpoint_series_answer(
     endpoint: DeviceInstanceEndpoint, params: Any, *, now: datetime
 ) -> dict[str, Any]:
@@ -126,7 +138,11 @@ def endpoint_series_answer(
         raise ValidationError({"endpoint": [detail]})
     try:
         window = series_window(
-            start=data.get("from"), end=data.get("to"), bucket_s=data.get("bucket"), now=now
+            start=data.get("from"),
+            end=data.get("to"),
+            bucket_s=data.get("bucket"),
+            now=now,
+            time_zone=endpoint.device.farm.time_zone,
         )
     except SeriesRefused as exc:
         raise ValidationError({exc.field: [exc.message]}) from None
