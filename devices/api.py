@@ -1,7 +1,8 @@
 """The devices part of the REST API (``/api/v1/``): farms (archived ones left out of the list
 unless ``?archived=true``), device profiles with their endpoint catalogue, devices
 (provisioning with a one-time MQTT login, rotation, status moves, online or not, each one's
-offline window) and their endpoints with their readings per time bucket (``series/``). Rows
+offline window) and their endpoints with their readings per time bucket (``series/``), and a
+farm's raw readings as CSV (``readings/export/``, ``devices.export_api``). Rows
 are scoped to the caller's organisations (another organisation's row is a 404); what each
 role may do is each view's ``required_roles`` (``common.permissions``). Profiles are their
 organisation's, or global (read-only but for superusers)."""
@@ -41,6 +42,7 @@ from common.renderers import CsvErrorsAsJson
 from common.roles import action_roles
 from common.tenancy import OrgScope
 from devices import schema_docs
+from devices.export_api import ReadingsExportView
 from devices.models import (
     DEFAULT_EXPECTED_INTERVAL_S,
     Device,
@@ -395,4 +397,5 @@ router.register("endpoints", InstanceEndpointViewSet, basename="endpoint")
 
 urlpatterns = [
     path("", include(router.urls)),
+    path("readings/export/", ReadingsExportView.as_view(), name="readings-export"),
 ]

@@ -31,7 +31,8 @@ _BUCKET_HELP = (
     "bucket width in whole seconds: a number (300) or an ISO 8601 duration (PT5M); default: "
     f"the narrowest that keeps the window within {SERIES_MAX_POINTS} buckets. A whole number "
     "of hours reads the hourly rollups (kept for years, a minute or two behind), any other "
-    "width the readings themselves (kept RETENTION_ENDPOINT_EVENTS_DAYS)"
+    "width the readings themselves (kept RETENTION_ENDPOINT_EVENTS_DAYS). A whole number of "
+    "days (P1D) is the farm's local days, from its midnight: 23 or 25 hours on a DST change"
 )
 
 
