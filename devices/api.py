@@ -18,7 +18,6 @@ import django_filters
 from django.db.models import QuerySet
 from django.urls import include, path
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.decorators import action
@@ -75,9 +74,9 @@ from devices.serializers import (
     ProvisionedDeviceSerializer,
 )
 from devices.series_api import (
+    SERIES_RESPONSES,
     SeriesCsvRenderer,
     SeriesQuerySerializer,
-    SeriesSerializer,
     endpoint_series_answer,
 )
 from devices.services import (
@@ -111,8 +110,6 @@ def _refusals() -> Iterator[None]:
     except CredentialsUnavailable:
         raise BrokerUnavailable() from None
 
-
-_SERIES_CSV = "?format=csv: a header, then a line per bucket: " + ",".join(SeriesCsvRenderer.header)
 
 # Reading is for viewers; every write of the devices part configures the farm.
 
@@ -357,14 +354,7 @@ class InstanceEndpointViewSet(CsvErrorsAsJson, ScopedViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
         return instance_endpoints_visible(scope=scope)
 
-    @extend_schema(
-        parameters=[SeriesQuerySerializer],
-        responses={
-            (200, "application/json"): SeriesSerializer,
-            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description=_SERIES_CSV),
-            400: OpenApiResponse(description="invalid: a parameter, named in fields"),
-        },
-    )
+    @extend_schema(parameters=[SeriesQuerySerializer], responses=SERIES_RESPONSES)
     @action(
         detail=True,
         methods=["get"],

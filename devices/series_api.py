@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils.dateparse import parse_duration
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
@@ -123,6 +125,17 @@ class SeriesCsvRenderer(CsvRenderer):
 
     def rows(self, data: Any) -> list[list[Any]]:
         return [[point[name] for name in self.header] for point in data["points"]]
+
+
+SERIES_RESPONSES = {
+    (200, "application/json"): SeriesSerializer,
+    (200, "text/csv"): OpenApiResponse(
+        OpenApiTypes.STR,
+        description="?format=csv: a header, then a line per bucket: "
+        + ",".join(SeriesCsvRenderer.header),
+    ),
+    400: OpenApiResponse(description="invalid: a parameter, named in fields"),
+}
 
 
 def endpoint_series_answer(
