@@ -1,7 +1,8 @@
 """The devices part of the REST API (``/api/v1/``): farms (archived ones left out of the list
 unless ``?archived=true``), device profiles with their endpoint catalogue, devices
 (provisioning with a one-time MQTT login, rotation, status moves, online or not, each one's
-offline window) and their endpoints with their readings per time bucket (``series/``). Rows
+offline window) and their endpoints with their readings per time bucket (``series/``), and a
+farm's raw readings as CSV (``readings/export/``, ``devices.export_api``). Rows
 are scoped to the caller's organisations (another organisation's row is a 404); what each
 role may do is each view's ``required_roles`` (``common.permissions``). Profiles are their
 organisation's, or global (read-only but for superusers)."""
@@ -24,6 +25,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.settings import api_settings
 
 from common.api import (
     NO_STORE,
@@ -35,9 +37,11 @@ from common.api import (
 from common.errors import BrokerUnavailable, Conflict
 from common.filters import IdFilter, StrictBooleanFilter
 from common.permissions import require_organization
+from common.renderers import CsvErrorsAsJson
 from common.roles import action_roles
 from common.tenancy import OrgScope
 from devices import schema_docs
+from devices.export_api import ReadingsExportView
 from devices.models import (
     DEFAULT_EXPECTED_INTERVAL_S,
     Device,
@@ -69,7 +73,12 @@ from devices.serializers import (
     ProfileUpdateSerializer,
     ProvisionedDeviceSerializer,
 )
-from devices.series_api import SeriesQuerySerializer, SeriesSerializer, endpoint_series_answer
+from devices.series_api import (
+    SERIES_RESPONSES,
+    SeriesCsvRenderer,
+    SeriesQuerySerializer,
+    endpoint_series_answer,
+)
 from devices.services import (
     ProvisioningRefused,
     device_offline_after_set,
@@ -331,7 +340,7 @@ class InstanceEndpointFilter(django_filters.FilterSet):
 
 
 @schema_docs.ENDPOINTS
-class InstanceEndpointViewSet(ScopedViewSet):
+class InstanceEndpointViewSet(CsvErrorsAsJson, ScopedViewSet):
     """Each device's endpoints with their latest reading and their readings over time."""
 
     serializer_class = InstanceEndpointSerializer
@@ -345,11 +354,16 @@ class InstanceEndpointViewSet(ScopedViewSet):
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceInstanceEndpoint]:
         return instance_endpoints_visible(scope=scope)
 
-    @extend_schema(parameters=[SeriesQuerySerializer], responses={200: SeriesSerializer})
-    @action(detail=True, methods=["get"])
+    @extend_schema(parameters=[SeriesQuerySerializer], responses=SERIES_RESPONSES)
+    @action(
+        detail=True,
+        methods=["get"],
+        renderer_classes=[*api_settings.DEFAULT_RENDERER_CLASSES, SeriesCsvRenderer],
+    )
     def series(self, request: Request, pk: str | None = None) -> Response:
         """The endpoint's readings per time bucket (min, max, avg, last, count), computed by
-        the database; empty buckets are left out (``devices.series``)."""
+        the database; empty buckets are left out (``devices.series``); ``?format=csv``
+        answers the same buckets as CSV."""
         endpoint = self.get_object()
         body = endpoint_series_answer(endpoint, request.query_params, now=timezone.now())
         return Response(body)
@@ -373,4 +387,5 @@ router.register("endpoints", InstanceEndpointViewSet, basename="endpoint")
 
 urlpatterns = [
     path("", include(router.urls)),
+    path("readings/export/", ReadingsExportView.as_view(), name="readings-export"),
 ]

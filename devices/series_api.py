@@ -1,5 +1,6 @@
 """The API's shapes of ``GET /api/v1/endpoints/<id>/series/`` (``devices.series``): its query
-parameters, checked into a window (a bad one is a 400 naming the parameter), and its answer.
+parameters, checked into a window (a bad one is a 400 naming the parameter), and its answer,
+as JSON or, with ``?format=csv``, as CSV: one line per bucket with the JSON points' fields.
 
 ``from``/``to`` are ISO 8601 times (default: the 24 hours before now), ``bucket`` a width in
 whole seconds, as a number (``300``) or an ISO 8601 duration (``PT5M``); by default the
@@ -12,9 +13,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils.dateparse import parse_duration
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from common.renderers import CsvRenderer
 from common.serializers import StrictCharField
 from devices.models import DeviceInstanceEndpoint
 from devices.series import (
@@ -29,7 +33,8 @@ _BUCKET_HELP = (
     "bucket width in whole seconds: a number (300) or an ISO 8601 duration (PT5M); default: "
     f"the narrowest that keeps the window within {SERIES_MAX_POINTS} buckets. A whole number "
     "of hours reads the hourly rollups (kept for years, a minute or two behind), any other "
-    "width the readings themselves (kept RETENTION_ENDPOINT_EVENTS_DAYS)"
+    "width the readings themselves (kept RETENTION_ENDPOINT_EVENTS_DAYS). A whole number of "
+    "days (P1D) is the farm's local days, from its midnight: 23 or 25 hours on a DST change"
 )
 
 
@@ -112,6 +117,27 @@ class SeriesSerializer(serializers.Serializer[Any]):
         }
 
 
+class SeriesCsvRenderer(CsvRenderer):
+    """The series' buckets as CSV, a line per point with the same fields and values as the
+    JSON answer's ``points`` (times in UTC, as there)."""
+
+    header = ("t", "min", "max", "avg", "last", "count")
+
+    def rows(self, data: Any) -> list[list[Any]]:
+        return [[point[name] for name in self.header] for point in data["points"]]
+
+
+SERIES_RESPONSES = {
+    (200, "application/json"): SeriesSerializer,
+    (200, "text/csv"): OpenApiResponse(
+        OpenApiTypes.STR,
+        description="?format=csv: a header, then a line per bucket: "
+        + ",".join(SeriesCsvRenderer.header),
+    ),
+    400: OpenApiResponse(description="invalid: a parameter, named in fields"),
+}
+
+
 def endpoint_series_answer(
     endpoint: DeviceInstanceEndpoint, params: Any, *, now: datetime
 ) -> dict[str, Any]:
@@ -126,7 +152,11 @@ def endpoint_series_answer(
         raise ValidationError({"endpoint": [detail]})
     try:
         window = series_window(
-            start=data.get("from"), end=data.get("to"), bucket_s=data.get("bucket"), now=now
+            start=data.get("from"),
+            end=data.get("to"),
+            bucket_s=data.get("bucket"),
+            now=now,
+            time_zone=endpoint.device.farm.time_zone,
         )
     except SeriesRefused as exc:
         raise ValidationError({exc.field: [exc.message]}) from None

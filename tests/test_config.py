@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("MQTT_PROTOCOL", "3"),
         ("DEVICE_HEALTH_SWEEP_INTERVAL_S", "0"),
         ("DEVICE_HEALTH_SWEEP_BATCH", "none"),
+        ("EXPORT_MAX_DAYS", "0"),
     ],
 )
 def test_malformed_setting_stops_start_up_naming_the_variable(variable, value) -> None:

@@ -337,6 +337,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024  # a telemetry batch of 500 messages n
 # How long an Idempotency-Key replays its first response; beat prunes older records.
 API_IDEMPOTENCY_TTL_S = env_int("API_IDEMPOTENCY_TTL_S", 24 * 3600, minimum=60)
 API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S", 3600.0, minimum=1)
+# The longest window one readings export (``GET /api/v1/readings/export/``) may ask for, in days.
+EXPORT_MAX_DAYS = env_int("EXPORT_MAX_DAYS", 31, minimum=1, maximum=3660)
 # How long each append-only table keeps its rows (config/env_retention.py; docs/operations.md,
 # "Retention").
 globals().update(retention_from_env())

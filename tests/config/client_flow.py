@@ -10,8 +10,10 @@ must parse into the generated model named for it. Prints one JSON object of what
 
 from __future__ import annotations
 
+import csv
 import datetime
 import importlib
+import io
 import json
 import os
 import pkgutil
@@ -29,6 +31,7 @@ from farm_client.api.endpoints import endpoint_command, endpoints_list
 from farm_client.api.farms import farms_create
 from farm_client.api.organizations import organizations_create
 from farm_client.api.profiles import profiles_create
+from farm_client.api.readings import readings_export
 from farm_client.api.rollouts import rollouts_create, rollouts_pause, rollouts_retrieve
 from farm_client.api.rules import rules_create, rules_destroy, rules_retrieve
 from farm_client.api.telemetry import telemetry_ingest
@@ -60,6 +63,7 @@ from farm_client.models import (
     UserMessage,
     UserMessageRequest,
 )
+from farm_client.models.endpoints_series_format import EndpointsSeriesFormat
 from farm_client.types import Response
 
 SERIAL = "GH-0001"
@@ -159,6 +163,23 @@ def operate(client: AuthenticatedClient, ids: dict[str, int], seen: dict[str, An
     seen["deleted_rule"] = gone.code
 
 
+def export(client: AuthenticatedClient, ids: dict[str, int], seen: dict[str, Any]) -> None:
+    """Step 4b: the farm's readings of the last hour as CSV, and the series' CSV format."""
+    now = datetime.datetime.now(datetime.UTC)
+    answer = readings_export.sync_detailed(
+        client=client,
+        farm=ids["farm"],
+        from_=now - datetime.timedelta(hours=1),
+        to=now + datetime.timedelta(minutes=1),
+    )
+    text = parsed(answer, 200, str)
+    assert answer.headers["content-type"].startswith("text/csv"), answer.headers
+    header, *rows = csv.reader(io.StringIO(text))
+    lines = [" ".join([row[1][-6:], *row[2:]]) for row in rows]  # the local offset, the rest
+    seen["export"] = {"header": header, "rows": lines}
+    seen["series_formats"] = sorted(f.value for f in EndpointsSeriesFormat)
+
+
 def roll_out(client: AuthenticatedClient, ids: dict[str, int], seen: dict[str, Any]) -> None:
     """Step 5: a rollout of the relay's io1 over the farm, read back, then paused."""
     body = RolloutCreateRequest.from_dict(
@@ -234,6 +255,7 @@ def main() -> None:
     with client:
         ids = provision(client, seen)
         operate(client, ids, seen)
+        export(client, ids, seen)
         roll_out(client, ids, seen)
         lists(client, seen)
     print(json.dumps(seen))

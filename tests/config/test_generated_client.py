@@ -1,8 +1,9 @@
 """The API as an integrator meets it: a Python client generated with openapi-python-client
 from the live ``/api/schema/``, signed in with the API key the way the schema's security
-scheme says (no header set by hand), then a farm provisioned and operated through that client
-only (``tests/config/client_flow.py``). The generator and the client run in their own venv
-(``.venv-codegen``, built by ``make setup``): its pins cannot live beside the product's."""
+scheme says (no header set by hand), then a farm provisioned and operated, and its readings
+exported as CSV, through that client only (``tests/config/client_flow.py``). The generator
+and the client run in their own venv (``.venv-codegen``, built by ``make setup``): its pins
+cannot live beside the product's."""
 
 from __future__ import annotations
 
@@ -76,6 +77,11 @@ def test_a_generated_client_provisions_and_operates_a_farm(
     assert seen["telemetry_kept"] == 1
     assert seen["timeline_entries"] >= 1
     assert seen["deleted_rule"] == "not_found"
+    assert seen["export"] == {
+        "header": ["time_utc", "time_local", "serial", "endpoint", "value"],
+        "rows": ["+07:00 GH-0001 temp 35"],  # the farm's Asia/Ho_Chi_Minh time
+    }
+    assert seen["series_formats"] == ["csv", "json"]
     first, second = seen["pages"]
     assert len(first) == len(second) == 1 and first != second
     assert {"commands_list", "farms_list", "rules_list", "contacts_list", "rollouts_list"} <= set(
