@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from automation.services.dispatch import commands_dispatch
 from automation.services.edge import replies_accept
-from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.evaluate import events_evaluate
 from automation.services.ingest import telemetry_accept
 from automation.services.reconcile import command_intents_reconcile
 from automation.services.sweeps import commands_sweep, events_sweep
@@ -50,7 +50,7 @@ def device_messages_reconcile_task(messages: list[WireRow]) -> int:
 
 @shared_task(name=EVENTS_EVALUATE, **routed_to("evaluate"), **DB_RETRY)
 def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
-    return endpoint_events_evaluate(event_ids=event_ids).executions
+    return events_evaluate(event_ids=event_ids).executions
 
 
 @shared_task(name="automation.endpoint_events_sweep", **routed_to("evaluate"))

@@ -71,11 +71,24 @@ class EvaluateResult:
     endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
     outcomes: dict[str, int] = field(default_factory=dict)  # decisions by outcome
 
+    @property
+    def committed(self) -> Committed:
+        """What the next stages act on: the new commands and the endpoints read."""
+        return Committed(commands=self.pending_intent_ids, endpoints=self.endpoint_ids)
+
+
+def events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
+    """The evaluate task's one call: evaluate, then hand on (``automation.services.spine``)
+    once committed: dispatch of the new commands and threshold reminders of the endpoints
+    read. The commands the readings may prove went to reconciliation from ingest."""
+    result = endpoint_events_evaluate(event_ids=event_ids)
+    hand_on_commit(result.committed)
+    return result
+
 
 def endpoint_events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
-    """Evaluate a batch of events, then hand on (``automation.services.spine``) after commit:
-    dispatch of the new commands and threshold reminders of the endpoints read. The commands
-    the readings may prove were handed to reconciliation by ingest itself."""
+    """Evaluate a batch of events in one transaction; the caller hands ``committed`` on
+    (``events_evaluate``)."""
     # The farm the endpoint's device is in now, joined: a rule decides on its own farm's
     # readings only (a device moved to another farm no longer drives the old farm's rules).
     pending = endpoint_events_pending_read(event_ids)
@@ -119,7 +132,6 @@ def endpoint_events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
             now=timezone.now(),
         )
         rule_alarms_sync(verdicts=verdicts, now=now)
-        hand_on_commit(Committed(commands=result.pending_intent_ids, endpoints=result.endpoint_ids))
     ended = {status: 0 for status in EventStatus}
     for (status, _), event_ids_ended in finished.items():
         ended[status] += len(event_ids_ended)

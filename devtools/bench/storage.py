@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from unittest import mock
 
 from django.conf import settings
 from django.db import connection, models
@@ -208,16 +207,8 @@ def _ingest_and_evaluate(
     inbound: Sequence[InboundTelemetry], batch: int, progress: Progress
 ) -> None:
     """As the bridge and the evaluate workers do: each batch's new events evaluated in chunks
-    of ``EVALUATE_BATCH_SIZE``. No worker runs here: the hand-offs that follow evaluation are
-    not sent (they would only fill the Celery broker)."""
+    of ``EVALUATE_BATCH_SIZE`` (no worker: the hand-offs that follow are not sent)."""
     chunk = settings.EVALUATE_BATCH_SIZE
-    with mock.patch("automation.services.evaluate.hand_on_commit"):
-        _ingest_and_evaluate_batches(inbound, batch, chunk, progress)
-
-
-def _ingest_and_evaluate_batches(
-    inbound: Sequence[InboundTelemetry], batch: int, chunk: int, progress: Progress
-) -> None:
     for start in range(0, len(inbound), batch):
         result = telemetry_ingest(messages=inbound[start : start + batch])
         ids = result.pending_event_ids

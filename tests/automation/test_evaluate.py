@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
-from django.db import connection
+from django.db import connection, transaction
 
 from automation.models import (
     AutomationEndpointEvent,
     AutomationRuleExecution,
     DeviceCommand,
 )
-from automation.services.evaluate import endpoint_events_evaluate
+from automation.services.evaluate import endpoint_events_evaluate, events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.states import CommandStatus
 from automation.tasks import endpoint_events_sweep_task
@@ -251,8 +251,8 @@ def test_a_batch_with_several_readings_of_one_sensor_acts_on_the_newest() -> Non
 def test_intent_ids_are_handed_to_dispatch_only_after_commit(
     django_capture_on_commit_callbacks, monkeypatch
 ) -> None:
-    """Evaluation hands its new commands on itself (``automation.services.spine``), once
-    its transaction commits: a dispatcher never reads a command that is not committed."""
+    """The evaluate task hands its new commands on (``automation.services.spine``) once
+    the transaction it runs in commits: a dispatcher never reads an uncommitted command."""
     kit = make_farm()
     kit.rule()
     ids = ingest(kit.sensor.serial_number, temp=31)
@@ -260,8 +260,8 @@ def test_intent_ids_are_handed_to_dispatch_only_after_commit(
     monkeypatch.setattr(
         "automation.services.spine.enqueue", lambda name, ids, **_: handed.append((name, ids))
     )
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        endpoint_events_evaluate(event_ids=ids)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks, transaction.atomic():
+        events_evaluate(event_ids=ids)
     assert handed == []
     for callback in callbacks:
         callback()
