@@ -46,6 +46,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "common",
     "common.accounts",  # API tokens; after django_celery_beat (its admin is made superuser-only)
+    "auditlog",
+    "common.audit",  # the audit log of configuration changes; after auditlog (its admin)
     "devices",
     "scheduler",
     "automation",
@@ -66,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "common.audit.context.AuditSurfaceMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.security.FrameAncestorsMiddleware",
@@ -341,6 +344,11 @@ API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S",
 # How long each append-only table keeps its rows (config/env_retention.py; docs/operations.md,
 # "Retention").
 globals().update(retention_from_env())
+
+# The audit log (docs/audit.md): django-auditlog's entries with an organisation and a
+# surface of their own; fixtures loaded raw are no one's change.
+AUDITLOG_LOGENTRY_MODEL = "audit.AuditEntry"
+AUDITLOG_DISABLE_ON_RAW_SAVE = True
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
 # Fleet rollouts: canary, driver tick, lease (config/env_rollouts.py, docs/rollouts.md).
 ROLLOUTS = rollouts_from_env()
