@@ -71,7 +71,9 @@ CONFIGURATION: tuple[Followed, ...] = (
     Followed("automation.AutomationRuleCondition", _RULE_ORG),
     Followed("automation.AutomationRuleAction", _RULE_ORG),
     Followed("automation.AutomationRuleSchedule", _RULE_ORG),
-    Followed("automation.EndpointManualHold", ("endpoint.device.farm.organization_id",)),
+    Followed(
+        "automation.EndpointManualHold", ("endpoint.device.farm.organization_id",), ("version",)
+    ),
     Followed("notifications.ExternalContact", _FARM_ORG),
     Followed("notifications.ChannelPreference", ("contact.farm.organization_id",)),
     Followed("notifications.NotificationProfile", _FARM_ORG),
