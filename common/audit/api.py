@@ -62,6 +62,7 @@ class AuditEntryViewSet(ScopedViewSet):
     filterset_class = AuditEntryFilter
     pagination_class = NewestFirstCursor
     required_roles = {"list": Need.CONFIGURE, "retrieve": Need.CONFIGURE}
+    organization_path = "organization_id"
 
     def get_queryset(self) -> QuerySet[AuditEntry]:
         return self.scoped(need_scope(self.request, Need.CONFIGURE))

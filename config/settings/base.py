@@ -344,11 +344,7 @@ API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S",
 # How long each append-only table keeps its rows (config/env_retention.py; docs/operations.md,
 # "Retention").
 globals().update(retention_from_env())
-
-# The audit log (docs/audit.md): django-auditlog's entries with an organisation and a
-# surface of their own; fixtures loaded raw are no one's change.
-AUDITLOG_LOGENTRY_MODEL = "audit.AuditEntry"
-AUDITLOG_DISABLE_ON_RAW_SAVE = True
+AUDITLOG_LOGENTRY_MODEL = "audit.AuditEntry"  # the audit log's entries (docs/audit.md)
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
 # Fleet rollouts: canary, driver tick, lease (config/env_rollouts.py, docs/rollouts.md).
 ROLLOUTS = rollouts_from_env()
