@@ -345,6 +345,7 @@ API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S",
 # "Retention").
 globals().update(retention_from_env())
 AUDITLOG_LOGENTRY_MODEL = "audit.AuditEntry"  # the audit log's entries (docs/audit.md)
+MIGRATION_MODULES = {"auditlog": None}  # its own table is the swapped-out model's: unused
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
 # Fleet rollouts: canary, driver tick, lease (config/env_rollouts.py, docs/rollouts.md).
 ROLLOUTS = rollouts_from_env()
