@@ -7,12 +7,11 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
-    from django.core.management import execute_from_command_line
-
+    from common.audit.context import command_line_execute
     from config.env import setting_errors_exit
 
     # A malformed or missing variable: its one line on stderr and a non-zero exit.
-    setting_errors_exit(lambda: execute_from_command_line(sys.argv))
+    setting_errors_exit(lambda: command_line_execute(sys.argv))
 
 
 if __name__ == "__main__":

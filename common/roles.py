@@ -60,6 +60,7 @@ PRODUCT_APPS = (
     "notifications",
     "rollouts",
     "alarms",
+    "audit",
 )
 STAFF_GROUPS: dict[str, tuple[Need, ...]] = {
     MemberRole.VIEWER: (Need.READ,),

@@ -29,6 +29,7 @@ API_RESOURCES = {
     "scheduler": "scheduler-list",
     "rollouts": "rollout-list",
     "alarms": "alarm-list",
+    "audit": "audit-list",
     "telemetry": "telemetry-ingest",
     "diagnostics": "diagnostics",
     "reminder-settings": "reminder-setting-list",

@@ -25,6 +25,7 @@ RETENTION_DEFAULTS: dict[str, tuple[float, str]] = {
     # As long as the commands: a rollout's targets read their states from its commands.
     "RETENTION_ROLLOUTS_DAYS": (180, "ended rollouts with their targets and timeline"),
     "RETENTION_ALARMS_DAYS": (180, "cleared alarms with their audit trail"),
+    "RETENTION_AUDIT_DAYS": (365, "the audit log of configuration changes"),
 }
 
 

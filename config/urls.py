@@ -38,6 +38,7 @@ urlpatterns = [
     path("api/v1/", include("reminders.user_messages_api")),  # users' scheduled messages
     path("api/v1/", include("rollouts.api")),  # fleet rollouts
     path("api/v1/", include("alarms.api")),  # alarms: list, acknowledge, clear
+    path("api/v1/", include("common.audit.api")),  # the audit log of configuration changes
     path("metrics", metrics, name="metrics"),
     path("health", health, name="health"),
 ]

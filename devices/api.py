@@ -94,7 +94,7 @@ from devices.services import (
     profile_expected_interval_set,
     profile_rename,
 )
-from devices.services.credentials import CredentialsUnavailable, device_credentials_issue
+from devices.services.credentials import CredentialsUnavailable, device_credentials_rotate
 
 _BROKER_DOWN = OpenApiResponse(description="broker_unavailable: the broker did not confirm")
 
@@ -252,7 +252,7 @@ class DeviceViewSet(ScopedViewSet):
         if device.status == DeviceStatus.RETIRED:
             raise Conflict("A retired device has no login; activate it first.")
         with _refusals():
-            login = device_credentials_issue(serial_number=device.serial_number)
+            login = device_credentials_rotate(device=device)
         if login is None:
             detail = "No credentials backend is configured: the broker's logins are managed "
             raise Conflict(detail + "outside the product.", code="credentials_not_managed")

@@ -42,6 +42,7 @@ from automation.services.rows import as_row
 from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
+from common.audit.writes import audited_update
 from common.handoff import commands_dispatch_on_commit
 from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
@@ -219,9 +220,8 @@ def _hold_move(
         "cancel_reason": "",
         "updated_at": now,
     }
-    moved = EndpointManualHold.objects.filter(endpoint_id=endpoint_id).update(
-        version=F("version") + 1, **fields
-    )
+    held = EndpointManualHold.objects.filter(endpoint_id=endpoint_id)
+    moved = audited_update(held, version=F("version") + 1, **fields)
     if not moved:
         EndpointManualHold.objects.create(endpoint_id=endpoint_id, created_at=now, **fields)
 
@@ -243,7 +243,8 @@ def endpoint_hold_cancel(
         )
         if hold is None:
             return False
-        moved = EndpointManualHold.objects.filter(pk=hold.pk, version=hold.version).update(
+        moved = audited_update(
+            EndpointManualHold.objects.filter(pk=hold.pk, version=hold.version),
             version=F("version") + 1,
             cancelled_at=now,
             cancelled_by_id=actor.pk if actor.is_authenticated else None,

@@ -38,6 +38,7 @@ from automation.services.rule_checks import (
 )
 from automation.services.rule_cycles import rule_cycle
 from automation.services.rule_schedules import rule_schedule_rows_sync
+from common.audit.writes import audited_bulk_create, audited_bulk_update, audited_update
 from devices.models import Farm
 from scheduler.states import SchedulerReason
 
@@ -180,9 +181,9 @@ def _replace(
             names |= differs
             changed.append(row)
     if changed:
-        manager.bulk_update(changed, sorted(names))
+        audited_bulk_update(model, changed, sorted(names))
     if created:
-        manager.bulk_create(created)
+        audited_bulk_create(model, created)
 
 
 def _key_of(value: object) -> object:
@@ -309,8 +310,12 @@ def rule_delete(*, rule_id: int, actor: str, now: datetime | None = None) -> boo
     ``deleted_at``: False when the rule is gone or was already deleted (nothing is written)."""
     now = now or timezone.now()
     with transaction.atomic():
-        moved = AutomationRule.objects.filter(pk=rule_id, deleted_at__isnull=True).update(
-            is_active=False, deleted_at=now, deleted_by=actor[:150], updated_at=now
+        moved = audited_update(
+            AutomationRule.objects.filter(pk=rule_id, deleted_at__isnull=True),
+            is_active=False,
+            deleted_at=now,
+            deleted_by=actor[:150],
+            updated_at=now,
         )
         if moved != 1:
             return False

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from common.accounts.keys import api_key_digest, api_key_new, api_key_prefix
 from common.accounts.models import ApiToken
+from common.audit.writes import audited_update
 
 # A use is written back at most this often per token: one UPDATE a minute, not per request.
 LAST_USED_RESOLUTION_S = 60.0
@@ -45,12 +46,12 @@ def api_token_issue(*, user: AbstractBaseUser, now: datetime | None = None) -> I
         "expires_at": api_token_expiry(now=now),
     }
     with transaction.atomic():
-        if not ApiToken.objects.filter(user_id=user.pk).update(**fields):
+        if not audited_update(ApiToken.objects.filter(user_id=user.pk), **fields):
             try:
                 with transaction.atomic():
                     ApiToken.objects.create(user_id=user.pk, **fields)
             except IntegrityError:  # a concurrent first issue won: replace its key
-                ApiToken.objects.filter(user_id=user.pk).update(**fields)
+                audited_update(ApiToken.objects.filter(user_id=user.pk), **fields)
         token = ApiToken.objects.get(user_id=user.pk)
     return IssuedToken(token=token, key=key)
 

@@ -46,6 +46,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "common",
     "common.accounts",  # API tokens; after django_celery_beat (its admin is made superuser-only)
+    "auditlog",
+    "common.audit",  # the audit log of configuration changes; after auditlog (its admin)
     "devices",
     "scheduler",
     "automation",
@@ -66,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "common.audit.context.AuditSurfaceMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.security.FrameAncestorsMiddleware",
@@ -342,6 +345,8 @@ EXPORT_MAX_DAYS = env_int("EXPORT_MAX_DAYS", 31, minimum=1, maximum=3660)
 # How long each append-only table keeps its rows (config/env_retention.py; docs/operations.md,
 # "Retention").
 globals().update(retention_from_env())
+AUDITLOG_LOGENTRY_MODEL = "audit.AuditEntry"  # the audit log's entries (docs/audit.md)
+MIGRATION_MODULES = {"auditlog": None}  # its own table is the swapped-out model's: unused
 RETENTION_PRUNE_INTERVAL_S = env_float("RETENTION_PRUNE_INTERVAL_S", 300.0, minimum=1)
 # Fleet rollouts: canary, driver tick, lease (config/env_rollouts.py, docs/rollouts.md).
 ROLLOUTS = rollouts_from_env()

@@ -11,10 +11,16 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+
+from common.audit.registry import MASK
+from common.audit.writes import audited_event
+
+if TYPE_CHECKING:
+    from devices.models import Device
 
 PASSWORD_BYTES = 24  # 32 URL-safe characters
 
@@ -61,6 +67,15 @@ def device_credentials_issue(*, serial_number: str) -> DeviceCredentials | None:
         return None
     login = DeviceCredentials(username=serial_number, password=new_password())
     backend.set_login(login.username, login.password)
+    return login
+
+
+def device_credentials_rotate(*, device: Device) -> DeviceCredentials | None:
+    """A new password for ``device`` (``device_credentials_issue``), recorded in the audit
+    log as a change of its login; the entry holds no password, old or new."""
+    login = device_credentials_issue(serial_number=device.serial_number)
+    if login is not None:
+        audited_event(device, changes={"mqtt_password": [MASK, MASK]})
     return login
 
 

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from common.audit.writes import audited_update
 from common.models import Organization
 from common.validators import validate_time_zone
 from devices.models import Farm
@@ -47,7 +48,7 @@ def farm_update(*, farm: Farm, name: str | None = None, time_zone: str | None = 
         return farm
     try:
         with transaction.atomic():
-            Farm.objects.filter(pk=farm.pk).update(**changes)
+            audited_update(Farm.objects.filter(pk=farm.pk), **changes)
     except IntegrityError:
         raise ProvisioningRefused("name", _NAME_TAKEN) from None
     for field, value in changes.items():
@@ -59,7 +60,9 @@ def farm_archive(*, farm_id: int, actor: str, now: datetime | None = None) -> bo
     """Archive the farm (compare-and-set on "not archived yet"): it leaves the farm list and
     its rules stop deciding; devices, readings and history are kept. False when it was
     archived already (by this call's retry or anyone else): nothing changes then."""
-    archived = Farm.objects.filter(pk=farm_id, archived_at__isnull=True).update(
-        archived_at=now or timezone.now(), archived_by=actor[:150]
+    archived = audited_update(
+        Farm.objects.filter(pk=farm_id, archived_at__isnull=True),
+        archived_at=now or timezone.now(),
+        archived_by=actor[:150],
     )
     return archived == 1

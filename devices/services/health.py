@@ -21,6 +21,7 @@ from django.db.models import DateTimeField, QuerySet
 from django.db.models.expressions import RawSQL
 from django.utils.dateparse import parse_datetime
 
+from common.audit.writes import audited_update
 from devices.ingest_sql import (
     DEVICES,
     devices_online_set,
@@ -94,8 +95,10 @@ def devices_offline_sweep(*, now: datetime, batch: int) -> list[HealthMove]:
 def device_offline_after_set(*, device: Device, offline_after_s: int | None) -> Device:
     """A device's own offline window (None: its profile's default), with its offline time
     moved to match in the same statement."""
-    Device.objects.filter(pk=device.pk).update(
-        offline_after_s=offline_after_s, offline_due_at=_offline_due("%s", [offline_after_s])
+    audited_update(
+        Device.objects.filter(pk=device.pk),
+        offline_after_s=offline_after_s,
+        offline_due_at=_offline_due("%s", [offline_after_s]),
     )
     device.refresh_from_db(fields=["offline_after_s", "offline_due_at"])
     return device
@@ -111,7 +114,9 @@ def profile_expected_interval_set(*, profile: DeviceProfile, expected_interval_s
     """A profile's reporting interval, and the offline time of its devices that follow it
     (no window of their own), in one transaction."""
     with transaction.atomic():
-        DeviceProfile.objects.filter(pk=profile.pk).update(expected_interval_s=expected_interval_s)
+        audited_update(
+            DeviceProfile.objects.filter(pk=profile.pk), expected_interval_s=expected_interval_s
+        )
         devices_offline_due_refresh(
             devices=Device.objects.filter(profile=profile, offline_after_s__isnull=True)
         )

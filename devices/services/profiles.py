@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from django.db import IntegrityError, transaction
 
+from common.audit.writes import audited_bulk_create, audited_update
 from common.json_types import JsonValue
 from common.models import Organization
 from devices.models import (
@@ -120,8 +121,12 @@ def _endpoints_add(profile: DeviceProfile, specs: Sequence[EndpointSpec]) -> Non
         raise ProvisioningRefused(
             "endpoints", f"a profile has at most {MAX_ENDPOINTS_PER_PROFILE} endpoints"
         )
-    DeviceProfileEndpoint.objects.bulk_create(
-        DeviceProfileEndpoint(profile=profile, **_with_param_key(spec).__dict__) for spec in specs
+    audited_bulk_create(
+        DeviceProfileEndpoint,
+        [
+            DeviceProfileEndpoint(profile=profile, **_with_param_key(spec).__dict__)
+            for spec in specs
+        ],
     )
     profile_endpoints_sync(profile=profile)
 
@@ -172,7 +177,7 @@ def profile_rename(*, profile: DeviceProfile, name: str) -> DeviceProfile:
     """A new name, unique within the profile's organisation (or among the global ones)."""
     try:
         with transaction.atomic():
-            DeviceProfile.objects.filter(pk=profile.pk).update(name=name)
+            audited_update(DeviceProfile.objects.filter(pk=profile.pk), name=name)
     except IntegrityError:
         raise _name_taken(profile.organization_id) from None
     profile.name = name

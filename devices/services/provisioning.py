@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from common.audit.writes import audited_update
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, DeviceStatus, Farm
 from devices.services.credentials import DeviceCredentials, device_credentials_issue
 
@@ -81,7 +82,7 @@ def device_provision(
 
 
 def device_rename(*, device: Device, name: str) -> Device:
-    Device.objects.filter(pk=device.pk).update(name=name)
+    audited_update(Device.objects.filter(pk=device.pk), name=name)
     device.name = name
     return device
 

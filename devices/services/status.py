@@ -11,6 +11,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from common.audit.writes import audited_update
 from devices.models import Device, DeviceHealthCause, DeviceHealthTransition, DeviceStatus
 from devices.services.credentials import device_credentials_revoke
 from events.envelope import occurred_at_format
@@ -32,7 +33,8 @@ def device_status_change(
     if device.status == status:
         return False
     with transaction.atomic():
-        moved = Device.objects.filter(pk=device.pk, status=device.status).update(status=status)
+        current = Device.objects.filter(pk=device.pk, status=device.status)
+        moved = audited_update(current, status=status)
         if moved != 1:
             return False
         if status == DeviceStatus.RETIRED:

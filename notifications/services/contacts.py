@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from common.audit.writes import audited_update
 from notifications.destinations import webhook_url_check
 from notifications.models import ExternalContact
 from notifications.webhook_secrets import (
@@ -25,8 +26,10 @@ def external_contact_webhook_secret_issue(*, contact_id: int) -> str:
     """A new signing secret for the contact under the current key: deliveries sign with it
     from now on (the previous one stops at once). Returned once; never stored."""
     salt = webhook_secret_salt_new()
-    changed = ExternalContact.objects.filter(pk=contact_id).update(
-        webhook_secret_salt=salt, webhook_secret_key_id=webhook_secret_key_id()
+    changed = audited_update(
+        ExternalContact.objects.filter(pk=contact_id),
+        webhook_secret_salt=salt,
+        webhook_secret_key_id=webhook_secret_key_id(),
     )
     if not changed:
         raise ExternalContactNotFound(f"no external contact {contact_id}")
@@ -36,10 +39,10 @@ def external_contact_webhook_secret_issue(*, contact_id: int) -> str:
 def external_contact_webhook_secret_revoke(*, contact_id: int) -> bool:
     """The contact's secret signs nothing more (its webhooks are skipped until a new one is
     issued); False when it had none."""
-    changed = (
-        ExternalContact.objects.filter(pk=contact_id)
-        .exclude(webhook_secret_salt="")
-        .update(webhook_secret_salt="", webhook_secret_key_id="")
+    changed = audited_update(
+        ExternalContact.objects.filter(pk=contact_id).exclude(webhook_secret_salt=""),
+        webhook_secret_salt="",
+        webhook_secret_key_id="",
     )
     return bool(changed)
 
@@ -84,7 +87,7 @@ def external_contact_update(*, contact_id: int, changes: Mapping[str, object]) -
     if isinstance(url, str) and url:
         webhook_url_check(url)
     rows = ExternalContact.objects.filter(pk=contact_id)
-    if changes and not rows.update(**changes):
+    if changes and not audited_update(rows, **changes):
         raise ExternalContactNotFound(f"no external contact {contact_id}")
     found = rows.first()
     if found is None:
@@ -97,4 +100,4 @@ def external_contact_deactivate(*, contact_id: int) -> bool:
     preferences, secret and notifications stay; setting ``is_active`` again brings it back.
     False when it was inactive already."""
     active = ExternalContact.objects.filter(pk=contact_id, is_active=True)
-    return bool(active.update(is_active=False))
+    return bool(audited_update(active, is_active=False))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from common.audit.writes import audited_update
 from notifications.models import ChannelPreference
 from notifications.states import Channel
 
@@ -32,7 +33,7 @@ def contact_channel_preference_set(
     if channel not in CONTACT_CHANNELS:
         raise PreferenceRefused("channel", "an external contact is told by email or webhook")
     rows = ChannelPreference.objects.filter(contact_id=contact_id, channel=channel)
-    if rows.update(enabled=enabled, updated_at=timezone.now()):
+    if audited_update(rows, enabled=enabled, updated_at=timezone.now()):
         return rows.get(), False
     try:
         with transaction.atomic():
@@ -41,14 +42,14 @@ def contact_channel_preference_set(
             )
         return made, True
     except IntegrityError:
-        rows.update(enabled=enabled, updated_at=timezone.now())
+        audited_update(rows, enabled=enabled, updated_at=timezone.now())
         return rows.get(), False
 
 
 def channel_preference_enable(*, preference_id: int, enabled: bool) -> ChannelPreference:
     """Turn an existing preference's channel on or off (an opt-out stays)."""
     rows = ChannelPreference.objects.filter(pk=preference_id)
-    rows.update(enabled=enabled, updated_at=timezone.now())
+    audited_update(rows, enabled=enabled, updated_at=timezone.now())
     return rows.get()
 
 

@@ -18,6 +18,7 @@ from automation.services.manual import Actor
 from automation.services.targets import targets_lock
 from automation.services.transitions import GuardedTransition, Transition, commands_transition
 from automation.states import CommandStatus, ReasonCode
+from common.audit.writes import audited_update
 from common.json_types import JsonValue
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
 from rollouts.states import ROLLOUT_ENDED, RolloutState, SkipReason, TargetStep, rollout_can_move
@@ -50,9 +51,8 @@ def rollout_move(
     if to == RolloutState.RUNNING:
         fields["ticked_at"] = now  # the rate budget accrues from here, not across the pause
         fields["rate_budget"] = 0.0
-    moved = Rollout.objects.filter(
-        pk=rollout.pk, state=rollout.state, version=rollout.version
-    ).update(version=F("version") + 1, **fields)
+    current = Rollout.objects.filter(pk=rollout.pk, state=rollout.state, version=rollout.version)
+    moved = audited_update(current, version=F("version") + 1, **fields)
     if moved != 1:
         return False
     RolloutTransition.objects.create(

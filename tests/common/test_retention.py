@@ -76,6 +76,7 @@ def test_every_append_only_table_has_a_retention() -> None:
         "events.EventInbox",
         "rollouts.Rollout",
         "alarms.Alarm",
+        "audit.AuditEntry",
     }
 
 

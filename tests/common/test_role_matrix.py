@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 
 from alarms.models import Alarm
 from alarms.services import alarm_raise
+from common.audit.models import AuditEntry
 from common.models import MemberRole, OrganizationMember
 from common.role_matrix import Route, api_routes, matrix_markdown, uses_role_matrix
 from common.roles import ROLES_MEETING, Need
@@ -135,6 +136,7 @@ def _world() -> World:
                 now=timezone.now(),
             )
         ),
+        AuditEntry.objects.filter(organization_id=org.pk).latest("pk"),
     ]
     return World(rows={type(r): r for r in found}, users=users, inbox_item=item)
 
