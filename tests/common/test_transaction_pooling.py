@@ -24,9 +24,7 @@ from tests.real_servers import child_database_url
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-PGBOUNCER = shutil.which("pgbouncer") or next(
-    (p for p in ("/usr/sbin/pgbouncer",) if os.access(p, os.X_OK)), None
-)
+PGBOUNCER = shutil.which("pgbouncer") or shutil.which("pgbouncer", path="/usr/sbin")
 needs_pgbouncer = pytest.mark.skipif(
     PGBOUNCER is None, reason="needs PgBouncer (Debian's pgbouncer package; .ci/run installs it)"
 )
@@ -60,7 +58,6 @@ class PrivatePgBouncer:
 
     def __init__(self, workdir: Path, server_host: str, server_port: int) -> None:
         self.port = free_port()
-        workdir.chmod(0o755)  # run as root it drops to postgres, which must read its files
         auth_file = workdir / "users.txt"
         auth_file.write_text('"postgres" ""\n')
         self.ini = workdir / "pgbouncer.ini"
@@ -144,14 +141,8 @@ def test_the_hot_path_and_the_admin_chart_work_through_transaction_pooling(
 ) -> None:
     done = _checks(pgbouncer, "1", "hot_path", "admin_chart")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == [
-        "ok",
-        "sessions_alternate",
-        "ok",
-        "hot_path",
-        "ok",
-        "admin_chart",
-    ]
+    ran = ["ok sessions_alternate", "ok hot_path", "ok admin_chart"]
+    assert done.stdout.splitlines() == ran
 
 
 @pytest.mark.postgres
