@@ -3,8 +3,13 @@ dispatch, reconcile): each stage keeps its statements in one module and runs the
 
 Why not the ORM there: at a batch of one, Django's query building and psycopg's client-side
 adaptation cost as much CPU as PostgreSQL spends running the statement (docs/benchmarks.md).
-On PostgreSQL a statement runs on a server-binding cursor with ``prepare=True``, so the
-server parses and plans it once per connection and the client sends only its parameters.
+On PostgreSQL a statement runs on a server-binding cursor, prepared where the connection
+prepares statements (psycopg's ``prepare_threshold`` in the database's ``OPTIONS`` is not
+None), so the server parses and plans it once per connection and the client sends only its
+parameters. Django leaves ``prepare_threshold`` None unless the settings name one
+(``config.env`` does), and a transaction-pooling PgBouncer (``DATABASE_TRANSACTION_POOLING``)
+forces it None: a statement prepared on one server session would be missing from the next
+transaction's.
 It shares Django's connection, so it takes part in ``transaction.atomic`` like any query.
 On SQLite (the embedded default) it goes through Django's cursor, which speaks the same
 ``%s`` placeholders. Write statements both databases run: ``IN`` lists from ``in_list``
@@ -117,13 +122,19 @@ def _cursor() -> Iterator[Any]:
         _state.in_hot = _counted_flag
 
 
+def _statements_prepared() -> bool:
+    """Whether this connection keeps prepared statements: psycopg's own switch, set from the
+    database's ``OPTIONS`` (``config.env.database_from_env``)."""
+    return connection.connection.prepare_threshold is not None
+
+
 def _execute(cursor: Any, sql: str, params: Params) -> None:
     _counted(sql)
     if connection.vendor != "postgresql":
         cursor.execute(sql, params)  # Django's cursor: logged like any query
         return
     started = time.monotonic()
-    cursor.execute(sql, params, prepare=True)
+    cursor.execute(sql, params, prepare=_statements_prepared())
     if connection.queries_logged:  # CaptureQueriesContext and DEBUG see it as on SQLite
         elapsed = time.monotonic() - started
         # With its parameters in, as Django logs its own: the log's text runs (EXPLAIN) alone.

@@ -195,8 +195,19 @@ def local_secret(path: Path) -> str:
     return path.read_text().strip()
 
 
+# Behind a transaction-pooling PgBouncer each transaction may run on another server session,
+# so nothing may outlive one: no prepared statement (psycopg's prepare_threshold None; the
+# hand-written hot SQL in ``common.hot_sql`` follows it) and no server-side cursor (Django's
+# ``DISABLE_SERVER_SIDE_CURSORS``: ``.iterator()`` declares a cursor WITH HOLD outside a
+# transaction and fetches it in the next ones).
+TRANSACTION_POOLING_OPTIONS: dict[str, Any] = {"prepare_threshold": None}
+
+
 def database_from_env(base_dir: Path) -> dict[str, Any]:
-    """``DATABASE_URL``: ``postgres://user:pass@host:port/name`` or ``sqlite:///path``."""
+    """``DATABASE_URL``: ``postgres://user:pass@host:port/name`` or ``sqlite:///path``;
+    ``DATABASE_TRANSACTION_POOLING`` (read either way, so a bad value always stops start-up)
+    says PostgreSQL is reached through a transaction-pooling PgBouncer."""
+    pooling = env_bool("DATABASE_TRANSACTION_POOLING", False)
     raw = _get("DATABASE_URL")
     if raw is None:
         return _sqlite(base_dir / "var" / "farm.sqlite3")
@@ -217,6 +228,8 @@ def database_from_env(base_dir: Path) -> dict[str, Any]:
         raise SettingError("DATABASE_URL", raw, "port is not a number") from None
     options: dict[str, Any] = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     options["prepare_threshold"] = _prepare_threshold(raw, options.get("prepare_threshold"))
+    if pooling:
+        options.update(TRANSACTION_POOLING_OPTIONS)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
@@ -226,6 +239,7 @@ def database_from_env(base_dir: Path) -> dict[str, Any]:
         "PORT": str(port or ""),
         "CONN_MAX_AGE": env_int("DATABASE_CONN_MAX_AGE", 300),
         "CONN_HEALTH_CHECKS": True,
+        "DISABLE_SERVER_SIDE_CURSORS": pooling,
         "OPTIONS": options,
         "TEST": {"NAME": env_str("DATABASE_TEST_NAME", f"test_{name}")},
     }

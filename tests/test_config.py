@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
         ("DATABASE_URL", "mysql://root@localhost/farm"),
         ("DATABASE_URL", "postgres://host:notaport/db"),
         ("DATABASE_URL", "postgres://host:5432/"),
+        ("DATABASE_TRANSACTION_POOLING", "transaction"),
         ("CELERY_BROKER_URL", "kafka://broker:9092"),
         ("REDIS_URL", "http://localhost:6379"),
         ("MQTT_URL", "mqtt://"),
