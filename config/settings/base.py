@@ -342,8 +342,7 @@ API_IDEMPOTENCY_TTL_S = env_int("API_IDEMPOTENCY_TTL_S", 24 * 3600, minimum=60)
 API_IDEMPOTENCY_PRUNE_INTERVAL_S = env_float("API_IDEMPOTENCY_PRUNE_INTERVAL_S", 3600.0, minimum=1)
 # The longest window one readings export (``GET /api/v1/readings/export/``) may ask for, in days.
 EXPORT_MAX_DAYS = env_int("EXPORT_MAX_DAYS", 31, minimum=1, maximum=3660)
-# How long each append-only table keeps its rows (config/env_retention.py; docs/operations.md,
-# "Retention").
+# Each append-only table's retention (config/env_retention.py; docs/operations.md, "Retention").
 globals().update(retention_from_env())
 AUDITLOG_LOGENTRY_MODEL = "audit.AuditEntry"  # the audit log's entries (docs/audit.md)
 MIGRATION_MODULES = {"auditlog": None}  # its own table is the swapped-out model's: unused
