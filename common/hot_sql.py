@@ -124,7 +124,7 @@ def _cursor() -> Iterator[Any]:
 
 def _statements_prepared() -> bool:
     """Whether this connection keeps prepared statements: psycopg's own switch, set from the
-    database's ``OPTIONS`` (``config.env.database_from_env``)."""
+    database's ``OPTIONS`` (``config.env_database.database_from_env``)."""
     return connection.connection.prepare_threshold is not None
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from config.env import (
     broker_from_env,
     cache_from_env,
-    database_from_env,
     device_credentials_from_env,
     env_bool,
     env_float,
@@ -18,6 +17,7 @@ from config.env import (
     env_str,
     mqtt_from_env,
 )
+from config.env_database import database_from_env
 from config.env_email import email_from_env
 from config.env_retention import retention_from_env
 from config.env_rollouts import rollouts_from_env

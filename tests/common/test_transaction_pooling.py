@@ -18,7 +18,8 @@ import psycopg
 import pytest
 from django.db import connection
 
-from config.env import SettingError, database_from_env
+from config.env import SettingError
+from config.env_database import database_from_env
 from tests.mqtt_fixtures import LOOPBACK, free_port, port_open
 from tests.real_servers import child_database_url
 from tests.waiting import wait_for
@@ -193,16 +194,16 @@ def test_hot_sql_prepares_only_where_the_connection_prepares() -> None:
     prepared = "SELECT count(*) FROM pg_prepared_statements"
     connection.ensure_connection()
     raw = connection.connection
-    assert raw.prepare_threshold is None  # Django's default, and transaction pooling's
-    hot_rows("SELECT 2 + %s", [2])
-    assert hot_rows(prepared) == [(0,)]
-    raw.prepare_threshold = 5
+    assert raw.prepare_threshold == 5  # config/env.py's default on a direct connection
+    threshold, raw.prepare_threshold = raw.prepare_threshold, None  # transaction pooling's
     try:
-        hot_rows("SELECT 3 + %s", [3])
-        assert hot_rows(prepared)[0][0] >= 1
+        raw.execute("DEALLOCATE ALL")
+        hot_rows("SELECT 2 + %s", [2])
+        assert hot_rows(prepared) == [(0,)]
     finally:
-        raw.prepare_threshold = None
-        raw.execute("DEALLOCATE ALL")  # psycopg forgets them too
+        raw.prepare_threshold = threshold
+    hot_rows("SELECT 3 + %s", [3])
+    assert hot_rows(prepared)[0][0] >= 1
 
 
 def test_the_setting_turns_off_what_outlives_a_transaction(
@@ -219,7 +220,7 @@ def test_the_setting_turns_off_what_outlives_a_transaction(
     monkeypatch.delenv("DATABASE_TRANSACTION_POOLING")
     direct = database_from_env(tmp_path)
     assert direct["DISABLE_SERVER_SIDE_CURSORS"] is False
-    assert "prepare_threshold" not in direct["OPTIONS"]
+    assert direct["OPTIONS"]["prepare_threshold"] == 5  # the hot path's statements prepare
 
 
 def test_a_bad_value_stops_start_up_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
