@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The intended order (docs/architecture.md): an app imports only apps of a lower layer, or
 # of its own layer without a cycle.
 LAYERS = {"config": 0, "common": 0, "events": 1, "devices": 2, "scheduler": 2}
-LAYERS |= {"automation": 3, "alarms": 3, "reminders": 4, "notifications": 4, "devtools": 5}
+LAYERS |= {"automation": 3, "alarms": 3, "reminders": 4, "notifications": 4, "rollouts": 4}
+LAYERS |= {"devtools": 5}
 APPS = tuple(LAYERS)
 
 # (importer, imported): app-level edges against the order today, each with why.
