@@ -10,6 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
@@ -19,6 +20,15 @@ from automation.operators import values_equal
 from automation.services.reconcile_sql import Receipt, ReconcileRow, readings_received
 from common.json_types import JsonObject, JsonValue
 from devices.readings import Reading
+
+
+class Response(NamedTuple):
+    """A device's answer to one attempt: ``accepted`` or ``rejected``, with its result code."""
+
+    attempt: int
+    status: str
+    code: str
+    at: datetime
 
 
 @dataclass(frozen=True)
@@ -31,12 +41,16 @@ class Evidence:
     acknowledged_at: datetime | None
     param_key: str
     target_value: JsonValue
-    responses: Sequence[tuple[int, str, str, datetime]] = ()  # (attempt, status, code, at)
+    responses: Sequence[Response] = ()
     states: Sequence[JsonObject] = ()  # reportedState of each state report
     # The reading that proves the command (received after the request was published, equal
     # to the target, unlike the value reported before it), described for the audit row.
     telemetry_reading: str = ""
     endpoint_key: str = ""  # the endpoint's own name, which a state report may use too
+
+    def __post_init__(self) -> None:
+        # Named whatever the caller wrote: (attempt, status, code, at) tuples become Responses.
+        object.__setattr__(self, "responses", tuple(Response(*r) for r in self.responses))
 
 
 def reported_state(payload: JsonObject) -> JsonObject:
@@ -69,7 +83,7 @@ def _evidence(
     telemetry_reading: str,
 ) -> Evidence:
     responses = [
-        (attempt, _text(payload.get("status")), _text(payload.get("resultCode")), at)
+        Response(attempt, _text(payload.get("status")), _text(payload.get("resultCode")), at)
         for kind, payload, attempt, at in receipts
         if kind in (ReceiptType.RPC_ACK, ReceiptType.RPC_RESULT)
     ]

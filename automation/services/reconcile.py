@@ -115,12 +115,12 @@ def decide(e: Evidence, now: datetime, applied_window_s: float) -> Verdict | Non
         return Verdict(
             CommandStatus.ACKNOWLEDGED, ReasonCode.ACKNOWLEDGED, {"acknowledged_at": ack}
         )
-    current = [r for r in e.responses if r[0] == e.attempt]
+    current = [r for r in e.responses if r.attempt == e.attempt]
     if (
         ack is None
         and current
         and e.status == CommandStatus.DISPATCHED
-        and current[-1][2] == ResultCode.BUSY
+        and current[-1].code == ResultCode.BUSY
     ):
         return Verdict(CommandStatus.RETRYING, ReasonCode.DEVICE_BUSY, retry=True)
     if e.status == CommandStatus.DISPATCHED and e.deadline_at and now >= e.deadline_at:
@@ -154,14 +154,14 @@ def _reported(e: Evidence) -> list[JsonValue]:
 
 def _refusal(e: Evidence) -> ReasonCode | None:
     """The reason of a non-transient refusal of the current attempt, if the device sent one."""
-    for attempt, status, code, _ in reversed(e.responses):
-        if attempt == e.attempt and status == "rejected" and code in _FAILING_CODES:
-            return _FAILING_CODES[ResultCode(code)]
+    for r in reversed(e.responses):
+        if r.attempt == e.attempt and r.status == "rejected" and r.code in _FAILING_CODES:
+            return _FAILING_CODES[ResultCode(r.code)]
     return None
 
 
 def _accepted(e: Evidence) -> datetime | None:
-    return next((at for _, status, _, at in e.responses if status == "accepted"), None)
+    return next((r.at for r in e.responses if r.status == "accepted"), None)
 
 
 def _if_acked_first(e: Evidence, applied: Verdict) -> Verdict:
