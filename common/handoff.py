@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from celery import Task
@@ -99,10 +99,16 @@ def enqueue_ids(task: Task, ids: list[int]) -> None:
         _send(task, (ids,), {})
 
 
+def after_commit(run: Callable[[], object], *, using: str | None = None) -> None:
+    """Run ``run`` once the current transaction (of ``using``) commits, at once outside one.
+    Robust: what failed is logged, never raised into a caller whose work is committed."""
+    transaction.on_commit(run, using=using, robust=True)
+
+
 def enqueue_on_commit(name: str, *args: Any, **kwargs: Any) -> None:
     """Queue the task once the current transaction commits (at once outside one); a worker
     must never read rows that are not committed yet."""
-    transaction.on_commit(lambda: enqueue(name, *args, **kwargs), robust=True)
+    after_commit(lambda: enqueue(name, *args, **kwargs))
 
 
 def commands_dispatch_on_commit(intent_ids: Sequence[int]) -> None:

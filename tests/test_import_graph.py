@@ -170,3 +170,29 @@ def test_no_service_module_imports_a_tasks_module_even_inside_a_function() -> No
             if imported.endswith(".tasks") or ".tasks." in imported:
                 found.append(f"{name} imports {imported}")
     assert found == []
+
+
+# Where a hand-off may be sent or wait for a commit besides ``common.handoff``, each with why.
+HANDOFF_EXCEPTIONS = {
+    # The event bus's transport sends by name and must see the broker's refusal (the event's
+    # EVENT_PUBLISH_FAILED line); ``common.handoff`` logs a failed send and swallows it.
+    ("events.services.publish", "send_task"),
+}
+
+
+def test_only_the_handoff_module_waits_for_a_commit_or_sends_by_name() -> None:
+    """A stage hands on through ``common.handoff`` (``after_commit``, robust): no product
+    module but it calls ``on_commit`` or ``send_task``; a tasks module, an adapter, may queue
+    its own next task."""
+    found = set()
+    for name, path in _modules().items():
+        if name == "common.handoff" or name.startswith("devtools"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in {"on_commit", "send_task"}
+            ):
+                found.add((name, node.func.attr))
+    assert found == HANDOFF_EXCEPTIONS

@@ -47,6 +47,7 @@ from automation.states import (
     ReasonCode,
     command_can_move,
 )
+from common.handoff import after_commit
 from common.json_types import JsonValue
 from config.metrics import metrics_stage_latencies_observed
 from devices.mqtt.contract import (
@@ -214,7 +215,7 @@ def command_intents_reconcile(
         _cooldowns_follow(changed, now)
         applied = [i.pk for i in changed if i.status == CommandStatus.APPLIED]
         if applied:
-            transaction.on_commit(lambda: _latencies_observe(applied))
+            after_commit(lambda: _latencies_observe(applied))
     return {i.pk: i.status for i in intents}
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
 
 from automation.services.rule_cache import metric_endpoints
 from common.handoff import (
@@ -24,6 +23,7 @@ from common.handoff import (
     COMMANDS_RECONCILE,
     EVENTS_EVALUATE,
     METRICS_TOUCHED,
+    after_commit,
     enqueue,
 )
 from common.json_types import JsonValue
@@ -105,4 +105,4 @@ def hand_on_commit(committed: Committed) -> None:
             committed.endpoints,
         )
     ):
-        transaction.on_commit(lambda: hand_on(committed), robust=True)
+        after_commit(lambda: hand_on(committed))

@@ -29,7 +29,7 @@ from automation.models import CommandTransition, DeviceCommand
 from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
 from automation.services.run_limits import run_limits_ensure
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
-from common.handoff import COMMANDS_DISPATCH, enqueue
+from common.handoff import COMMANDS_DISPATCH, after_commit, enqueue
 from common.json_types import JsonValue
 from common.sql import insert_ignore_returning, update_returning
 from config.metrics import metrics_transitions_recorded
@@ -126,10 +126,10 @@ def commands_transition(
         audit = _audit_rows(done, now)
         insert_ignore_returning(CommandTransition, [_audit_columns(a) for a in audit])
         # A set-based insert sends no post_save: the ledger's counters are fed here instead.
-        transaction.on_commit(lambda: metrics_transitions_recorded(transitions=audit))
+        after_commit(lambda: metrics_transitions_recorded(transitions=audit))
         released = [m.intent.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
         if released:
-            transaction.on_commit(lambda: endpoints_released(released))
+            after_commit(lambda: endpoints_released(released))
         _ends_follow(done, now)
     for move in done:
         _apply_in_memory(move, _updates(move, now))

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
-
+from common.handoff import after_commit
 from config.metrics import metrics_rejections_recorded
 from devices.models import DeviceMessageKind, DeviceMessageRejection
 from devices.models import DeviceMessageRejectionReason as Reason
@@ -45,7 +44,7 @@ def device_message_rejections_record(*, rejections: Sequence[DeviceMessageReject
 
 
 def _count_on_commit(counts: Counter[tuple[str, str]]) -> None:
-    transaction.on_commit(lambda: metrics_rejections_recorded(counts=counts))
+    after_commit(lambda: metrics_rejections_recorded(counts=counts))
 
 
 @dataclass

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from common.handoff import after_commit
 from common.sql import insert_ignore_returning
 from events.envelope import Envelope
 from events.models import TYPE_MAX_LENGTH, EventDeadLetter, EventHandlerAttempt
@@ -73,7 +74,7 @@ def dead_letter_record(
         attempts=attempts,
         last_error=row["last_error"],
     )
-    transaction.on_commit(lambda: dead_letter_alert(alert), robust=True)
+    after_commit(lambda: dead_letter_alert(alert))
     return alert.dead_letter_id
 
 

@@ -12,9 +12,9 @@ from datetime import datetime
 
 from celery import Celery
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
+from common.handoff import after_commit
 from common.json_types import JsonObject
 from events.envelope import Envelope, event_id_new, occurred_at_format
 from events.models import KEY_MAX_LENGTH
@@ -105,7 +105,7 @@ def event_send_on_commit(
         if not event_send(envelope, transport) and on_failure is not None:
             on_failure()
 
-    transaction.on_commit(send, robust=True)
+    after_commit(send)
 
 
 def event_send(envelope: Envelope, transport: EventTransport) -> bool:

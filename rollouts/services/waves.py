@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Count
 
 from automation.gates import command_gate_failure
@@ -29,6 +28,7 @@ from automation.services.targets import (
     targets_lock,
 )
 from automation.states import COMMAND_LIVE, CommandOrigin, CommandStatus, ReasonCode
+from common.handoff import after_commit
 from common.sql import insert_ignore_returning, update_returning
 from config.metrics import metrics_transitions_recorded
 from devices.models import DeviceInstanceEndpoint
@@ -200,5 +200,5 @@ def _commands_insert(
         ]
     )
     # Counted once committed, by reason: farm_command_transitions_total{reason="rollout"}.
-    transaction.on_commit(lambda: metrics_transitions_recorded(transitions=audit))
+    after_commit(lambda: metrics_transitions_recorded(transitions=audit))
     return commands

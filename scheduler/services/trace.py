@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import router, transaction
 
+from common.handoff import after_commit
 from common.json_types import JsonObject, JsonValue
 from scheduler.metrics import SCHEDULER_TRACE_WRITE_FAILURES
 from scheduler.models import DueWork, TraceRecord
@@ -91,7 +92,7 @@ class TraceBatch:
             return
         records, self.records = self.records, []
         coordination = router.db_for_write(DueWork)
-        transaction.on_commit(lambda: trace_records_write(records), using=coordination)
+        after_commit(lambda: trace_records_write(records), using=coordination)
 
 
 def trace_records_write(records: list[TraceRecord]) -> int:
