@@ -93,12 +93,6 @@ class Nudger:
             )
 
 
-def enqueue_ids(task: Task, ids: list[int]) -> None:
-    """A tasks module queuing its own stage's next task (it holds the task object), now."""
-    if ids:
-        _send(task, (ids,), {})
-
-
 def after_commit(run: Callable[[], object], *, using: str | None = None) -> None:
     """Run ``run`` once the current transaction (of ``using``) commits, at once outside one.
     Robust: what failed is logged, never raised into a caller whose work is committed."""
@@ -115,12 +109,6 @@ def commands_dispatch_on_commit(intent_ids: Sequence[int]) -> None:
     ids = list(intent_ids)
     if ids:
         enqueue_on_commit(COMMANDS_DISPATCH, ids)
-
-
-def commands_reconcile_on_commit(intent_ids: Sequence[int]) -> None:
-    ids = list(intent_ids)
-    if ids:
-        enqueue_on_commit(COMMANDS_RECONCILE, ids)
 
 
 def notifications_deliver_on_commit(notification_ids: Sequence[int]) -> None:

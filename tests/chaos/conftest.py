@@ -5,11 +5,9 @@ summary table of every scenario at the end of the run (``tests.chaos.report``)."
 from __future__ import annotations
 
 import contextlib
-import http.server
 import shutil
 import threading
 import time
-from collections import Counter
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -35,7 +33,7 @@ from events.models import EventDeadLetter
 from notifications.services.contacts import external_contact_create
 from reminders.services.settings import reminder_setting_create
 from reminders.services.sources import endpoint_metric_source_create
-from tests.chaos.harness import LOOPBACK_WEBHOOKS, Proc, Servers, Stack
+from tests.chaos.harness import LOOPBACK_WEBHOOKS, Hook, Proc, Servers, Stack, webhook_receiver
 from tests.chaos.report import rows_attach
 from tests.devices.factories import FarmKit, make_farm
 from tests.waiting import wait_for
@@ -69,38 +67,10 @@ def pytest_runtest_makereport(
     return report
 
 
-@dataclass
-class Hook:
-    """A webhook receiver: counts POSTs per notification id (a second one is a duplicate)."""
-
-    server: http.server.ThreadingHTTPServer
-    posts: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-
 @pytest.fixture
 def hook() -> Iterator[Hook]:
-    posts: Counter[str] = Counter()
-    lock = threading.Lock()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            with lock:
-                posts[self.headers.get("X-Farm-Notification-Id", "?")] += 1
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Hook(server, posts)
-    server.shutdown()
+    with webhook_receiver() as receiver:
+        yield receiver
 
 
 class Sensors:

@@ -7,6 +7,7 @@ SIGKILL takes the whole worker (parent and pool children) down like a lost machi
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import signal
@@ -15,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -367,3 +369,40 @@ def counters_read(path: Path) -> SimulatorCounters:
         values=data.get("values", {}),
         requests={key: counts.get("requests", 0) for key, counts in by_command},
     )
+
+
+@dataclass
+class Hook:
+    """A webhook receiver: counts POSTs per notification id (a second one is a duplicate)."""
+
+    server: http.server.ThreadingHTTPServer
+    posts: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+
+@contextlib.contextmanager
+def webhook_receiver() -> Iterator[Hook]:
+    """A ``Hook`` on a free loopback port, shut down when the block ends."""
+    posts: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with lock:
+                posts[self.headers.get("X-Farm-Notification-Id", "?")] += 1
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield Hook(server, posts)
+    finally:
+        server.shutdown()

@@ -7,14 +7,11 @@ replayed by its device, makes no second command (the unique keys came back with 
 
 from __future__ import annotations
 
-import http.server
 import os
 import shutil
 import subprocess
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -42,7 +39,15 @@ from notifications.services.contacts import external_contact_create
 from reminders.models import UserMessageOccurrence
 from reminders.services.user_messages import user_message_create
 from scheduler.models import DueWork
-from tests.chaos.harness import BIN, LOOPBACK_WEBHOOKS, Proc, Servers, Stack
+from tests.chaos.harness import (
+    BIN,
+    LOOPBACK_WEBHOOKS,
+    Hook,
+    Proc,
+    Servers,
+    Stack,
+    webhook_receiver,
+)
 from tests.devices.factories import FarmKit, make_farm
 from tests.e2e.conftest import wait_final
 from tests.real_servers import child_database_url, with_path
@@ -157,39 +162,10 @@ def _table(model: Any) -> str:
     return str(model._meta.db_table)
 
 
-class Hook:
-    """A webhook receiver counting POSTs per notification id: a second one is a reminder
-    sent twice."""
-
-    def __init__(self) -> None:
-        self.posts: Counter[str] = Counter()
-        lock = threading.Lock()
-        posts = self.posts
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with lock:
-                    posts[self.headers.get("X-Farm-Notification-Id", "?")] += 1
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-
 @pytest.fixture
 def hook() -> Iterator[Hook]:
-    receiver = Hook()
-    yield receiver
-    receiver.server.shutdown()
+    with webhook_receiver() as receiver:
+        yield receiver
 
 
 @contextmanager
