@@ -50,7 +50,10 @@ class Evidence:
 
     def __post_init__(self) -> None:
         # Named whatever the caller wrote: (attempt, status, code, at) tuples become Responses.
-        object.__setattr__(self, "responses", tuple(Response(*r) for r in self.responses))
+        # Read receipts are Responses already, and reconcile's walk copies the evidence at
+        # every step: those pass untouched.
+        if not all(isinstance(r, Response) for r in self.responses):
+            object.__setattr__(self, "responses", tuple(Response(*r) for r in self.responses))
 
 
 def reported_state(payload: JsonObject) -> JsonObject:
