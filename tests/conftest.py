@@ -37,12 +37,16 @@ pytest_plugins = ["tests.mqtt_fixtures", "tests.browser"]
 
 # Under pytest-xdist (``make test`` runs two workers) each worker has its own test database,
 # coordination cache (config/settings/test.py), broker key space and MQTT broker
-# (``pytest_configure``). What they would still share runs as one unit of work, one test
-# after another on one worker (``pytest_xdist_make_scheduler``): the modules of end-to-end
-# and chaos tests, and those that start processes on the real servers (fixed Redis databases
-# and ports, and a second such run beside them would starve them of CPU). xdist's own
-# ``xdist_group`` marker is not used: pytest 9 no longer lets it rename node ids.
+# (``pytest_configure``). What they would still share runs as a unit of work, one test after
+# another on one worker (``pytest_xdist_make_scheduler``). There are two such units, each
+# with its own worker: the end-to-end and chaos modules (fixed Redis databases, the MQTT
+# broker the suite was pointed at, stacks whose timing a second stack beside them would
+# starve), which the first worker takes, and the other modules that start processes
+# (demo and bench runs on Redis databases of their own, entry points, private brokers),
+# which run beside them on the other. xdist's own ``xdist_group`` marker is not used:
+# pytest 9 no longer lets it rename node ids.
 SHARED_SERVERS = "shared-servers"
+STARTS_PROCESSES = "starts-processes"
 SHARED_SERVER_DIRECTORIES = ("e2e", "chaos")
 SHARES_SERVERS = re.compile(
     r"pytest\.mark\.(e2e|chaos)\b|\bsubprocess\b|\bPopen\b|\bmultiprocessing\b|"
@@ -53,16 +57,20 @@ _WORKER_BROKER = pytest.StashKey["PrivateMosquitto"]()
 
 
 @functools.cache
-def module_shares_servers(module: Path) -> bool:
-    """Whether the tests of ``module`` must not run beside such tests on another worker."""
+def module_unit(module: Path) -> str | None:
+    """The unit of work the tests of ``module`` belong to (``SHARED_SERVERS`` or
+    ``STARTS_PROCESSES``), or None when each of its tests may run anywhere, alone."""
     if module.parent.name in SHARED_SERVER_DIRECTORIES:
-        return True
-    return module.is_file() and bool(SHARES_SERVERS.search(module.read_text(encoding="utf-8")))
+        return SHARED_SERVERS
+    if module.is_file() and SHARES_SERVERS.search(module.read_text(encoding="utf-8")):
+        return STARTS_PROCESSES
+    return None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Each test its own unit of work, but the tests of the modules that share servers one
-    unit, which one worker runs in order while the other takes the rest."""
+    """Each test its own unit of work but for the two units above. The end-to-end and chaos
+    unit goes to the first worker, whose MQTT broker is the one the suite was pointed at
+    (the others get private ones), and the processes unit, the largest left, to the next."""
     from xdist.scheduler import LoadScopeScheduling
 
     root = config.rootpath
@@ -70,7 +78,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class SharedServersScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = root / nodeid.split("::", 1)[0]
-            return SHARED_SERVERS if module_shares_servers(module) else nodeid
+            return module_unit(module) or nodeid
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if node.gateway.id == "gw0" and SHARED_SERVERS in self.workqueue:
+                self.workqueue.move_to_end(SHARED_SERVERS, last=False)
+            super()._assign_work_unit(node)
 
     return SharedServersScheduling(config, log)
 
