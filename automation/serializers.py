@@ -285,6 +285,11 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
     cancelled_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    # The key API v1 has always answered with: a contract with its clients, kept
+    # (docs/architecture.md, "Names kept from before the rename").
+    intent: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(
+        source="command", read_only=True, help_text="the manual command that holds the endpoint"
+    )
 
     class Meta:
         model = EndpointManualHold
@@ -298,7 +303,6 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
             "cancel_reason",
         )
         read_only_fields = fields
-        extra_kwargs = {"intent": {"help_text": "the manual command that holds the endpoint"}}
 
 
 # The value stays ``intent_created`` (the table's and the wire's); its label says command.

@@ -151,7 +151,7 @@ def metrics_transition_recorded(*, transition: Any) -> None:
     COMMAND_TRANSITIONS.labels(to_status=transition.to_status, reason=transition.reason_code).inc()
     if transition.to_status not in ("acknowledged", "applied"):
         return  # no latency to observe: not worth loading the command (one SELECT each)
-    dispatched_at = getattr(transition.intent, "dispatched_at", None)
+    dispatched_at = getattr(transition.command, "dispatched_at", None)
     if dispatched_at is None:
         return
     seconds = max(0.0, (transition.at - dispatched_at).total_seconds())

@@ -88,7 +88,8 @@ def manual_control_html(device: Device) -> SafeString:
         if hold is None:
             return "rules act"
         who = hold.requested_by.get_username() if hold.requested_by else "?"
-        return f"held until {hold.until:%Y-%m-%d %H:%M:%S} UTC by {who} (command #{hold.intent_id})"
+        until = f"{hold.until:%Y-%m-%d %H:%M:%S} UTC"
+        return f"held until {until} by {who} (command #{hold.command_id})"
 
     rows = format_html_join(
         "",

@@ -58,7 +58,7 @@ def devices_top_timeouts(
         rows.values("device_id", "serial_number")
         .annotate(
             timeouts=Count("id"),
-            commands=Count("intent_id", distinct=True),
+            commands=Count("command_id", distinct=True),
             last_at=Max("received_at"),
         )
         .order_by("-timeouts", "serial_number")[:limit]

@@ -161,7 +161,7 @@ def receipt_mark(intent: DeviceCommand, kind: str, payload: JsonObject, now: dat
             payload="",
             attempt=intent.attempt_count,
         ),
-        "intent": intent.pk,
+        "command": intent.pk,
         "device": intent.target_device_id,
         "serial_number": intent.target_serial_number,
         "receipt_type": kind,

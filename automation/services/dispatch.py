@@ -304,7 +304,7 @@ def command_intents_due(*, now: datetime, pending_older_than: datetime, limit: i
     """Intents the dispatcher should (re)try now: pending ones whose nudge may have been lost,
     and retries whose backoff has elapsed. Bounded; skips endpoints held by a live command."""
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
-    endpoint_free_or_mine = Q(target_device_endpoint__inflight_intent__isnull=True) | Q(
+    endpoint_free_or_mine = Q(target_device_endpoint__inflight_command__isnull=True) | Q(
         inflight_endpoint__isnull=False  # a claim that crashed still holds its own slot
     )
     pending = (

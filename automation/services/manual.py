@@ -147,7 +147,7 @@ def endpoint_command_manual(
         until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
         _hold_move(target.pk, intent, user_id, until, now)
         CommandTransition.objects.create(
-            intent=intent,
+            command=intent,
             from_status="",
             to_status=CommandStatus.PENDING_DISPATCH,
             reason_code=ReasonCode.MANUAL,
@@ -193,7 +193,7 @@ def _intent_row(
 class _HoldFields(TypedDict):
     """What moving a hold to a new command writes, whether it updates the row or creates it."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     requested_by_id: int | None
     until: datetime
     cancelled_at: None
@@ -212,7 +212,7 @@ def _hold_move(
     """The endpoint's hold now belongs to ``intent``, until ``until`` (a cancelled or expired
     hold is reopened). Called under the endpoint's lock, so no other hold write interleaves."""
     fields: _HoldFields = {
-        "intent": intent,
+        "command": intent,
         "requested_by_id": user_id,
         "until": until,
         "cancelled_at": None,
@@ -237,7 +237,7 @@ def endpoint_hold_cancel(
     with transaction.atomic():
         targets_lock([endpoint_id])
         hold = (
-            EndpointManualHold.objects.select_related("intent")
+            EndpointManualHold.objects.select_related("command")
             .filter(endpoint_id=endpoint_id, cancelled_at__isnull=True, until__gt=now)
             .first()
         )
@@ -253,9 +253,9 @@ def endpoint_hold_cancel(
         )
         if moved != 1:
             return False
-        intent = hold.intent
+        intent = hold.command
         CommandTransition.objects.create(
-            intent=intent,
+            command=intent,
             from_status=intent.status,
             to_status=intent.status,
             reason_code=ReasonCode.HOLD_CANCELLED,
@@ -271,7 +271,7 @@ def manual_holds_active(endpoint_ids: Iterable[int], *, now: datetime) -> dict[i
     query, whatever the number of endpoints)."""
     rows = EndpointManualHold.objects.filter(
         endpoint_id__in=set(endpoint_ids), cancelled_at__isnull=True, until__gt=now
-    ).values_list("endpoint_id", "intent_id")
+    ).values_list("endpoint_id", "command_id")
     return dict(rows)
 
 

@@ -41,7 +41,7 @@ from devices.values import value_has_type
 class ReceiptRow:
     """A ``DeviceCommandReceipt`` as a batch inserts it (foreign keys by id)."""
 
-    intent: int
+    command: int
     device: int | None  # None for a mismatch: the message came from another device
     serial_number: str
     receipt_type: str  # a ReceiptType value
@@ -161,7 +161,7 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
         rows.append(_receipt_row(message, body, intent))
     with transaction.atomic():
         inserted = insert_ignore_returning(
-            DeviceCommandReceipt, [as_row(r) for r in rows], ("intent", "mismatch", "dedupe_key")
+            DeviceCommandReceipt, [as_row(r) for r in rows], ("command", "mismatch", "dedupe_key")
         )
         device_message_rejections_record(rejections=rejections)
         fresh = {key for _, mismatch, key in inserted if not mismatch}
@@ -209,7 +209,7 @@ def _receipt_row(
         kind = ReceiptType.STATE_REPORT
     mismatch = message.serial != intent.target_serial_number
     return ReceiptRow(
-        intent=intent.pk,
+        command=intent.pk,
         device=None if mismatch else intent.target_device_id,
         serial_number=message.serial[:64],
         receipt_type=kind.value,

@@ -108,7 +108,7 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
             return HandlerResult({**coordinates, "outcome": "created", "intents": [found]})
         pk = int(inserted[0][0])
         CommandTransition.objects.create(
-            intent_id=pk,
+            command_id=pk,
             from_status="",
             to_status=CommandStatus.PENDING_DISPATCH,
             reason_code=ReasonCode.RUN_LIMIT,

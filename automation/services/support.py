@@ -118,7 +118,7 @@ def _retry_insert(
         except IntegrityError:
             return CommandRetry(DeviceCommand.objects.get(idempotency_key=key), False)
         CommandTransition.objects.create(
-            intent=original,
+            command=original,
             from_status=original.status,
             to_status=original.status,
             reason_code=ReasonCode.MANUAL,

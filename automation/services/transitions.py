@@ -190,7 +190,7 @@ def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[Comman
         for step in move.path:
             rows.append(
                 CommandTransition(
-                    intent=move.intent,
+                    command=move.intent,
                     from_status=before,
                     to_status=step.to,
                     reason_code=step.reason,
@@ -205,7 +205,7 @@ def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[Comman
 
 def _audit_columns(row: CommandTransition) -> dict[str, object]:
     return {
-        "intent": row.intent_id,
+        "command": row.command_id,
         "from_status": row.from_status,
         "to_status": row.to_status,
         "reason_code": row.reason_code,

@@ -82,7 +82,7 @@ def rollouts_delete(organization_id: int) -> None:
     rollouts.delete()
     for prefix in keys:
         commands = DeviceCommand.objects.filter(idempotency_key__startswith=prefix)
-        CommandTransition.objects.filter(intent__in=commands).delete()
+        CommandTransition.objects.filter(command__in=commands).delete()
         commands.delete()
 
 

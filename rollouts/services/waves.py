@@ -188,7 +188,7 @@ def _commands_insert(
     audit = CommandTransition.objects.bulk_create(
         [
             CommandTransition(
-                intent_id=pk,
+                command_id=pk,
                 from_status="",
                 to_status=CommandStatus.PENDING_DISPATCH,
                 reason_code=ReasonCode.ROLLOUT,

@@ -66,13 +66,13 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
     # The original stays expired, with an audit row naming who and why.
     kept = DeviceCommand.objects.get(pk=original.pk)
     assert (kept.status, kept.version) == (CommandStatus.EXPIRED, original.version)
-    audit = CommandTransition.objects.filter(intent=original).order_by("-pk").first()
+    audit = CommandTransition.objects.filter(command=original).order_by("-pk").first()
     assert audit is not None and audit.reason_code == ReasonCode.MANUAL
     assert audit.from_status == audit.to_status == CommandStatus.EXPIRED
     assert audit.detail.endswith(f"as command {new.pk} by sam: relay replaced")
     # The execution still answers with its original command.
-    assert original.rule_execution.intent == original
-    assert original.rule_execution.intents.count() == 2
+    assert original.rule_execution.command == original
+    assert original.rule_execution.commands.count() == 2
     # Dispatch gives the new attempt a new commandId: a new command for the device.
     command_intent_dispatch(intent_id=new.pk, publish=fake_publish, trust_cache=False)
     new.refresh_from_db()
@@ -87,7 +87,7 @@ def test_a_double_submit_creates_one_retry(tenants: tuple[Tenant, Tenant]) -> No
     assert first.created and not again.created
     assert again.intent.pk == first.intent.pk
     assert [r.pk for r in _retries(original)] == [first.intent.pk]
-    assert CommandTransition.objects.filter(intent=original, reason_code="manual").count() == 1
+    assert CommandTransition.objects.filter(command=original, reason_code="manual").count() == 1
 
 
 def test_same_retry_number_read_twice_lands_on_one_row(tenants: tuple[Tenant, Tenant]) -> None:
@@ -141,7 +141,7 @@ def test_api_retry_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> N
     again = client.post(url, {"reason": "fan unplugged"}, format="json")
     assert again.status_code == 200 and again.json()["id"] == body["id"]
     assert len(_retries(original)) == 1
-    audit = CommandTransition.objects.get(intent=original, reason_code="manual")
+    audit = CommandTransition.objects.get(command=original, reason_code="manual")
     assert audit.detail.endswith("by alpha: fan unplugged")
     # Another organisation's command does not exist; a live command is a 400.
     other = client.post(f"/api/v1/commands/{theirs.pk}/retry/", {"reason": "x"}, format="json")
@@ -170,7 +170,7 @@ def test_admin_retry_action_records_actor_and_reason(tenants: tuple[Tenant, Tena
     page = act([original.pk], "valve serviced")
     assert b"1 done, 0 skipped" in page.content
     (new,) = _retries(original)
-    audit = CommandTransition.objects.get(intent=original, reason_code="manual")
+    audit = CommandTransition.objects.get(command=original, reason_code="manual")
     assert audit.detail.endswith("by alpha: valve serviced")
     page = act([new.pk], "again")  # the retry is live: refused, nothing created
     assert b"0 done, 1 skipped" in page.content

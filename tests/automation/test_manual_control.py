@@ -111,7 +111,7 @@ def test_a_manual_command_is_a_manual_intent_sent_and_applied_like_a_rules(
     assert result.hold_until is not None
     held = (result.hold_until - before).total_seconds()
     assert 30 * 60 - 5 < held <= 30 * 60 + 5
-    audit = CommandTransition.objects.get(intent=intent)
+    audit = CommandTransition.objects.get(command=intent)
     assert (audit.to_status, audit.reason_code) == ("pending_dispatch", "manual")
     assert "by olga: fan test before the harvest" in audit.detail
     # The normal dispatcher sends it; applied only on the device's word.
@@ -186,7 +186,7 @@ def test_a_manual_command_supersedes_a_rule_command_never_sent(operator: User) -
         ("rule", True, "expired", "superseded"),
         ("manual", False, "pending_dispatch", ""),
     ]
-    replaced = CommandTransition.objects.get(intent=rule_command)
+    replaced = CommandTransition.objects.get(command=rule_command)
     assert replaced.detail == f"replaced by command {manual.pk}"
 
 
@@ -223,7 +223,7 @@ def test_a_newer_manual_command_replaces_an_unsent_one_and_moves_the_hold(
         ("manual", False, "pending_dispatch", ""),
     ]
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
-    assert (hold.intent_id, hold.requested_by_id) == (second.pk, other.pk)
+    assert (hold.command_id, hold.requested_by_id) == (second.pk, other.pk)
     assert first.pk != second.pk
 
 
@@ -268,7 +268,7 @@ def test_a_cancelled_hold_lets_rules_act_again_and_is_audited(operator: User) ->
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
     assert hold.cancelled_at is not None and hold.cancelled_by_id == boss.pk
     assert hold.cancel_reason == "harvest is over"
-    note = CommandTransition.objects.get(intent=manual, reason_code=ReasonCode.HOLD_CANCELLED)
+    note = CommandTransition.objects.get(command=manual, reason_code=ReasonCode.HOLD_CANCELLED)
     assert "by bea: harvest is over" in note.detail
     # The manual command keeps its course (sent); the rule's new decision queues behind it.
     assert len(_crossing(kit, 1)) == 1

@@ -36,7 +36,7 @@ def _commands(n: int, tag: str) -> list[DeviceCommand]:
 
 def _receipt(command: DeviceCommand, kind: str, seconds: int, *, mismatch: bool = False) -> None:
     DeviceCommandReceipt.objects.create(
-        intent=command,
+        command=command,
         device=command.target_device,
         serial_number=command.target_serial_number,
         receipt_type=kind,

@@ -123,7 +123,7 @@ def test_the_follow_up_returns_to_the_safe_value_and_is_applied_once() -> None:
     # The normal dispatcher sends it; applied only on the device's word, once.
     done = applied(follow_up, False)
     assert done.origin == CommandOrigin.RUN_LIMIT
-    moves = CommandTransition.objects.filter(intent=done, to_status=CommandStatus.APPLIED)
+    moves = CommandTransition.objects.filter(command=done, to_status=CommandStatus.APPLIED)
     assert moves.count() == 1
     # The follow-up carries no limit of its own: no further row.
     assert not DueWork.objects.filter(scheduler_key=f"run-limit:{done.pk}").exists()
@@ -261,7 +261,7 @@ def test_handlers_and_workers_racing_on_the_row_create_and_apply_one_follow_up()
     [follow_up] = follow_ups(kit)
     assert row_of(command).status == SchedulerStatus.COMPLETED
     done = applied(follow_up, False)
-    assert CommandTransition.objects.filter(intent=done, to_status="applied").count() == 1
+    assert CommandTransition.objects.filter(command=done, to_status="applied").count() == 1
 
 
 def test_the_command_page_shows_the_limit(support: Client) -> None:

@@ -136,7 +136,7 @@ def test_replies_are_committed_as_receipts_and_refusals_as_rejections(
     )
 
     wait_for(lambda: bridge.stats.acked >= 3, "all three acknowledged")
-    assert DeviceCommandReceipt.objects.filter(intent=command).count() == 1
+    assert DeviceCommandReceipt.objects.filter(command=command).count() == 1
     reasons = set(
         DeviceMessageRejection.objects.filter(received_at__gte=command.created_at).values_list(
             "reason_code", flat=True

@@ -116,13 +116,13 @@ def step_account(
     }  # fmt: skip
     acked = _firsts(
         CommandTransition.objects.filter(
-            intent__in=intents_qs, to_status=CommandStatus.ACKNOWLEDGED
+            command__in=intents_qs, to_status=CommandStatus.ACKNOWLEDGED
         ),
         "at",
     )
     states = _firsts(
         DeviceCommandReceipt.objects.filter(
-            intent__in=intents_qs, receipt_type=ReceiptType.STATE_REPORT
+            command__in=intents_qs, receipt_type=ReceiptType.STATE_REPORT
         ),
         "received_at",
     )
@@ -173,8 +173,8 @@ def _moments(**moments: datetime | None) -> dict[str, datetime | None]:
 
 
 def _firsts(rows: QuerySet[Any], column: str) -> dict[int, datetime]:
-    firsts = rows.values("intent_id").annotate(first=Min(column))
-    return dict(firsts.values_list("intent_id", "first"))
+    firsts = rows.values("command_id").annotate(first=Min(column))
+    return dict(firsts.values_list("command_id", "first"))
 
 
 def _ms(start: datetime, end: datetime) -> float:
