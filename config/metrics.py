@@ -45,6 +45,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config.env import credentials_masked
+from config.task_names import COMMANDS_DISPATCH, EVENTS_EVALUATE, PREVIOUS_TASK_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +122,12 @@ STAGE_LATENCY = Histogram(
 
 _STAGE_OF_TASK = {
     "automation.telemetry_ingest": "ingest",
-    "automation.endpoint_events_evaluate": "evaluate",
-    "automation.command_intents_dispatch": "dispatch",
+    EVENTS_EVALUATE: "evaluate",
+    COMMANDS_DISPATCH: "dispatch",
+}
+# A task run under its previous name counts for its stage too (for one release).
+_STAGE_OF_TASK |= {
+    old: _STAGE_OF_TASK[new] for old, new in PREVIOUS_TASK_NAMES.items() if new in _STAGE_OF_TASK
 }
 
 

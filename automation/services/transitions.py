@@ -29,10 +29,11 @@ from automation.models import CommandTransition, DeviceCommand
 from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
 from automation.services.run_limits import run_limits_ensure
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
-from common.handoff import COMMANDS_DISPATCH, after_commit, enqueue
+from common.handoff import after_commit, enqueue
 from common.json_types import JsonValue
 from common.sql import insert_ignore_returning, update_returning
 from config.metrics import metrics_transitions_recorded
+from config.task_names import COMMANDS_DISPATCH
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from automation.services.commands import command_transition
 from automation.services.dispatch import command_intent_dispatch
 from automation.services.support import CommandRetryRefused, command_intent_retry
 from automation.states import CommandStatus, ReasonCode
-from common.handoff import COMMANDS_DISPATCH
+from config.task_names import COMMANDS_DISPATCH
 from scheduler.services.support import SupportReasonMissing
 from tests.automation.conftest import dispatch, fake_publish, make_intent, time_out
 from tests.common.auth import token_client

@@ -18,6 +18,7 @@ from automation.models import AutomationEndpointEvent, DeviceCommandReceipt
 from automation.services import edge
 from automation.services.evaluate import endpoint_events_pending
 from common.handoff import Nudger
+from config.task_names import COMMANDS_RECONCILE
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.bridge import MqttBridge
 from devices.readings import Reading, device_readings
@@ -143,4 +144,4 @@ def test_replies_are_committed_as_receipts_and_refusals_as_rejections(
         )
     )
     assert {"invalid_json", "unknown_device"} <= reasons
-    assert "automation.command_intents_reconcile" in broker_down
+    assert COMMANDS_RECONCILE in broker_down
