@@ -30,13 +30,13 @@ def telemetry_fingerprint(raw_payload: str) -> bytes:
     return digest[:TELEMETRY_FINGERPRINT_BYTES]
 
 
-def intent_idempotency_key(
+def event_command_idempotency_key(
     *, rule_id: int, target_endpoint_id: int, target_value: Any, event_id: int
 ) -> str:
     return _sha256(rule_id, target_endpoint_id, canonical_json(target_value), event_id)
 
 
-def schedule_intent_idempotency_key(
+def schedule_command_idempotency_key(
     *, rule_id: int, target_endpoint_id: int, target_value: Any, occurrence_id: int
 ) -> str:
     """A rule schedule's occurrence (its scheduler row): a re-run of the row finds its intent."""
@@ -45,7 +45,7 @@ def schedule_intent_idempotency_key(
     )
 
 
-def watchdog_intent_idempotency_key(
+def watchdog_command_idempotency_key(
     *, rule_id: int, target_endpoint_id: int, target_value: Any, occurrence_id: int
 ) -> str:
     """A watchdog's silence (its scheduler row): a re-run of the row finds its intent."""
@@ -54,7 +54,7 @@ def watchdog_intent_idempotency_key(
     )
 
 
-def manual_intent_idempotency_key(
+def manual_command_idempotency_key(
     *, endpoint_id: int, target_value: Any, user_id: int | None, request_key: str
 ) -> str:
     """An operator's manual command: the same request (the API's ``Idempotency-Key``, or the
@@ -62,13 +62,13 @@ def manual_intent_idempotency_key(
     return _sha256("manual", endpoint_id, canonical_json(target_value), user_id, request_key)
 
 
-def rollout_intent_idempotency_key(*, rollout_id: int, endpoint_id: int) -> str:
+def rollout_command_idempotency_key(*, rollout_id: int, endpoint_id: int) -> str:
     """A rollout's target: one command per (rollout, endpoint) whatever re-runs a wave, kept
     readable so the ledger shows which rollout sent it."""
     return f"rollout:{rollout_id}:{endpoint_id}"
 
 
-def intent_retry_idempotency_key(*, original_key: str, retry_number: int) -> str:
+def retry_command_idempotency_key(*, original_key: str, retry_number: int) -> str:
     """Manual retry ``retry_number`` (1-based) of an intent: two clicks that read the same
     number of earlier retries build the same key, so they create one new intent."""
     return hashlib.sha256(f"{original_key}retry:{retry_number}".encode()).hexdigest()

@@ -305,19 +305,12 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
         read_only_fields = fields
 
 
-# The value stays ``intent_created`` (the table's and the wire's); its label says command.
-_OUTCOME_CHOICES = [
-    (value, "Command created" if value == ExecutionOutcome.INTENT_CREATED else label)
-    for value, label in ExecutionOutcome.choices
-]
-
-
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):
     """One decision: caused by a reading (``event``) or a schedule's occurrence (its scheduler
     row), on one target endpoint; ``won_by`` names the decision that outranked a
     ``discarded`` one, ``suppressed_by`` the command that held a ``suppressed`` one."""
 
-    outcome = serializers.ChoiceField(choices=_OUTCOME_CHOICES, read_only=True)
+    outcome = serializers.ChoiceField(choices=ExecutionOutcome.choices, read_only=True)
 
     class Meta:
         model = AutomationRuleExecution

@@ -11,11 +11,11 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from automation.services.dispatch import commands_dispatch
+from automation.services.dispatch import commands_dispatch_via_publisher
 from automation.services.edge import replies_accept
 from automation.services.evaluate import events_evaluate
 from automation.services.ingest import telemetry_accept
-from automation.services.reconcile import command_intents_reconcile
+from automation.services.reconcile import commands_reconcile
 from automation.services.sweeps import commands_sweep, events_sweep
 from common.handoff import enqueue
 from config.celery import DB_RETRY, previous_name, routed_to
@@ -67,12 +67,12 @@ def endpoint_events_sweep_task() -> int:
 
 @shared_task(name=COMMANDS_DISPATCH, **routed_to("dispatch"), **DB_RETRY)
 def commands_dispatch_task(command_ids: list[int], trust_cache: bool = True) -> int:
-    return commands_dispatch(intent_ids=command_ids, trust_cache=trust_cache)
+    return commands_dispatch_via_publisher(command_ids=command_ids, trust_cache=trust_cache)
 
 
 @shared_task(name=COMMANDS_RECONCILE, **routed_to("reconcile"), **DB_RETRY)
 def commands_reconcile_task(command_ids: list[int]) -> int:
-    return len(command_intents_reconcile(intent_ids=command_ids))
+    return len(commands_reconcile(command_ids=command_ids))
 
 
 @shared_task(name="automation.rule_schedules_ensure", **routed_to("scheduler"), **DB_RETRY)

@@ -161,7 +161,7 @@ def manual_command_view(model_admin: Any, request: HttpRequest, object_id: str) 
         else:
             done = "sent" if result.created else "already asked for (same form)"
             model_admin.message_user(
-                request, f"Manual command #{result.intent.pk} {done}.", messages.SUCCESS
+                request, f"Manual command #{result.command.pk} {done}.", messages.SUCCESS
             )
             return HttpResponseRedirect(reverse("admin:devices_device_change", args=[device.pk]))
     return _page(model_admin, request, device, f"Set a value on {device.serial_number}", form)

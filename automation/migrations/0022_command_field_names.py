@@ -1,9 +1,10 @@
 """The ledger's foreign keys and reverse names say "command", as the model does since it was
 renamed (0014): ``intent`` becomes ``command`` on the transitions, receipts and manual holds,
 each pinned to its column ``intent_id``, and the reverse names ``intents`` and
-``inflight_intent`` become ``commands`` and ``inflight_command``. Django's state only: no
-table, column, index or key is touched (docs/architecture.md, "Names kept for the
-database")."""
+``inflight_intent`` become ``commands`` and ``inflight_command``; the outcome stored as
+``intent_created`` reads "Command created". Django's state only: no table, column, index or
+key is touched, and no stored value changes (docs/architecture.md, "Names kept from before
+the rename")."""
 
 import django.db.models.deletion
 from django.db import migrations, models
@@ -85,6 +86,22 @@ class Migration(migrations.Migration):
                         on_delete=django.db.models.deletion.CASCADE,
                         related_name="commands",
                         to="devices.deviceinstanceendpoint",
+                    ),
+                ),
+                migrations.AlterField(
+                    model_name="automationruleexecution",
+                    name="outcome",
+                    field=models.CharField(
+                        choices=[
+                            ("intent_created", "Command created"),
+                            ("already_in_state", "Already In State"),
+                            ("already_pending", "Already Pending"),
+                            ("blocked", "Blocked"),
+                            ("suppressed", "Suppressed"),
+                            ("discarded", "Discarded"),
+                            ("skipped", "Skipped"),
+                        ],
+                        max_length=32,
                     ),
                 ),
                 migrations.AlterField(

@@ -32,7 +32,7 @@ TOTALS: tuple[tuple[str, str, str], ...] = (
 
 @dataclass(frozen=True)
 class StageTimes:
-    intent_id: int
+    command_id: int
     received_at: datetime | None  # the triggering reading reached the bridge
     ingested_at: datetime | None  # its endpoint event committed
     decided_at: datetime | None  # the intent committed
@@ -50,10 +50,10 @@ class StageTimes:
         return out
 
 
-def command_stage_times(*, intent_ids: Sequence[int]) -> dict[int, StageTimes]:
+def command_stage_times(*, command_ids: Sequence[int]) -> dict[int, StageTimes]:
     """Stage times of these commands, in one hand-written statement: reconcile reads them
     after every batch that applies a command (the latency histogram), ``timeline`` for one."""
-    ids_sql, params = in_list(sorted(set(intent_ids)))
+    ids_sql, params = in_list(sorted(set(command_ids)))
     rows = hot_rows(
         "SELECT c.id, t.received_at, ev.created_at, c.created_at, c.first_dispatched_at, "
         "c.acknowledged_at, c.applied_at "

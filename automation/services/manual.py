@@ -35,7 +35,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from automation.gates import command_gate_failure
-from automation.keys import manual_intent_idempotency_key
+from automation.keys import manual_command_idempotency_key
 from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.rows import as_row
@@ -82,7 +82,7 @@ class ManualCommand:
     """The command the request made (``created``) or the one an earlier identical request
     made, and the endpoint's hold after it."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     created: bool
     hold_until: datetime | None
 
@@ -121,7 +121,7 @@ def endpoint_command_manual(
     if limit_errors:
         raise RunLimitInvalid(limit_errors)
     user_id = actor.pk if actor.is_authenticated else None
-    key = manual_intent_idempotency_key(
+    key = manual_command_idempotency_key(
         endpoint_id=target.pk,
         target_value=value,
         user_id=user_id,
@@ -131,23 +131,23 @@ def endpoint_command_manual(
     if existing is not None:
         return ManualCommand(existing, False, manual_hold_until(endpoint_id=target.pk, now=now))
     limit = RunLimit(max_on_s, max_on_value)
-    row = _intent_row(target, value, key, user_id, reason.strip(), now, limit)
+    row = _command_row(target, value, key, user_id, reason.strip(), now, limit)
     with transaction.atomic():
         targets_lock([target.pk])
         targets = target_states_load([target.pk])  # before the insert: what this replaces
         try:
             with transaction.atomic():
-                intent = DeviceCommand.objects.create(**as_row(row))
+                command = DeviceCommand.objects.create(**as_row(row))
         except IntegrityError:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
         state = targets[target.pk]
         state.replaced, state.creates = list(state.unsent), True
-        commands_supersede_unsent(targets, [(intent.pk, target.pk)], now)
+        commands_supersede_unsent(targets, [(command.pk, target.pk)], now)
         until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
-        _hold_move(target.pk, intent, user_id, until, now)
+        _hold_move(target.pk, command, user_id, until, now)
         CommandTransition.objects.create(
-            command=intent,
+            command=command,
             from_status="",
             to_status=CommandStatus.PENDING_DISPATCH,
             reason_code=ReasonCode.MANUAL,
@@ -155,8 +155,8 @@ def endpoint_command_manual(
             attempt=0,
             at=now,
         )
-        commands_dispatch_on_commit([intent.pk])
-    return ManualCommand(intent, True, until if until > now else None)
+        commands_dispatch_on_commit([command.pk])
+    return ManualCommand(command, True, until if until > now else None)
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class _ManualCommandRow:
     columns: CommandColumns
 
 
-def _intent_row(
+def _command_row(
     target: DeviceInstanceEndpoint,
     value: JsonValue,
     key: str,
@@ -204,7 +204,7 @@ class _HoldFields(TypedDict):
 
 def _hold_move(
     endpoint_id: int,
-    intent: DeviceCommand,
+    command: DeviceCommand,
     user_id: int | None,
     until: datetime,
     now: datetime,
@@ -212,7 +212,7 @@ def _hold_move(
     """The endpoint's hold now belongs to ``intent``, until ``until`` (a cancelled or expired
     hold is reopened). Called under the endpoint's lock, so no other hold write interleaves."""
     fields: _HoldFields = {
-        "command": intent,
+        "command": command,
         "requested_by_id": user_id,
         "until": until,
         "cancelled_at": None,
@@ -253,14 +253,14 @@ def endpoint_hold_cancel(
         )
         if moved != 1:
             return False
-        intent = hold.command
+        command = hold.command
         CommandTransition.objects.create(
-            command=intent,
-            from_status=intent.status,
-            to_status=intent.status,
+            command=command,
+            from_status=command.status,
+            to_status=command.status,
             reason_code=ReasonCode.HOLD_CANCELLED,
             detail=f"hold on endpoint {endpoint_id} cancelled {note}"[:500],
-            attempt=intent.attempt_count,
+            attempt=command.attempt_count,
             at=now,
         )
     return True

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from automation.keys import intent_retry_idempotency_key
+from automation.keys import retry_command_idempotency_key
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.commands import command_transition
 from automation.services.cooldown import command_cooldown_clear
@@ -28,17 +28,17 @@ from common.handoff import commands_dispatch_on_commit
 from scheduler.services.support import support_note
 
 
-def command_intent_mark_failed(
-    *, intent_id: int, actor: str, reason: str, now: datetime | None = None
+def command_mark_failed(
+    *, command_id: int, actor: str, reason: str, now: datetime | None = None
 ) -> bool:
     """A live command → failed with reason ``manual``; frees its endpoint for the next one.
     False if it already ended or moved meanwhile (then nothing is written)."""
     detail = support_note(actor, reason)
-    intent = DeviceCommand.objects.filter(pk=intent_id).first()
-    if intent is None or intent.status in COMMAND_TERMINAL:
+    command = DeviceCommand.objects.filter(pk=command_id).first()
+    if command is None or command.status in COMMAND_TERMINAL:
         return False
     return command_transition(
-        intent,
+        command,
         CommandStatus.FAILED,
         ReasonCode.MANUAL,
         now=now or timezone.now(),
@@ -56,12 +56,12 @@ class CommandRetryRefused(ValueError):
 class CommandRetry:
     """The attempt support asked for: new (``created``), or the one a repeated click made."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     created: bool
 
 
-def command_intent_retry(
-    *, intent_id: int, actor: str, reason: str, now: datetime | None = None
+def command_retry(
+    *, command_id: int, actor: str, reason: str, now: datetime | None = None
 ) -> CommandRetry:
     """A new pending intent for a terminal one's target and value, then a nudge to dispatch.
 
@@ -70,18 +70,18 @@ def command_intent_retry(
     why are an audit row (reason ``manual``) on the original, whose status never changes.
     Raises ``DeviceCommand.DoesNotExist`` or ``CommandRetryRefused``."""
     detail = support_note(actor, reason)
-    intent = DeviceCommand.objects.get(pk=intent_id)
-    if intent.status not in COMMAND_TERMINAL:
-        raise CommandRetryRefused(f"command is {intent.status}, not ended: nothing to retry")
-    original = intent.retry_of or intent
+    command = DeviceCommand.objects.get(pk=command_id)
+    if command.status not in COMMAND_TERMINAL:
+        raise CommandRetryRefused(f"command is {command.status}, not ended: nothing to retry")
+    original = command.retry_of or command
     chain = DeviceCommand.objects.filter(Q(pk=original.pk) | Q(retry_of=original))
     live = chain.exclude(status__in=COMMAND_TERMINAL).order_by("pk").first()
     if live is not None:
         return CommandRetry(live, created=False)
-    key = intent_retry_idempotency_key(
+    key = retry_command_idempotency_key(
         original_key=original.idempotency_key, retry_number=original.retries.count() + 1
     )
-    return _retry_insert(original, intent, key, detail, now or timezone.now())
+    return _retry_insert(original, command, key, detail, now or timezone.now())
 
 
 def _retry_insert(

@@ -14,7 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from automation.models import CommandTransition, DeviceCommand
-from automation.services.transitions import GuardedTransition, Transition, commands_transition
+from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ReasonCode
 from common.models import Organization
 from devices.models import Device, DeviceInstanceEndpoint, Farm
@@ -126,7 +126,7 @@ def _applied(command_ids: Sequence[int], now: datetime) -> None:
         (CommandStatus.APPLIED, ReasonCode.STATE_REPORTED),
     ):
         rows = list(DeviceCommand.objects.filter(pk__in=list(command_ids)))
-        commands_transition(
+        guarded_transitions_apply(
             [GuardedTransition(c, [Transition(to, reason, "bench device")]) for c in rows],
             now=now,
         )

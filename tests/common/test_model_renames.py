@@ -81,7 +81,7 @@ def _seed() -> tuple[int, int, int]:
         duration_ms=1,
         worker="w",
     )
-    return user.pk, made.intent.pk, row.pk
+    return user.pk, made.command.pk, row.pk
 
 
 @pytest.mark.postgres
