@@ -1,4 +1,4 @@
-"""The dispatcher's claim: a lease on each intent and its endpoint's inflight slot, taken
+"""The dispatcher's claim: a lease on each command and its endpoint's inflight slot, taken
 for a whole batch in one compare-and-set UPDATE (docs/architecture.md, "dispatch")."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class DispatchOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class _Claim:
-    """What a claim writes on one intent: its attempt, its lease and its endpoint's slot."""
+    """What a claim writes on one command: its attempt, its lease and its endpoint's slot."""
 
     attempt_count: int
     lease_expires_at: datetime
@@ -49,7 +49,7 @@ class _Claim:
         )
 
     def taken(self, command: DeviceCommand) -> None:
-        """The claimed intent follows in memory, as the row now reads."""
+        """The claimed command follows in memory, as the row now reads."""
         command.version += 1
         command.attempt_count = self.attempt_count
         command.lease_expires_at = self.lease_expires_at
@@ -63,7 +63,7 @@ def commands_claim(
     outcomes: dict[int, DispatchOutcome],
     holders: dict[int, int],
 ) -> list[DeviceCommand]:
-    """Lease the intents and take their endpoints' inflight slots in one UPDATE, each row on
+    """Lease the commands and take their endpoints' inflight slots in one UPDATE, each row on
     the (status, version) it was read with. One command per endpoint: a second of the batch,
     or one whose endpoint another command holds, is ``endpoint_busy``. Commands never sent
     are claimed under their endpoints' evaluation locks: evaluation may be replacing them
@@ -104,7 +104,7 @@ def _claim_row(
     command: DeviceCommand, claim: _Claim, now: datetime
 ) -> tuple[dict[str, object], dict[str, object]]:
     """The claim as a compare-and-set row of ``update_returning``: from the (status,
-    version) the intent was read with."""
+    version) the command was read with."""
     return (
         {"id": command.pk, "status": command.status, "version": command.version},
         {
@@ -118,7 +118,7 @@ def _claim_row(
 
 
 def _claim_one(command: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
-    """The claim of one intent, after a batch claim met a concurrent one."""
+    """The claim of one command, after a batch claim met a concurrent one."""
     claim = _Claim.of(command, now)
     try:
         with transaction.atomic():

@@ -41,8 +41,8 @@ def command_transition(
     detail: str = "",
     **fields: Unpack[CommandFields],
 ) -> bool:
-    """Move ``intent`` from the status and version it was read with; False if someone else
-    moved it first (then nothing is written). Updates ``intent`` in place on success. The
+    """Move ``command`` from the status and version it was read with; False if someone else
+    moved it first (then nothing is written). Updates ``command`` in place on success. The
     batch's primitive with a batch of one (``automation.services.transitions``)."""
     if not command_can_move(command.status, to):
         return False
@@ -111,7 +111,7 @@ def command_await_broker(
     command: DeviceCommand, *, now: datetime, detail: str, claimed: bool
 ) -> bool:
     """The broker was unreachable (no connection, or it was lost before the PUBACK): the
-    attempt is not spent (a ``claimed`` intent gives its increment back, so the retry reuses
+    attempt is not spent (a ``claimed`` command gives its increment back, so the retry reuses
     the attempt number in receipt keys, and the commandId) and the command waits in
     ``retrying`` for the publisher to reconnect, due again after at most
     ``PUBLISH_RETRY_MAX_WAIT_S``. Older than ``COMMAND_MAX_AGE_S`` it ends ``expired``
@@ -175,7 +175,7 @@ def receipt_mark(command: DeviceCommand, kind: str, payload: JsonObject, now: da
 
 @dataclass(frozen=True)
 class CommandColumns:
-    """The columns every new intent shares, whoever decided it (no foreign keys, so the same
+    """The columns every new command shares, whoever decided it (no foreign keys, so the same
     names serve ``objects.create`` and a set-based insert; ``automation.services.rows``)."""
 
     target_serial_number: str
@@ -199,7 +199,7 @@ def command_fields(
     now: datetime,
     limit: RunLimit = NO_LIMIT,
 ) -> CommandColumns:
-    """The columns every new intent for ``value`` on ``target`` shares: the RPC binding's
+    """The columns every new command for ``value`` on ``target`` shares: the RPC binding's
     request, its fingerprint, the retry budget, the key and the run-time limit, if any."""
     params: JsonObject = {target.rpc_param_key: value}
     return CommandColumns(

@@ -83,7 +83,7 @@ def cooldown_holds(
 
 
 def command_cooldown_record(command: DeviceCommand, *, now: datetime) -> CommandCooldown:
-    """Start or extend the pair's cool-down; call it in the transaction that ended ``intent``.
+    """Start or extend the pair's cool-down; call it in the transaction that ended ``command``.
     One live command per endpoint means failures of one pair never race each other."""
     key = target_value_key(command.target_value)
     endpoint = DeviceInstanceEndpoint.objects.get(pk=command.target_device_endpoint_id)

@@ -243,8 +243,8 @@ def decisions_persist(
     decisions: Sequence[Decision], targets: dict[int, TargetState], now: datetime
 ) -> list[int]:
     """Insert the executions (winners first, so the discarded ones can name theirs) and the
-    intents set-based, replace the unsent commands the decisions overruled; the ids of the
-    intents awaiting dispatch."""
+    commands set-based, replace the unsent commands the decisions overruled; the ids of the
+    commands awaiting dispatch."""
     if not decisions:
         return []
     first = [d for d in decisions if d.won_by is None]

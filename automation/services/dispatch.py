@@ -1,6 +1,6 @@
 """The dispatcher: the only code that publishes MQTT RPC.
 
-Guarantees: an intent is claimed by exactly one worker (lease + version compare-and-set);
+Guarantees: a command is claimed by exactly one worker (lease + version compare-and-set);
 the database's unique ``inflight_endpoint`` keeps one live command per device endpoint;
 ``deviceCommandId`` is assigned once and reused on every retry, so a crash between publish
 and marking ``dispatched`` leads to a re-send the device recognises, never a second apply.
@@ -73,7 +73,7 @@ def command_dispatch(
     trust_cache: bool = True,
     connected: ConnectedFn | None = None,
 ) -> DispatchOutcome:
-    """One intent through ``command_intents_dispatch`` (a batch of one)."""
+    """One command through ``commands_dispatch`` (a batch of one)."""
 
     def publish_many(requests: Sequence[tuple[str, bytes]]) -> list[int | MqttError]:
         results: list[int | MqttError] = []
@@ -95,7 +95,7 @@ def command_dispatch(
 
 
 def commands_dispatch_via_publisher(*, command_ids: Sequence[int], trust_cache: bool = True) -> int:
-    """The dispatch task's one call: ``command_intents_dispatch`` through this process's
+    """The dispatch task's one call: ``commands_dispatch`` through this process's
     publisher (one MQTT connection per worker process, kept between tasks). How many were
     dispatched."""
     publisher = get_publisher()
@@ -117,7 +117,7 @@ def commands_dispatch(
     connected: ConnectedFn | None = None,
 ) -> dict[int, DispatchOutcome]:
     """Claim, re-check, publish (the batch back to back, then every PUBACK) and mark
-    ``dispatched``; the outcome per intent id.
+    ``dispatched``; the outcome per command id.
 
     A constant number of statements per batch, each hand-written
     (``automation.services.dispatch_sql``): one read of the commands with their targets,
@@ -301,7 +301,7 @@ def _await_broker(
 
 
 def commands_due(*, now: datetime, pending_older_than: datetime, limit: int) -> list[int]:
-    """Intents the dispatcher should (re)try now: pending ones whose nudge may have been lost,
+    """Commands the dispatcher should (re)try now: pending ones whose nudge may have been lost,
     and retries whose backoff has elapsed. Bounded; skips endpoints held by a live command."""
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
     endpoint_free_or_mine = Q(target_device_endpoint__inflight_command__isnull=True) | Q(

@@ -1,8 +1,8 @@
-"""Rule evaluation: pending endpoint events become rule executions and command intents.
+"""Rule evaluation: pending endpoint events become rule executions and device commands.
 
 Idempotent under redelivery and concurrency: an execution is unique per (event, rule) and an
-intent per idempotency key, both inserted with ON CONFLICT DO NOTHING, so four workers
-evaluating one event yield exactly one execution with one intent.
+command per idempotency key, both inserted with ON CONFLICT DO NOTHING, so four workers
+evaluating one event yield exactly one execution with one command.
 
 Latest decision wins: only the newest reading of a trigger endpoint acts (an older one that
 arrives late is discarded as ``newer_reading``), evaluation is serialised per target

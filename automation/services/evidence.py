@@ -120,7 +120,7 @@ def _published(command: DeviceCommand) -> datetime | None:
 
 
 def _telemetry_proofs(commands: Sequence[DeviceCommand]) -> dict[int, str]:
-    """Per intent, the first reading of its target received after the request was first
+    """Per command, the first reading of its target received after the request was first
     published that equals the target, described (one read for the batch). The readings are
     the stored telemetry's (``devices.readings``): a relay no rule reads has no endpoint
     events, and its telemetry proves a command all the same."""

@@ -1,5 +1,5 @@
 """Where a command's time went, from timestamps the pipeline records anyway: the bridge's
-receive time on the telemetry row, the event's insert (ingest), the intent's insert
+receive time on the telemetry row, the event's insert (ingest), the command's insert
 (evaluate), the start of its first publish (``first_dispatched_at``: telemetry received
 after it may prove the command), the device's ack and the applied move. The same figures
 feed ``manage.py timeline``, the ``farm_command_stage_seconds`` histogram and the bench."""
@@ -35,7 +35,7 @@ class StageTimes:
     command_id: int
     received_at: datetime | None  # the triggering reading reached the bridge
     ingested_at: datetime | None  # its endpoint event committed
-    decided_at: datetime | None  # the intent committed
+    decided_at: datetime | None  # the command committed
     published_at: datetime | None  # the first request's batch began to go out
     acknowledged_at: datetime | None
     applied_at: datetime | None

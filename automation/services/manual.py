@@ -4,9 +4,9 @@ takes, and holds the endpoint against the farm's rules for a while.
 * The same gates: the target's configuration gates (``automation.gates.target_failure``) and
   the device's status refuse the request before anything is written; dispatch re-checks
   every gate, freshness included, as for any command.
-* One intent per request: its key is built from the endpoint, the value, the user and the
+* One command per request: its key is built from the endpoint, the value, the user and the
   request's key (the API's ``Idempotency-Key``, or the key the admin form carries), so a
-  repeated request finds the intent it made.
+  repeated request finds the command it made.
 * Latest decision wins, as for a newer rule decision: under the target's evaluation lock,
   the endpoint's commands never sent are superseded (``expired``/``superseded``); one already
   claimed or sent keeps its course and this one waits behind it (the dispatcher's inflight
@@ -17,7 +17,7 @@ takes, and holds the endpoint against the farm's rules for a while.
   (``automation.services.evaluate``). A newer manual command moves the hold to itself; a
   cancel ends it early, and the next reading is decided by the rules again.
 
-Who asked and why is on the intent (``requested_by``, ``request_reason``) and in its audit
+Who asked and why is on the command (``requested_by``, ``request_reason``) and in its audit
 rows (``CommandTransition``, reason ``manual``; a cancel ``hold_cancelled``).
 """
 
@@ -209,7 +209,7 @@ def _hold_move(
     until: datetime,
     now: datetime,
 ) -> None:
-    """The endpoint's hold now belongs to ``intent``, until ``until`` (a cancelled or expired
+    """The endpoint's hold now belongs to ``command``, until ``until`` (a cancelled or expired
     hold is reopened). Called under the endpoint's lock, so no other hold write interleaves."""
     fields: _HoldFields = {
         "command": command,

@@ -127,7 +127,7 @@ def _commands_by_command_id(
 
 def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
     """Store each response or state report as a receipt (once), or a rejection with its
-    reason; returns the intents whose evidence changed. A message whose topic serial is not
+    reason; returns the commands whose evidence changed. A message whose topic serial is not
     the command's target is kept as a mismatch receipt and moves nothing."""
     now = timezone.now()
     parsed: list[tuple[DeviceMessage, RpcResponse | StateReport]] = []

@@ -4,7 +4,7 @@ telemetry decide where a command stands.
 ``applied`` is reached only with evidence: a state report for the commandId whose reported
 value matches, or telemetry of the target endpoint received after the request, equal to the
 target and unlike what the endpoint reported before (``decide`` ranks the evidence). The
-verdict reads the whole receipt set in the statement that takes the intent's row lock, so
+verdict reads the whole receipt set in the statement that takes the command's row lock, so
 the order in which a reply and the dispatcher's own commit arrive cannot lose a transition
 (a reply committed while that statement waits for the lock nudges a reconcile of its own),
 and a duplicate receipt is absorbed by its unique key before it is ever read. The batch's
@@ -179,7 +179,7 @@ def _if_acked_first(e: Evidence, applied: Verdict) -> Verdict:
 
 
 def command_reconcile(*, command_id: int, now: datetime | None = None) -> str:
-    """One intent through ``command_intents_reconcile``; the status reached ("" if none)."""
+    """One command through ``commands_reconcile``; the status reached ("" if none)."""
     return commands_reconcile(command_ids=[command_id], now=now).get(command_id, "")
 
 
@@ -187,7 +187,7 @@ def commands_reconcile(
     *, command_ids: Sequence[int], now: datetime | None = None
 ) -> dict[int, str]:
     """Apply every transition the evidence justifies, for a batch under its row locks; the
-    status each intent reached. An end on the device's word starts the pair's cool-down; an
+    status each command reached. An end on the device's word starts the pair's cool-down; an
     applied command lifts it.
 
     The common moves (acknowledged, applied, uncertain, failed) are decided in memory and

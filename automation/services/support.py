@@ -3,11 +3,11 @@ compare-and-set through the same services the pipeline uses, and records who did
 the command's audit table (``CommandTransition``), never a field edit. The scheduler's are in
 ``scheduler.services.support``.
 
-Manual retry of a command never reopens it: terminal intents stay terminal (docs/spec.md
-§3.3, history is never rewritten). It creates a new intent for the same target and value in
+Manual retry of a command never reopens it: terminal commands stay terminal (docs/spec.md
+§3.3, history is never rewritten). It creates a new command for the same target and value in
 the same rule execution, linked ``retry_of`` the original, with its own idempotency key and,
 at dispatch, its own ``deviceCommandId`` (a new command for the device, unlike the automatic
-retries of one intent, which reuse theirs).
+retries of one command, which reuse theirs).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class CommandRetry:
 def command_retry(
     *, command_id: int, actor: str, reason: str, now: datetime | None = None
 ) -> CommandRetry:
-    """A new pending intent for a terminal one's target and value, then a nudge to dispatch.
+    """A new pending command for a terminal one's target and value, then a nudge to dispatch.
 
     The key is the original's key + the retry number, so a repeated click (same number read)
     lands on the same row; while a retry is still live, asking again returns it. The who and

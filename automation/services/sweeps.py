@@ -27,6 +27,8 @@ def events_sweep(*, now: datetime) -> int:
 def commands_sweep(*, now: datetime) -> int:
     """Dispatch what is due (lost nudges, elapsed backoffs) and reconcile what is overdue
     (ack deadlines, applied windows). One beat at a time: the lock lasts one interval."""
+    # The lock keeps its key from before the rename: a beat of the previous release takes the
+    # same one during an upgrade.
     if not coordination.lock_try("command-intents-sweep", settings.COMMAND_SWEEP_INTERVAL_S):
         return 0
     pending_older_than = now - timedelta(seconds=settings.DISPATCH_SWEEP_AFTER_S)

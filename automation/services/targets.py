@@ -167,7 +167,7 @@ def commands_supersede_unsent(
 ) -> list[int]:
     """Expire the unsent commands the newest decision on each endpoint overruled: the device
     gets the latest decision, not a queue of outdated ones. A command already claimed or sent
-    keeps its course (it cannot be recalled); a new one waits behind it. Returns the intents
+    keeps its course (it cannot be recalled); a new one waits behind it. Returns the commands
     left to dispatch."""
     created_on: dict[int, list[int]] = defaultdict(list)
     for pk, endpoint_id in created:

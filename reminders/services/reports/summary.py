@@ -136,6 +136,7 @@ def farm_report_context(report: FarmReport) -> dict[str, Any]:
         "uncertain_total": report.uncertain_total,
         "uncertain_commands": [
             {
+                # The key queued notifications store and the templates read: kept.
                 "intent_id": u.command_id,
                 "device_serial": u.device_serial,
                 "endpoint_key": u.endpoint_key,
