@@ -1,5 +1,5 @@
 """A command that ends failed, expired or uncertain raises its alarm in the transaction of that
-move (``commands_transition``), as the farm's alarm policy chooses; one the system or a person
+move (``guarded_transitions_apply``), as the farm's alarm policy chooses; one the system or a person
 chose to end (superseded before it was sent, marked failed by support) raises none, and a
 batch of commands that end costs the same statements however many ended."""
 
