@@ -34,10 +34,10 @@ from automation.diagnostics import (
     command_timeline,
     commands_retrying,
     commands_uncertain,
+    commands_visible,
     devices_top_timeouts,
     execution_timeline,
     executions_visible,
-    intents_visible,
 )
 from automation.manual_api import EndpointCommandApi, EndpointHoldCancelApi
 from automation.models import (
@@ -61,8 +61,8 @@ from automation.services.ingest import telemetry_accept
 from automation.services.rules import rule_delete
 from automation.services.support import (
     CommandRetryRefused,
-    command_intent_mark_failed,
-    command_intent_retry,
+    command_mark_failed,
+    command_retry,
 )
 from automation.states import CommandOrigin, CommandStatus
 from common.api import (
@@ -183,12 +183,12 @@ class CommandViewSet(ScopedViewSet):
     organization_path = "target_device.farm.organization_id"
 
     def scoped(self, scope: OrgScope) -> QuerySet[DeviceCommand]:
-        return intents_visible(scope=scope).order_by("-pk")
+        return commands_visible(scope=scope).order_by("-pk")
 
     @extend_schema(responses=TimelineSerializer)
     @action(detail=True, methods=["get"])
     def timeline(self, request: Request, pk: str | None = None) -> Response:
-        return Response(command_timeline(intent=self.get_object()).as_dict())
+        return Response(command_timeline(command=self.get_object()).as_dict())
 
     @idempotent(
         request=CommandRetryRequestSerializer,
@@ -202,15 +202,15 @@ class CommandViewSet(ScopedViewSet):
         body = CommandRetryRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            result = command_intent_retry(
-                intent_id=command.pk,
+            result = command_retry(
+                command_id=command.pk,
                 actor=request.user.get_username(),
                 reason=body.validated_data["reason"],
             )
         except CommandRetryRefused as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
-        return Response(CommandSerializer(result.intent).data, status=code)
+        return Response(CommandSerializer(result.command).data, status=code)
 
     @extend_schema(
         request=CommandRetryRequestSerializer,
@@ -226,8 +226,8 @@ class CommandViewSet(ScopedViewSet):
         command = self.get_object()
         body = CommandRetryRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        moved = command_intent_mark_failed(
-            intent_id=command.pk,
+        moved = command_mark_failed(
+            command_id=command.pk,
             actor=request.user.get_username(),
             reason=body.validated_data["reason"],
         )

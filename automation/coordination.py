@@ -25,25 +25,25 @@ def _safe(op: str, default: Any, fn: Any, *args: Any) -> Any:
 
 
 def correlations_remember(pairs: dict[str, int]) -> None:
-    """Many commandId -> intent id entries in one round trip (a dispatched batch)."""
+    """Many commandId -> command id entries in one round trip (a dispatched batch)."""
     entries = {f"cmd:{command_id}": pk for command_id, pk in pairs.items()}
     _safe("set_many", None, cache.set_many, entries, CORRELATION_TTL_S)
 
 
 def correlation_lookup(command_ids: list[str]) -> dict[str, int]:
-    """commandId -> intent id for the ids the cache knows; callers query the rest."""
+    """commandId -> command id for the ids the cache knows; callers query the rest."""
     found = _safe("get_many", {}, cache.get_many, [f"cmd:{c}" for c in command_ids])
     return {key[4:]: int(value) for key, value in found.items()}
 
 
 def inflights_mark(holders: dict[int, int], ttl_s: float) -> None:
-    """endpoint id -> holding intent id for a claimed batch, in one round trip."""
+    """endpoint id -> holding command id for a claimed batch, in one round trip."""
     entries = {f"inflight:{endpoint_id}": pk for endpoint_id, pk in holders.items()}
     _safe("set_many", None, cache.set_many, entries, max(1, int(ttl_s)))
 
 
 def inflight_holders(endpoint_ids: list[int]) -> dict[int, int]:
-    """endpoint id -> the intent the cache says holds it, for those it knows."""
+    """endpoint id -> the command the cache says holds it, for those it knows."""
     found = _safe("get_many", {}, cache.get_many, [f"inflight:{pk}" for pk in endpoint_ids])
     return {int(key.split(":", 1)[1]): int(value) for key, value in found.items()}
 

@@ -30,47 +30,47 @@ def telemetry_fingerprint(raw_payload: str) -> bytes:
     return digest[:TELEMETRY_FINGERPRINT_BYTES]
 
 
-def intent_idempotency_key(
+def event_command_idempotency_key(
     *, rule_id: int, target_endpoint_id: int, target_value: Any, event_id: int
 ) -> str:
     return _sha256(rule_id, target_endpoint_id, canonical_json(target_value), event_id)
 
 
-def schedule_intent_idempotency_key(
+def schedule_command_idempotency_key(
     *, rule_id: int, target_endpoint_id: int, target_value: Any, occurrence_id: int
 ) -> str:
-    """A rule schedule's occurrence (its scheduler row): a re-run of the row finds its intent."""
+    """A rule schedule's occurrence (its scheduler row): a re-run of the row finds its command."""
     return _sha256(
         "schedule", rule_id, target_endpoint_id, canonical_json(target_value), occurrence_id
     )
 
 
-def watchdog_intent_idempotency_key(
+def watchdog_command_idempotency_key(
     *, rule_id: int, target_endpoint_id: int, target_value: Any, occurrence_id: int
 ) -> str:
-    """A watchdog's silence (its scheduler row): a re-run of the row finds its intent."""
+    """A watchdog's silence (its scheduler row): a re-run of the row finds its command."""
     return _sha256(
         "watchdog", rule_id, target_endpoint_id, canonical_json(target_value), occurrence_id
     )
 
 
-def manual_intent_idempotency_key(
+def manual_command_idempotency_key(
     *, endpoint_id: int, target_value: Any, user_id: int | None, request_key: str
 ) -> str:
     """An operator's manual command: the same request (the API's ``Idempotency-Key``, or the
-    key the admin form carries) for the same endpoint and value lands on one intent."""
+    key the admin form carries) for the same endpoint and value lands on one command."""
     return _sha256("manual", endpoint_id, canonical_json(target_value), user_id, request_key)
 
 
-def rollout_intent_idempotency_key(*, rollout_id: int, endpoint_id: int) -> str:
+def rollout_command_idempotency_key(*, rollout_id: int, endpoint_id: int) -> str:
     """A rollout's target: one command per (rollout, endpoint) whatever re-runs a wave, kept
     readable so the ledger shows which rollout sent it."""
     return f"rollout:{rollout_id}:{endpoint_id}"
 
 
-def intent_retry_idempotency_key(*, original_key: str, retry_number: int) -> str:
-    """Manual retry ``retry_number`` (1-based) of an intent: two clicks that read the same
-    number of earlier retries build the same key, so they create one new intent."""
+def retry_command_idempotency_key(*, original_key: str, retry_number: int) -> str:
+    """Manual retry ``retry_number`` (1-based) of a command: two clicks that read the same
+    number of earlier retries build the same key, so they create one new command."""
     return hashlib.sha256(f"{original_key}retry:{retry_number}".encode()).hexdigest()
 
 
@@ -82,7 +82,7 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def new_device_command_id() -> str:
-    """``cmd_<ULID>``: time-ordered and unique; assigned once per intent, reused on retries."""
+    """``cmd_<ULID>``: time-ordered and unique; assigned once per command, reused on retries."""
     value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
     chars = [_CROCKFORD[(value >> shift) & 31] for shift in range(125, -5, -5)]
     return "cmd_" + "".join(chars)

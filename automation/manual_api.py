@@ -87,7 +87,7 @@ class EndpointCommandApi(_EndpointOperation):
             raise ValidationError({exc.field: [exc.message]}) from None
         except RunLimitInvalid as exc:
             raise ValidationError({f: [m] for f, m in exc.errors.items()}) from None
-        shown = {"command": result.intent, "manual_hold_until": result.hold_until}
+        shown = {"command": result.command, "manual_hold_until": result.hold_until}
         code = status.HTTP_201_CREATED if result.created else status.HTTP_200_OK
         return Response(ManualCommandSerializer(shown).data, status=code)
 

@@ -285,6 +285,11 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
     cancelled_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    # The key API v1 has always answered with: a contract with its clients, kept
+    # (docs/architecture.md, "Names kept from before the rename").
+    intent: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(
+        source="command", read_only=True, help_text="the manual command that holds the endpoint"
+    )
 
     class Meta:
         model = EndpointManualHold
@@ -298,14 +303,6 @@ class EndpointHoldSerializer(serializers.ModelSerializer[EndpointManualHold]):
             "cancel_reason",
         )
         read_only_fields = fields
-        extra_kwargs = {"intent": {"help_text": "the manual command that holds the endpoint"}}
-
-
-# The value stays ``intent_created`` (the table's and the wire's); its label says command.
-_OUTCOME_CHOICES = [
-    (value, "Command created" if value == ExecutionOutcome.INTENT_CREATED else label)
-    for value, label in ExecutionOutcome.choices
-]
 
 
 class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecution]):
@@ -313,7 +310,7 @@ class RuleExecutionSerializer(serializers.ModelSerializer[AutomationRuleExecutio
     row), on one target endpoint; ``won_by`` names the decision that outranked a
     ``discarded`` one, ``suppressed_by`` the command that held a ``suppressed`` one."""
 
-    outcome = serializers.ChoiceField(choices=_OUTCOME_CHOICES, read_only=True)
+    outcome = serializers.ChoiceField(choices=ExecutionOutcome.choices, read_only=True)
 
     class Meta:
         model = AutomationRuleExecution

@@ -60,7 +60,8 @@ def command_can_move(from_status: str, to_status: str) -> bool:
 
 
 class ExecutionOutcome(TextChoices):
-    INTENT_CREATED = "intent_created"
+    # The value is stored in every execution row since before the rename, and kept.
+    COMMAND_CREATED = "intent_created", "Command created"
     ALREADY_IN_STATE = "already_in_state"
     ALREADY_PENDING = "already_pending"
     BLOCKED = "blocked"

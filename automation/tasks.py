@@ -11,14 +11,21 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from automation.services.dispatch import commands_dispatch
+from automation.services.dispatch import commands_dispatch_via_publisher
 from automation.services.edge import replies_accept
 from automation.services.evaluate import events_evaluate
 from automation.services.ingest import telemetry_accept
-from automation.services.reconcile import command_intents_reconcile
+from automation.services.reconcile import commands_reconcile
 from automation.services.sweeps import commands_sweep, events_sweep
-from common.handoff import COMMANDS_DISPATCH, COMMANDS_RECONCILE, EVENTS_EVALUATE, enqueue
+from common.handoff import enqueue
 from config.celery import DB_RETRY, previous_name, routed_to
+from config.task_names import (
+    COMMANDS_DISPATCH,
+    COMMANDS_RECONCILE,
+    COMMANDS_SWEEP,
+    EVENTS_EVALUATE,
+    PREVIOUS_TASK_NAMES,
+)
 from devices.mqtt.messages import (
     DEVICE_MESSAGES_TASK,
     TELEMETRY_TASK,
@@ -59,13 +66,13 @@ def endpoint_events_sweep_task() -> int:
 
 
 @shared_task(name=COMMANDS_DISPATCH, **routed_to("dispatch"), **DB_RETRY)
-def command_intents_dispatch_task(intent_ids: list[int], trust_cache: bool = True) -> int:
-    return commands_dispatch(intent_ids=intent_ids, trust_cache=trust_cache)
+def commands_dispatch_task(command_ids: list[int], trust_cache: bool = True) -> int:
+    return commands_dispatch_via_publisher(command_ids=command_ids, trust_cache=trust_cache)
 
 
 @shared_task(name=COMMANDS_RECONCILE, **routed_to("reconcile"), **DB_RETRY)
-def command_intents_reconcile_task(intent_ids: list[int]) -> int:
-    return len(command_intents_reconcile(intent_ids=intent_ids))
+def commands_reconcile_task(command_ids: list[int]) -> int:
+    return len(commands_reconcile(command_ids=command_ids))
 
 
 @shared_task(name="automation.rule_schedules_ensure", **routed_to("scheduler"), **DB_RETRY)
@@ -89,9 +96,20 @@ def watchdogs_sweep_task() -> int:
     return len(result.ensured)
 
 
-@shared_task(name="automation.command_intents_sweep", **routed_to("dispatch"))
-def command_intents_sweep_task() -> int:
+@shared_task(name=COMMANDS_SWEEP, **routed_to("dispatch"))
+def commands_sweep_task() -> int:
     return commands_sweep(now=timezone.now())
+
+
+# The names these tasks had in the previous release run them too, for one release
+# (``config.task_names.PREVIOUS_TASK_NAMES``).
+_RENAMED = {
+    COMMANDS_DISPATCH: commands_dispatch_task,
+    COMMANDS_RECONCILE: commands_reconcile_task,
+    COMMANDS_SWEEP: commands_sweep_task,
+}
+for _previous, _now in PREVIOUS_TASK_NAMES.items():
+    previous_name(_RENAMED[_now], _previous)
 
 
 from scheduler import tasks as scheduler_tasks  # noqa: E402, F401 (registers them)

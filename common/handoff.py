@@ -1,8 +1,9 @@
-"""How one stage hands work to the next: a Celery task named here, queued after the
-transaction commits. Services hand off through this module and never import a tasks module
-(a tasks module imports its services; the other way round was an import circle through
-``automation.tasks``). The task sent is the registered one, looked up by name (every worker
-loads every app's tasks), so routing, retries and eager mode in tests apply as to any task.
+"""How one stage hands work to the next: a Celery task by its name (``config.task_names``),
+queued after the transaction commits. Services hand off through this module and never import
+a tasks module (a tasks module imports its services; the other way round was an import
+circle through ``automation.tasks``). The task sent is the registered one, looked up by name
+(every worker loads every app's tasks), so routing, retries and eager mode in tests apply as
+to any task.
 
 A hand-off that fails is logged, never raised: beat's sweeps re-derive every pending piece
 of work from SQL, so a lost hand-off only delays it."""
@@ -19,14 +20,9 @@ from celery import Task
 from django.db import transaction
 
 from config.celery import app as celery_app
+from config.task_names import COMMANDS_DISPATCH, NOTIFICATION_DELIVER
 
 logger = logging.getLogger(__name__)
-
-COMMANDS_DISPATCH = "automation.command_intents_dispatch"
-NOTIFICATION_DELIVER = "notifications.deliver"
-METRICS_TOUCHED = "reminders.endpoint_metrics_touched"
-EVENTS_EVALUATE = "automation.endpoint_events_evaluate"
-COMMANDS_RECONCILE = "automation.command_intents_reconcile"
 
 # After a nudge failed, a loop that must not wait on the Celery broker sends none for this
 # long: each attempt against a broker that is down costs a connect timeout.
@@ -105,8 +101,8 @@ def enqueue_on_commit(name: str, *args: Any, **kwargs: Any) -> None:
     after_commit(lambda: enqueue(name, *args, **kwargs))
 
 
-def commands_dispatch_on_commit(intent_ids: Sequence[int]) -> None:
-    ids = list(intent_ids)
+def commands_dispatch_on_commit(command_ids: Sequence[int]) -> None:
+    ids = list(command_ids)
     if ids:
         enqueue_on_commit(COMMANDS_DISPATCH, ids)
 

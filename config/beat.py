@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from config.task_names import COMMANDS_SWEEP
+
 
 @dataclass(frozen=True)
 class BeatEntry:
@@ -37,8 +39,9 @@ def beat_schedule() -> dict[str, BeatEntry]:
         "endpoint-events-sweep-pending": BeatEntry(
             "automation.endpoint_events_sweep", float(settings.BEAT_SWEEP_INTERVAL_S)
         ),
+        # Its entry name is a row of django-celery-beat's table, kept from before the rename.
         "command-intents-sweep": BeatEntry(
-            "automation.command_intents_sweep", float(settings.COMMAND_SWEEP_INTERVAL_S)
+            COMMANDS_SWEEP, float(settings.COMMAND_SWEEP_INTERVAL_S)
         ),
         # Due work: claim and fan out (safe with two beats: claims never overlap).
         "automation-scheduler-poll-due": BeatEntry(

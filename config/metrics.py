@@ -45,6 +45,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config.env import credentials_masked
+from config.task_names import COMMANDS_DISPATCH, EVENTS_EVALUATE, PREVIOUS_TASK_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +122,12 @@ STAGE_LATENCY = Histogram(
 
 _STAGE_OF_TASK = {
     "automation.telemetry_ingest": "ingest",
-    "automation.endpoint_events_evaluate": "evaluate",
-    "automation.command_intents_dispatch": "dispatch",
+    EVENTS_EVALUATE: "evaluate",
+    COMMANDS_DISPATCH: "dispatch",
+}
+# A task run under its previous name counts for its stage too (for one release).
+_STAGE_OF_TASK |= {
+    old: _STAGE_OF_TASK[new] for old, new in PREVIOUS_TASK_NAMES.items() if new in _STAGE_OF_TASK
 }
 
 
@@ -151,7 +156,7 @@ def metrics_transition_recorded(*, transition: Any) -> None:
     COMMAND_TRANSITIONS.labels(to_status=transition.to_status, reason=transition.reason_code).inc()
     if transition.to_status not in ("acknowledged", "applied"):
         return  # no latency to observe: not worth loading the command (one SELECT each)
-    dispatched_at = getattr(transition.intent, "dispatched_at", None)
+    dispatched_at = getattr(transition.command, "dispatched_at", None)
     if dispatched_at is None:
         return
     seconds = max(0.0, (transition.at - dispatched_at).total_seconds())

@@ -9,8 +9,8 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from common.handoff import NOTIFICATION_DELIVER
 from config.celery import DB_RETRY, routed_to
+from config.task_names import NOTIFICATION_DELIVER
 from notifications.services.alarms import alarms_notify
 from notifications.services.deliver import notification_deliver
 from notifications.services.sweep import notifications_sweep

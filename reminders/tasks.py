@@ -8,8 +8,8 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
-from common.handoff import METRICS_TOUCHED
 from config.celery import DB_RETRY, routed_to
+from config.task_names import METRICS_TOUCHED
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
     endpoint_metrics_touched,

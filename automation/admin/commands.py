@@ -24,8 +24,8 @@ from automation.diagnostics import command_timeline, requester_name
 from automation.models import DeviceCommand
 from automation.services.support import (
     CommandRetryRefused,
-    command_intent_mark_failed,
-    command_intent_retry,
+    command_mark_failed,
+    command_retry,
 )
 from automation.states import COMMAND_LIVE, COMMAND_TERMINAL, CommandOrigin
 from common.admin import ReadOnlyAdmin, reason_action
@@ -68,13 +68,13 @@ class StuckFilter(admin.SimpleListFilter):
 
 
 def _mark_failed(row: Any, actor: str, reason: str) -> bool:
-    return command_intent_mark_failed(intent_id=row.pk, actor=actor, reason=reason)
+    return command_mark_failed(command_id=row.pk, actor=actor, reason=reason)
 
 
 def _retry(row: Any, actor: str, reason: str) -> bool:
     """Counted as done only when a new attempt was created; a live command is skipped."""
     try:
-        return command_intent_retry(intent_id=row.pk, actor=actor, reason=reason).created
+        return command_retry(command_id=row.pk, actor=actor, reason=reason).created
     except CommandRetryRefused:
         return False
 
@@ -114,7 +114,7 @@ def origin_html(obj: DeviceCommand) -> SafeString:
 
 
 @admin.register(DeviceCommand)
-class CommandIntentAdmin(ReadOnlyAdmin):
+class CommandAdmin(ReadOnlyAdmin):
     org_path = "target_device__farm__organization_id"
     change_form_template = "admin/automation/devicecommand/change_form.html"
     change_list_template = "admin/automation/devicecommand/change_list.html"
@@ -263,7 +263,7 @@ class CommandIntentAdmin(ReadOnlyAdmin):
 
     @admin.display(description="transitions and receipts, oldest first")
     def timeline(self, obj: DeviceCommand) -> SafeString:
-        return timeline_html(command_timeline(intent=obj), element_id="command-timeline")
+        return timeline_html(command_timeline(command=obj), element_id="command-timeline")
 
     def get_urls(self) -> list[Any]:
         """The diagnostics page, under the command list it starts from."""

@@ -81,7 +81,7 @@ class EndpointEventAdmin(ReadOnlyAdmin):
 
 
 class OutcomeFilter(admin.SimpleListFilter):
-    """The outcomes in the pages' words (``command created``, not ``Intent Created``)."""
+    """The outcomes in the pages' words (``command created``, not a stored value)."""
 
     title = "outcome"
     parameter_name = "outcome__exact"  # the address the plain field filter had

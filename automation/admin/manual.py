@@ -88,7 +88,8 @@ def manual_control_html(device: Device) -> SafeString:
         if hold is None:
             return "rules act"
         who = hold.requested_by.get_username() if hold.requested_by else "?"
-        return f"held until {hold.until:%Y-%m-%d %H:%M:%S} UTC by {who} (command #{hold.intent_id})"
+        until = f"{hold.until:%Y-%m-%d %H:%M:%S} UTC"
+        return f"held until {until} by {who} (command #{hold.command_id})"
 
     rows = format_html_join(
         "",
@@ -160,7 +161,7 @@ def manual_command_view(model_admin: Any, request: HttpRequest, object_id: str) 
         else:
             done = "sent" if result.created else "already asked for (same form)"
             model_admin.message_user(
-                request, f"Manual command #{result.intent.pk} {done}.", messages.SUCCESS
+                request, f"Manual command #{result.command.pk} {done}.", messages.SUCCESS
             )
             return HttpResponseRedirect(reverse("admin:devices_device_change", args=[device.pk]))
     return _page(model_admin, request, device, f"Set a value on {device.serial_number}", form)

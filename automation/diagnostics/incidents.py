@@ -8,7 +8,7 @@ from datetime import datetime
 
 from django.db.models import Count, Max
 
-from automation.diagnostics.timelines import executions_visible, intents_visible
+from automation.diagnostics.timelines import commands_visible, executions_visible
 from automation.models import (
     AutomationRuleExecution,
     CommandCooldown,
@@ -23,7 +23,7 @@ from common.tenancy import OrgScope, scope_filter
 
 def commands_retrying(*, scope: OrgScope = None, limit: int = 100) -> list[DeviceCommand]:
     """Commands waiting for their next attempt, the soonest first."""
-    rows = intents_visible(scope=scope).filter(status=CommandStatus.RETRYING)
+    rows = commands_visible(scope=scope).filter(status=CommandStatus.RETRYING)
     return list(rows.order_by("next_attempt_at", "pk")[:limit])
 
 
@@ -31,7 +31,7 @@ def commands_uncertain(
     *, scope: OrgScope = None, since: datetime | None = None, limit: int = 100
 ) -> list[DeviceCommand]:
     """Commands the device acknowledged (or contradicted) without proof: newest first."""
-    rows = intents_visible(scope=scope).filter(status=CommandStatus.UNCERTAIN)
+    rows = commands_visible(scope=scope).filter(status=CommandStatus.UNCERTAIN)
     if since is not None:
         rows = rows.filter(finished_at__gte=since)
     return list(rows.order_by("-finished_at", "-pk")[:limit])
@@ -58,7 +58,7 @@ def devices_top_timeouts(
         rows.values("device_id", "serial_number")
         .annotate(
             timeouts=Count("id"),
-            commands=Count("intent_id", distinct=True),
+            commands=Count("command_id", distinct=True),
             last_at=Max("received_at"),
         )
         .order_by("-timeouts", "serial_number")[:limit]

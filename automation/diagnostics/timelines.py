@@ -29,7 +29,7 @@ _STAGE_ORDER |= {"receipt": 5, "alarm": 6}
 # A watchdog raises its rule's alarm in the run that creates its command, at the same instant.
 _WATCHDOG_ALARM_SLACK = timedelta(seconds=1)
 # An outcome as a person reads it, where its stored value says something else.
-OUTCOME_TEXT: dict[str, str] = {ExecutionOutcome.INTENT_CREATED: "command created"}
+OUTCOME_TEXT: dict[str, str] = {ExecutionOutcome.COMMAND_CREATED: "command created"}
 
 
 def outcome_text(outcome: str) -> str:
@@ -139,11 +139,11 @@ def _reading_text(event: AutomationEndpointEvent) -> str:
     return endpoint_value_text(event.normalized_value, endpoint.profile_endpoint)
 
 
-def _command_endpoints(intent: DeviceCommand) -> dict[str, DeviceProfileEndpoint]:
+def _command_endpoints(command: DeviceCommand) -> dict[str, DeviceProfileEndpoint]:
     """A command sets one endpoint: each key of its parameters (and of the state the device
     reports back) is that endpoint, read in its type and unit."""
-    endpoint = intent.target_device_endpoint.profile_endpoint
-    params = intent.command_params if isinstance(intent.command_params, dict) else {}
+    endpoint = command.target_device_endpoint.profile_endpoint
+    params = command.command_params if isinstance(command.command_params, dict) else {}
     return {key: endpoint for key in (*params, endpoint.key)}
 
 
@@ -160,34 +160,34 @@ def _receipt_what(
     return str(receipt.receipt_type), str(payload.get("reason", ""))
 
 
-def requester_name(intent: DeviceCommand) -> str:
+def requester_name(command: DeviceCommand) -> str:
     """Who asked for a manual command ("" for a rule's or a schedule's)."""
-    if intent.origin != CommandOrigin.MANUAL:
+    if command.origin != CommandOrigin.MANUAL:
         return ""
-    user = intent.requested_by
+    user = command.requested_by
     return user.get_username() if user is not None else "(deleted user)"
 
 
-def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
+def _command_entries(command: DeviceCommand) -> list[TimelineEntry]:
     asked = ""
-    if intent.origin == CommandOrigin.MANUAL:
-        asked = f" asked by {requester_name(intent)}: {intent.request_reason}"
-    elif intent.origin == CommandOrigin.SCHEDULE:
-        asked = f" by rule {intent.rule_id}'s schedule"
-    elif intent.origin == CommandOrigin.WATCHDOG:
-        asked = f" by rule {intent.rule_id}'s watchdog: its trigger endpoint fell silent"
-    endpoints = _command_endpoints(intent)
+    if command.origin == CommandOrigin.MANUAL:
+        asked = f" asked by {requester_name(command)}: {command.request_reason}"
+    elif command.origin == CommandOrigin.SCHEDULE:
+        asked = f" by rule {command.rule_id}'s schedule"
+    elif command.origin == CommandOrigin.WATCHDOG:
+        asked = f" by rule {command.rule_id}'s watchdog: its trigger endpoint fell silent"
+    endpoints = _command_endpoints(command)
     entries = [
         TimelineEntry(
-            at=intent.created_at,
+            at=command.created_at,
             stage="command",
-            what=f"{intent.origin} command created: {intent.command_method} "
-            f"{params_text(intent.command_params, endpoints)} to {intent.target_serial_number}",
-            detail=f"idempotency key {intent.idempotency_key[:12]}…{asked}",
-            ref=f"command:{intent.pk}",
+            what=f"{command.origin} command created: {command.command_method} "
+            f"{params_text(command.command_params, endpoints)} to {command.target_serial_number}",
+            detail=f"idempotency key {command.idempotency_key[:12]}…{asked}",
+            ref=f"command:{command.pk}",
         )
     ]
-    for t in intent.transitions.order_by("at", "pk"):
+    for t in command.transitions.order_by("at", "pk"):
         entries.append(
             TimelineEntry(
                 at=t.at,
@@ -199,7 +199,7 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
                 ref=f"transition:{t.pk}",
             )
         )
-    for r in intent.receipts.order_by("received_at", "pk"):
+    for r in command.receipts.order_by("received_at", "pk"):
         what, reason = _receipt_what(r, endpoints)
         entries.append(
             TimelineEntry(
@@ -215,17 +215,17 @@ def _intent_entries(intent: DeviceCommand) -> list[TimelineEntry]:
     return entries
 
 
-def _alarm_entries(intent: DeviceCommand) -> list[TimelineEntry]:
+def _alarm_entries(command: DeviceCommand) -> list[TimelineEntry]:
     """The alarm the command raised (it ended failed, expired or uncertain), or, for a
     watchdog's command, the rule's alarm raised with it: each move of it, who and why."""
-    raised_here = Q(alarm__source=AlarmSource.COMMAND, alarm__source_id=intent.pk)
-    if intent.origin == CommandOrigin.WATCHDOG and intent.rule_id is not None:
+    raised_here = Q(alarm__source=AlarmSource.COMMAND, alarm__source_id=command.pk)
+    if command.origin == CommandOrigin.WATCHDOG and command.rule_id is not None:
         raised_here |= Q(
             alarm__source=AlarmSource.RULE,
-            alarm__source_id=intent.rule_id,
+            alarm__source_id=command.rule_id,
             alarm__type=AlarmType.WATCHDOG,
-            alarm__first_raised_at__gte=intent.created_at - _WATCHDOG_ALARM_SLACK,
-            alarm__first_raised_at__lte=intent.created_at + _WATCHDOG_ALARM_SLACK,
+            alarm__first_raised_at__gte=command.created_at - _WATCHDOG_ALARM_SLACK,
+            alarm__first_raised_at__lte=command.created_at + _WATCHDOG_ALARM_SLACK,
         )
     moves = AlarmTransition.objects.filter(raised_here).select_related("alarm").order_by("at", "pk")
     return [
@@ -242,26 +242,26 @@ def _alarm_entries(intent: DeviceCommand) -> list[TimelineEntry]:
     ]
 
 
-def _intent_ids(intent: DeviceCommand) -> dict[str, Any]:
-    execution = intent.rule_execution
+def _command_ids(command: DeviceCommand) -> dict[str, Any]:
+    execution = command.rule_execution
     return {
-        "origin": intent.origin,
-        "requestedBy": requester_name(intent) or None,
+        "origin": command.origin,
+        "requestedBy": requester_name(command) or None,
         "eventId": execution.event_id if execution is not None else None,
         "occurrenceId": execution.occurrence_id if execution is not None else None,
-        "ruleId": intent.rule_id,
-        "ruleExecutionId": intent.rule_execution_id,
-        "commandIntentId": intent.pk,
-        "deviceCommandId": intent.device_command_id,
-        "deviceId": intent.target_device_id,
-        "serialNumber": intent.target_serial_number,
-        "status": intent.status,
-        "statusReason": intent.status_reason,
-        "attempts": intent.attempt_count,
+        "ruleId": command.rule_id,
+        "ruleExecutionId": command.rule_execution_id,
+        "commandIntentId": command.pk,
+        "deviceCommandId": command.device_command_id,
+        "deviceId": command.target_device_id,
+        "serialNumber": command.target_serial_number,
+        "status": command.status,
+        "statusReason": command.status_reason,
+        "attempts": command.attempt_count,
     }
 
 
-def intents_visible(*, scope: OrgScope) -> QuerySet[DeviceCommand]:
+def commands_visible(*, scope: OrgScope) -> QuerySet[DeviceCommand]:
     rows = DeviceCommand.objects.select_related(
         "rule_execution",
         "target_device",
@@ -276,20 +276,20 @@ def executions_visible(*, scope: OrgScope) -> QuerySet[AutomationRuleExecution]:
     return scope_filter(rows, scope, "rule__farm__organization_id")
 
 
-def command_timeline(*, intent: DeviceCommand) -> Timeline:
+def command_timeline(*, command: DeviceCommand) -> Timeline:
     """event → execution → command → each transition (attempt) → each receipt; a manual
     command starts at its creation, which names who asked and why."""
-    entries = _intent_entries(intent) + _alarm_entries(intent)
-    if intent.rule_execution_id is not None:
+    entries = _command_entries(command) + _alarm_entries(command)
+    if command.rule_execution_id is not None:
         execution = AutomationRuleExecution.objects.select_related(
             "rule",
             "event__source_telemetry",
             "event__device_instance_endpoint__profile_endpoint",
             "occurrence",
-        ).get(pk=intent.rule_execution_id)
+        ).get(pk=command.rule_execution_id)
         entries = _execution_entries(execution) + entries
-    subject = f"command {intent.device_command_id or '(not yet sent)'} (#{intent.pk})"
-    return Timeline(subject=subject, ids=_intent_ids(intent), entries=_sorted(entries))
+    subject = f"command {command.device_command_id or '(not yet sent)'} (#{command.pk})"
+    return Timeline(subject=subject, ids=_command_ids(command), entries=_sorted(entries))
 
 
 def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
@@ -301,7 +301,7 @@ def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
         "occurrence",
     ).get(pk=execution.pk)
     entries = _execution_entries(execution)
-    intent = DeviceCommand.objects.filter(rule_execution=execution).first()
+    command = DeviceCommand.objects.filter(rule_execution=execution).first()
     ids: dict[str, Any] = {
         "eventId": execution.event_id,
         "occurrenceId": execution.occurrence_id,
@@ -309,9 +309,9 @@ def execution_timeline(*, execution: AutomationRuleExecution) -> Timeline:
         "ruleExecutionId": execution.pk,
         "outcome": execution.outcome,
     }
-    if intent is not None:
-        entries += _intent_entries(intent)
-        ids.update(_intent_ids(intent))
+    if command is not None:
+        entries += _command_entries(command)
+        ids.update(_command_ids(command))
     return Timeline(subject=f"rule execution {execution.pk}", ids=ids, entries=_sorted(entries))
 
 
@@ -324,16 +324,16 @@ def timeline_lookup(*, ref: str, scope: OrgScope = None) -> Timeline:
     still read), ``execution:<id>`` or a bare execution id; outside ``scope`` counts as not
     found."""
     ref = ref.strip()
-    intents = intents_visible(scope=scope)
+    commands = commands_visible(scope=scope)
     kind, _, number = ref.partition(":")
     if ref.startswith("cmd_"):
-        intent = intents.filter(device_command_id=ref).first()
-        if intent is not None:
-            return command_timeline(intent=intent)
+        command = commands.filter(device_command_id=ref).first()
+        if command is not None:
+            return command_timeline(command=command)
     elif kind in ("command", "intent") and number.isdigit():
-        intent = intents.filter(pk=int(number)).first()
-        if intent is not None:
-            return command_timeline(intent=intent)
+        command = commands.filter(pk=int(number)).first()
+        if command is not None:
+            return command_timeline(command=command)
     else:
         number = ref.removeprefix("execution:")
         if number.isdigit():

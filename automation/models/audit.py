@@ -9,9 +9,12 @@ from devices.models import Device
 
 
 class CommandTransition(models.Model):
-    """Audit row written in the same transaction as every status change of an intent."""
+    """Audit row written in the same transaction as every status change of a command."""
 
-    intent = models.ForeignKey(DeviceCommand, on_delete=models.CASCADE, related_name="transitions")
+    # The column keeps the name it had before the model was renamed (docs/architecture.md).
+    command = models.ForeignKey(
+        DeviceCommand, on_delete=models.CASCADE, related_name="transitions", db_column="intent_id"
+    )
     from_status = models.CharField(max_length=20)
     to_status = models.CharField(max_length=20)
     reason_code = models.CharField(max_length=64)
@@ -22,7 +25,7 @@ class CommandTransition(models.Model):
     def __str__(self) -> str:
         moved = f"{self.from_status} → {self.to_status}"
         return (
-            f"command #{self.intent_id} {moved} ({self.reason_code}) @ {self.at:%Y-%m-%d %H:%M:%S}"
+            f"command #{self.command_id} {moved} ({self.reason_code}) @ {self.at:%Y-%m-%d %H:%M:%S}"
         )
 
 
@@ -37,12 +40,13 @@ class ReceiptType(models.TextChoices):
 class DeviceCommandReceipt(models.Model):
     """Raw evidence from (or about) a device for a command, kept for postmortems."""
 
-    intent = models.ForeignKey(
+    command = models.ForeignKey(
         DeviceCommand,
         on_delete=models.CASCADE,
         null=True,
         blank=True,
         related_name="receipts",
+        db_column="intent_id",  # its name before the model was renamed
     )
     device = models.ForeignKey(Device, on_delete=models.SET_NULL, null=True, blank=True)
     serial_number = models.CharField(max_length=64)
@@ -61,6 +65,6 @@ class DeviceCommandReceipt(models.Model):
 
     def __str__(self) -> str:
         return (
-            f"{self.receipt_type} from {self.serial_number} for command #{self.intent_id} "
+            f"{self.receipt_type} from {self.serial_number} for command #{self.command_id} "
             f"@ {self.received_at:%Y-%m-%d %H:%M:%S}"
         )

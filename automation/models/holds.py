@@ -13,13 +13,16 @@ from devices.models import DeviceInstanceEndpoint
 class EndpointManualHold(models.Model):
     """An operator's manual command holds its endpoint against rules until ``until``: rule
     decisions for it end ``suppressed``/``manual_override`` and send nothing. One row per
-    endpoint, moved by the next manual command (a new ``intent``, a new ``until``) or ended
+    endpoint, moved by the next manual command (a new ``command``, a new ``until``) or ended
     early by ``cancelled_at`` (``automation.services.manual``)."""
 
     endpoint = models.OneToOneField(
         DeviceInstanceEndpoint, on_delete=models.CASCADE, related_name="manual_hold"
     )
-    intent = models.ForeignKey(DeviceCommand, on_delete=models.CASCADE, related_name="+")
+    # The column keeps the name it had before the model was renamed (docs/architecture.md).
+    command = models.ForeignKey(
+        DeviceCommand, on_delete=models.CASCADE, related_name="+", db_column="intent_id"
+    )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -35,7 +38,7 @@ class EndpointManualHold(models.Model):
 
     def __str__(self) -> str:
         state = "cancelled" if self.cancelled_at else f"until {self.until:%Y-%m-%d %H:%M:%S}"
-        return f"{self.endpoint} held by command #{self.intent_id} ({state})"
+        return f"{self.endpoint} held by command #{self.command_id} ({state})"
 
 
 class CommandCooldown(models.Model):

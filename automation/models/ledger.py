@@ -1,5 +1,5 @@
-"""The execution-core ledger (docs/spec.md §3): endpoint events, rule executions and command
-intents. Unique keys absorb every duplicate; status columns move only by compare-and-set in
+"""The execution-core ledger (docs/spec.md §3): endpoint events, rule executions and device
+commands. Unique keys absorb every duplicate; status columns move only by compare-and-set in
 services."""
 
 from __future__ import annotations
@@ -141,17 +141,17 @@ class AutomationRuleExecution(models.Model):
         return f"execution #{self.pk} of rule {self.rule_id} → {self.outcome}"
 
     @property
-    def intent(self) -> DeviceCommand | None:
-        """The command the rule decided on (the first intent); manual retries come after it."""
-        return self.intents.filter(retry_of__isnull=True).order_by("pk").first()
+    def command(self) -> DeviceCommand | None:
+        """The command the rule decided on (the original); manual retries come after it."""
+        return self.commands.filter(retry_of__isnull=True).order_by("pk").first()
 
 
 class DeviceCommand(models.Model):
     """The durable command ledger: the correlation root of an MQTT RPC and its retries.
 
-    A rule- or schedule-origin intent belongs to a rule execution, which has one original
-    intent; support's manual retries of a terminal intent are further intents of the same
-    execution, each linked ``retry_of`` that original. A manual intent has no rule:
+    A rule- or schedule-origin command belongs to a rule execution, which has one original
+    command; support's manual retries of a terminal command are further commands of the same
+    execution, each linked ``retry_of`` that original. A manual command has no rule:
     ``requested_by`` asked for it, for ``request_reason`` (``automation.services.manual``)."""
 
     origin = models.CharField(
@@ -162,13 +162,13 @@ class DeviceCommand(models.Model):
         on_delete=models.CASCADE,
         null=True,
         blank=True,
-        related_name="intents",
+        related_name="commands",
     )
     retry_of = models.ForeignKey(
         "self", on_delete=models.CASCADE, null=True, blank=True, related_name="retries"
     )
     rule = models.ForeignKey(
-        AutomationRule, on_delete=models.CASCADE, null=True, blank=True, related_name="intents"
+        AutomationRule, on_delete=models.CASCADE, null=True, blank=True, related_name="commands"
     )
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -178,10 +178,10 @@ class DeviceCommand(models.Model):
         related_name="+",
     )
     request_reason = models.CharField(max_length=400, blank=True, default="")
-    target_device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="intents")
+    target_device = models.ForeignKey(Device, on_delete=models.CASCADE, related_name="commands")
     # Indexed by (target_device_endpoint, status) in Meta, which serves its lookups too.
     target_device_endpoint = models.ForeignKey(
-        DeviceInstanceEndpoint, on_delete=models.CASCADE, db_index=False, related_name="intents"
+        DeviceInstanceEndpoint, on_delete=models.CASCADE, db_index=False, related_name="commands"
     )
     target_serial_number = models.CharField(max_length=64)
     command_method = models.CharField(max_length=64)
@@ -208,7 +208,7 @@ class DeviceCommand(models.Model):
         on_delete=models.CASCADE,
         null=True,
         blank=True,
-        related_name="inflight_intent",
+        related_name="inflight_command",
     )
     dispatched_at = models.DateTimeField(null=True, blank=True)
     # Set once, at the first publish: telemetry proves this command only when received after
@@ -231,6 +231,7 @@ class DeviceCommand(models.Model):
     class Meta:
         db_table = "automation_automationcommandintent"  # named before the model was renamed
         verbose_name = "command"
+        # Index and constraint names are the database's and keep the model's earlier word.
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="intent_status_due_idx"),
             models.Index(fields=["status", "deadline_at"], name="intent_status_deadline_idx"),

@@ -1,4 +1,4 @@
-"""The dispatcher's claim: a lease on each intent and its endpoint's inflight slot, taken
+"""The dispatcher's claim: a lease on each command and its endpoint's inflight slot, taken
 for a whole batch in one compare-and-set UPDATE (docs/architecture.md, "dispatch")."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class DispatchOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class _Claim:
-    """What a claim writes on one intent: its attempt, its lease and its endpoint's slot."""
+    """What a claim writes on one command: its attempt, its lease and its endpoint's slot."""
 
     attempt_count: int
     lease_expires_at: datetime
@@ -40,30 +40,30 @@ class _Claim:
     device_command_id: str
 
     @classmethod
-    def of(cls, intent: DeviceCommand, now: datetime) -> _Claim:
+    def of(cls, command: DeviceCommand, now: datetime) -> _Claim:
         return cls(
-            attempt_count=intent.attempt_count + 1,
+            attempt_count=command.attempt_count + 1,
             lease_expires_at=now + timedelta(seconds=settings.DISPATCH_LEASE_S),
-            inflight_endpoint_id=intent.target_device_endpoint_id,
-            device_command_id=intent.device_command_id or new_device_command_id(),
+            inflight_endpoint_id=command.target_device_endpoint_id,
+            device_command_id=command.device_command_id or new_device_command_id(),
         )
 
-    def taken(self, intent: DeviceCommand) -> None:
-        """The claimed intent follows in memory, as the row now reads."""
-        intent.version += 1
-        intent.attempt_count = self.attempt_count
-        intent.lease_expires_at = self.lease_expires_at
-        intent.inflight_endpoint_id = self.inflight_endpoint_id
-        intent.device_command_id = self.device_command_id
+    def taken(self, command: DeviceCommand) -> None:
+        """The claimed command follows in memory, as the row now reads."""
+        command.version += 1
+        command.attempt_count = self.attempt_count
+        command.lease_expires_at = self.lease_expires_at
+        command.inflight_endpoint_id = self.inflight_endpoint_id
+        command.device_command_id = self.device_command_id
 
 
-def intents_claim(
+def commands_claim(
     ready: list[DeviceCommand],
     now: datetime,
     outcomes: dict[int, DispatchOutcome],
     holders: dict[int, int],
 ) -> list[DeviceCommand]:
-    """Lease the intents and take their endpoints' inflight slots in one UPDATE, each row on
+    """Lease the commands and take their endpoints' inflight slots in one UPDATE, each row on
     the (status, version) it was read with. One command per endpoint: a second of the batch,
     or one whose endpoint another command holds, is ``endpoint_busy``. Commands never sent
     are claimed under their endpoints' evaluation locks: evaluation may be replacing them
@@ -71,13 +71,13 @@ def intents_claim(
     ``holders`` (endpoint id -> the command holding its slot) come with the batch's read
     (``automation.services.dispatch_sql``); one taken since is caught by the unique key."""
     chosen: dict[int, DeviceCommand] = {}
-    for intent in ready:
-        endpoint_id = intent.target_device_endpoint_id
-        holder = holders.get(endpoint_id, intent.pk)
-        if holder != intent.pk or endpoint_id in chosen:
-            outcomes[intent.pk] = DispatchOutcome.ENDPOINT_BUSY
+    for command in ready:
+        endpoint_id = command.target_device_endpoint_id
+        holder = holders.get(endpoint_id, command.pk)
+        if holder != command.pk or endpoint_id in chosen:
+            outcomes[command.pk] = DispatchOutcome.ENDPOINT_BUSY
         else:
-            chosen[endpoint_id] = intent
+            chosen[endpoint_id] = command
     claims = [_Claim.of(i, now) for i in chosen.values()]
     rows = [_claim_row(i, c, now) for i, c in zip(chosen.values(), claims, strict=True)]
     try:
@@ -91,22 +91,22 @@ def intents_claim(
     except IntegrityError:  # a concurrent claim took one of the endpoints: row by row
         return [i for i in chosen.values() if _claim_one(i, now, outcomes)]
     claimed: list[DeviceCommand] = []
-    for intent, claim in zip(chosen.values(), claims, strict=True):
-        if intent.pk not in moved:
-            outcomes[intent.pk] = DispatchOutcome.LOST_RACE
+    for command, claim in zip(chosen.values(), claims, strict=True):
+        if command.pk not in moved:
+            outcomes[command.pk] = DispatchOutcome.LOST_RACE
             continue
-        claim.taken(intent)
-        claimed.append(intent)
+        claim.taken(command)
+        claimed.append(command)
     return claimed
 
 
 def _claim_row(
-    intent: DeviceCommand, claim: _Claim, now: datetime
+    command: DeviceCommand, claim: _Claim, now: datetime
 ) -> tuple[dict[str, object], dict[str, object]]:
     """The claim as a compare-and-set row of ``update_returning``: from the (status,
-    version) the intent was read with."""
+    version) the command was read with."""
     return (
-        {"id": intent.pk, "status": intent.status, "version": intent.version},
+        {"id": command.pk, "status": command.status, "version": command.version},
         {
             "attempt_count": claim.attempt_count,
             "lease_expires_at": claim.lease_expires_at,
@@ -117,20 +117,20 @@ def _claim_row(
     )
 
 
-def _claim_one(intent: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
-    """The claim of one intent, after a batch claim met a concurrent one."""
-    claim = _Claim.of(intent, now)
+def _claim_one(command: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
+    """The claim of one command, after a batch claim met a concurrent one."""
+    claim = _Claim.of(command, now)
     try:
         with transaction.atomic():
-            if intent.status == CommandStatus.PENDING_DISPATCH and intent.attempt_count == 0:
-                targets_lock([intent.target_device_endpoint_id])
-            row = _claim_row(intent, claim, now)
+            if command.status == CommandStatus.PENDING_DISPATCH and command.attempt_count == 0:
+                targets_lock([command.target_device_endpoint_id])
+            row = _claim_row(command, claim, now)
             moved = update_returning(DeviceCommand, [row], bump="version")
     except IntegrityError:
-        outcomes[intent.pk] = DispatchOutcome.ENDPOINT_BUSY
+        outcomes[command.pk] = DispatchOutcome.ENDPOINT_BUSY
         return False
     if not moved:
-        outcomes[intent.pk] = DispatchOutcome.LOST_RACE
+        outcomes[command.pk] = DispatchOutcome.LOST_RACE
         return False
-    claim.taken(intent)
+    claim.taken(command)
     return True

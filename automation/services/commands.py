@@ -22,7 +22,7 @@ from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
     Transition,
-    commands_transition,
+    guarded_transitions_apply,
 )
 from automation.states import CommandStatus, ReasonCode, command_can_move
 from common.json_types import JsonObject, JsonValue
@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 
 def command_transition(
-    intent: DeviceCommand,
+    command: DeviceCommand,
     to: CommandStatus,
     reason: ReasonCode,
     *,
@@ -41,13 +41,13 @@ def command_transition(
     detail: str = "",
     **fields: Unpack[CommandFields],
 ) -> bool:
-    """Move ``intent`` from the status and version it was read with; False if someone else
-    moved it first (then nothing is written). Updates ``intent`` in place on success. The
+    """Move ``command`` from the status and version it was read with; False if someone else
+    moved it first (then nothing is written). Updates ``command`` in place on success. The
     batch's primitive with a batch of one (``automation.services.transitions``)."""
-    if not command_can_move(intent.status, to):
+    if not command_can_move(command.status, to):
         return False
-    move = GuardedTransition(intent, [Transition(to, reason, detail)], fields)
-    return bool(commands_transition([move], now=now or timezone.now()))
+    move = GuardedTransition(command, [Transition(to, reason, detail)], fields)
+    return bool(guarded_transitions_apply([move], now=now or timezone.now()))
 
 
 def retry_delay_s(attempt: int) -> float:
@@ -58,48 +58,48 @@ def retry_delay_s(attempt: int) -> float:
     return base * random.uniform(1 - jitter, 1 + jitter)
 
 
-def intent_retry_or_expire(
-    intent: DeviceCommand, reason: ReasonCode, *, now: datetime, detail: str = ""
+def command_retry_or_expire(
+    command: DeviceCommand, reason: ReasonCode, *, now: datetime, detail: str = ""
 ) -> bool:
     """A transient failure: schedule the next attempt, or expire past the budget.
 
     The backoff lives in ``next_attempt_at`` (swept by beat), never in a Celery countdown.
     """
-    exhausted = intent.attempt_count >= intent.max_attempts
-    next_at = now + timedelta(seconds=retry_delay_s(intent.attempt_count))
+    exhausted = command.attempt_count >= command.max_attempts
+    next_at = now + timedelta(seconds=retry_delay_s(command.attempt_count))
     fields: CommandFields = {
         "next_attempt_at": next_at,
         "lease_expires_at": None,
         "last_error": detail[:2000],
     }
     with transaction.atomic():
-        if intent.status == CommandStatus.RETRYING:
+        if command.status == CommandStatus.RETRYING:
             # No new status: the fields alone, on the version read.
             moved = exhausted or bool(
-                commands_transition([GuardedTransition(intent, [], fields)], now=now)
+                guarded_transitions_apply([GuardedTransition(command, [], fields)], now=now)
             )
-        elif intent.status == CommandStatus.PENDING_DISPATCH and exhausted:
+        elif command.status == CommandStatus.PENDING_DISPATCH and exhausted:
             moved = True
         else:
             moved = command_transition(
-                intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
+                command, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
             )
         if not moved:
             return False
         if exhausted:
             return command_transition(
-                intent,
+                command,
                 CommandStatus.EXPIRED,
                 ReasonCode.RETRY_BUDGET_EXHAUSTED,
                 now=now,
-                detail=f"{intent.attempt_count} attempts; last: {reason}",
+                detail=f"{command.attempt_count} attempts; last: {reason}",
             )
         receipt_mark(
-            intent,
+            command,
             "retry_mark",
             {
                 "reason": str(reason),
-                "attempt": intent.attempt_count,
+                "attempt": command.attempt_count,
                 "nextAttemptAt": next_at.isoformat(),
             },
             now,
@@ -107,20 +107,20 @@ def intent_retry_or_expire(
     return True
 
 
-def intent_await_broker(
-    intent: DeviceCommand, *, now: datetime, detail: str, claimed: bool
+def command_await_broker(
+    command: DeviceCommand, *, now: datetime, detail: str, claimed: bool
 ) -> bool:
     """The broker was unreachable (no connection, or it was lost before the PUBACK): the
-    attempt is not spent (a ``claimed`` intent gives its increment back, so the retry reuses
+    attempt is not spent (a ``claimed`` command gives its increment back, so the retry reuses
     the attempt number in receipt keys, and the commandId) and the command waits in
     ``retrying`` for the publisher to reconnect, due again after at most
     ``PUBLISH_RETRY_MAX_WAIT_S``. Older than ``COMMAND_MAX_AGE_S`` it ends ``expired``
     (broker_unreachable) instead, whether an earlier attempt was sent or not."""
-    attempts = intent.attempt_count - 1 if claimed else intent.attempt_count
-    age_s = (now - intent.created_at).total_seconds()
+    attempts = command.attempt_count - 1 if claimed else command.attempt_count
+    age_s = (now - command.created_at).total_seconds()
     if age_s >= settings.COMMAND_MAX_AGE_S:
         return command_transition(
-            intent,
+            command,
             CommandStatus.EXPIRED,
             ReasonCode.BROKER_UNREACHABLE,
             now=now,
@@ -136,38 +136,38 @@ def intent_await_broker(
         "last_error": detail[:2000],
     }
     reason = ReasonCode.PUBLISH_ERROR
-    if intent.status != CommandStatus.RETRYING:
+    if command.status != CommandStatus.RETRYING:
         return command_transition(
-            intent, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
+            command, CommandStatus.RETRYING, reason, now=now, detail=detail, **fields
         )
     # Already retrying (e.g. after an ack timeout): the new reason is audited once.
     path = (
         [Transition(CommandStatus.RETRYING, reason, detail)]
-        if intent.status_reason != reason
+        if command.status_reason != reason
         else []
     )
-    return bool(commands_transition([GuardedTransition(intent, path, fields)], now=now))
+    return bool(guarded_transitions_apply([GuardedTransition(command, path, fields)], now=now))
 
 
-def receipt_mark(intent: DeviceCommand, kind: str, payload: JsonObject, now: datetime) -> None:
+def receipt_mark(command: DeviceCommand, kind: str, payload: JsonObject, now: datetime) -> None:
     """A receipt the backend writes about a command (timeout, retry), once per attempt: a
     second mark of the same attempt is absorbed by the receipt's unique key."""
     from automation.keys import receipt_dedupe_key
 
     row = {
         "dedupe_key": receipt_dedupe_key(
-            serial=intent.target_serial_number,
-            kind=f"{kind}:{intent.pk}",
+            serial=command.target_serial_number,
+            kind=f"{kind}:{command.pk}",
             payload="",
-            attempt=intent.attempt_count,
+            attempt=command.attempt_count,
         ),
-        "intent": intent.pk,
-        "device": intent.target_device_id,
-        "serial_number": intent.target_serial_number,
+        "command": command.pk,
+        "device": command.target_device_id,
+        "serial_number": command.target_serial_number,
         "receipt_type": kind,
         "payload": payload,
-        "correlation_key": intent.device_command_id or "",
-        "attempt": intent.attempt_count,
+        "correlation_key": command.device_command_id or "",
+        "attempt": command.attempt_count,
         "received_at": now,
     }
     insert_ignore_returning(DeviceCommandReceipt, [row])
@@ -175,7 +175,7 @@ def receipt_mark(intent: DeviceCommand, kind: str, payload: JsonObject, now: dat
 
 @dataclass(frozen=True)
 class CommandColumns:
-    """The columns every new intent shares, whoever decided it (no foreign keys, so the same
+    """The columns every new command shares, whoever decided it (no foreign keys, so the same
     names serve ``objects.create`` and a set-based insert; ``automation.services.rows``)."""
 
     target_serial_number: str
@@ -199,7 +199,7 @@ def command_fields(
     now: datetime,
     limit: RunLimit = NO_LIMIT,
 ) -> CommandColumns:
-    """The columns every new intent for ``value`` on ``target`` shares: the RPC binding's
+    """The columns every new command for ``value`` on ``target`` shares: the RPC binding's
     request, its fingerprint, the retry budget, the key and the run-time limit, if any."""
     params: JsonObject = {target.rpc_param_key: value}
     return CommandColumns(

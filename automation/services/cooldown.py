@@ -82,21 +82,21 @@ def cooldown_holds(
     )
 
 
-def command_cooldown_record(intent: DeviceCommand, *, now: datetime) -> CommandCooldown:
-    """Start or extend the pair's cool-down; call it in the transaction that ended ``intent``.
+def command_cooldown_record(command: DeviceCommand, *, now: datetime) -> CommandCooldown:
+    """Start or extend the pair's cool-down; call it in the transaction that ended ``command``.
     One live command per endpoint means failures of one pair never race each other."""
-    key = target_value_key(intent.target_value)
-    endpoint = DeviceInstanceEndpoint.objects.get(pk=intent.target_device_endpoint_id)
+    key = target_value_key(command.target_value)
+    endpoint = DeviceInstanceEndpoint.objects.get(pk=command.target_device_endpoint_id)
     row = (
         CommandCooldown.objects.select_for_update()
         .filter(target_device_endpoint_id=endpoint.pk, value_key=key)
         .first()
     )
     rule_updated_at = (  # a manual command has no rule whose edit could lift it
-        AutomationRule.objects.filter(pk=intent.rule_id)
+        AutomationRule.objects.filter(pk=command.rule_id)
         .values_list("updated_at", flat=True)
         .first()
-        if intent.rule_id is not None
+        if command.rule_id is not None
         else None
     )
     chained = row is not None and not cooldown_lifted(
@@ -107,11 +107,11 @@ def command_cooldown_record(intent: DeviceCommand, *, now: datetime) -> CommandC
     )
     failures = row.failures + 1 if row is not None and chained else 1
     fields: _CooldownFields = {
-        "target_value": intent.target_value,
+        "target_value": command.target_value,
         "failures": failures,
         "until": now + timedelta(seconds=cooldown_length_s(failures)),
-        "command": intent,
-        "reason_code": intent.status_reason,
+        "command": command,
+        "reason_code": command.status_reason,
         "reported_value": endpoint.last_value,
         "updated_at": now,
     }

@@ -18,10 +18,10 @@ from datetime import datetime
 
 from automation.gates import command_gate_failure
 from automation.keys import (
-    intent_idempotency_key,
-    schedule_intent_idempotency_key,
+    event_command_idempotency_key,
+    schedule_command_idempotency_key,
     target_value_key,
-    watchdog_intent_idempotency_key,
+    watchdog_command_idempotency_key,
 )
 from automation.models import (
     AutomationEndpointEvent,
@@ -95,7 +95,7 @@ class Decision:
     trigger: Trigger
     rule: AutomationRule
     action: Action
-    outcome: ExecutionOutcome = ExecutionOutcome.INTENT_CREATED
+    outcome: ExecutionOutcome = ExecutionOutcome.COMMAND_CREATED
     reason: str = ""
     suppressed_by: int | None = None  # the failed command cooling, or the manual one holding
     won_by: Decision | None = None  # for lower_priority: the decision that won this batch
@@ -236,15 +236,15 @@ def _decide(candidate: Decision, context: Context) -> Decision:
         now=context.now,
     ):
         return ends(ExecutionOutcome.SUPPRESSED, ReasonCode.COOLDOWN, cooling.command_id)
-    return ends(ExecutionOutcome.INTENT_CREATED)
+    return ends(ExecutionOutcome.COMMAND_CREATED)
 
 
 def decisions_persist(
     decisions: Sequence[Decision], targets: dict[int, TargetState], now: datetime
 ) -> list[int]:
     """Insert the executions (winners first, so the discarded ones can name theirs) and the
-    intents set-based, replace the unsent commands the decisions overruled; the ids of the
-    intents awaiting dispatch."""
+    commands set-based, replace the unsent commands the decisions overruled; the ids of the
+    commands awaiting dispatch."""
     if not decisions:
         return []
     first = [d for d in decisions if d.won_by is None]
@@ -265,18 +265,18 @@ def decisions_persist(
             for d in rest
         ],
     )
-    wanted = [d for d in first if d.outcome == ExecutionOutcome.INTENT_CREATED]
+    wanted = [d for d in first if d.outcome == ExecutionOutcome.COMMAND_CREATED]
     # Insert in trigger order, so on each endpoint the newest decision's command has the
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: d.trigger.order)
-    intents = [_intent(d, ids[d.identity], now) for d in wanted if d.identity in ids]
+    commands = [_command_row(d, ids[d.identity], now) for d in wanted if d.identity in ids]
     made = insert_ignore_returning(
-        DeviceCommand, [as_row(i) for i in intents], returning=("id", "target_device_endpoint")
+        DeviceCommand, [as_row(i) for i in commands], returning=("id", "target_device_endpoint")
     )
-    if len(made) == len(intents):  # no conflict: every one is new, so pending dispatch
+    if len(made) == len(commands):  # no conflict: every one is new, so pending dispatch
         created = sorted((int(pk), int(endpoint_id)) for pk, endpoint_id in made)
     else:
-        created = commands_pending_by_key([i.columns.idempotency_key for i in intents])
+        created = commands_pending_by_key([i.columns.idempotency_key for i in commands])
     return commands_supersede_unsent(targets, created, now)
 
 
@@ -310,11 +310,11 @@ def _execution_ids(decisions: Sequence[Decision]) -> dict[Identity, int]:
     }
 
 
-def _intent(d: Decision, execution_id: int, now: datetime) -> CommandRow:
+def _command_row(d: Decision, execution_id: int, now: datetime) -> CommandRow:
     rule, target, value = d.rule, d.action.endpoint, d.action.value
     if d.trigger.event is not None:
         origin = CommandOrigin.RULE
-        key = intent_idempotency_key(
+        key = event_command_idempotency_key(
             rule_id=rule.pk,
             target_endpoint_id=target.pk,
             target_value=value,
@@ -322,7 +322,7 @@ def _intent(d: Decision, execution_id: int, now: datetime) -> CommandRow:
         )
     elif d.trigger.origin == CommandOrigin.WATCHDOG or d.trigger.origin == CommandOrigin.WATCHDOG:
         origin = CommandOrigin.WATCHDOG
-        key = watchdog_intent_idempotency_key(
+        key = watchdog_command_idempotency_key(
             rule_id=rule.pk,
             target_endpoint_id=target.pk,
             target_value=value,
@@ -330,7 +330,7 @@ def _intent(d: Decision, execution_id: int, now: datetime) -> CommandRow:
         )
     else:
         origin = CommandOrigin.SCHEDULE
-        key = schedule_intent_idempotency_key(
+        key = schedule_command_idempotency_key(
             rule_id=rule.pk,
             target_endpoint_id=target.pk,
             target_value=value,

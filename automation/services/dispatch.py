@@ -1,6 +1,6 @@
 """The dispatcher: the only code that publishes MQTT RPC.
 
-Guarantees: an intent is claimed by exactly one worker (lease + version compare-and-set);
+Guarantees: a command is claimed by exactly one worker (lease + version compare-and-set);
 the database's unique ``inflight_endpoint`` keeps one live command per device endpoint;
 ``deviceCommandId`` is assigned once and reused on every retry, so a crash between publish
 and marking ``dispatched`` leads to a re-send the device recognises, never a second apply.
@@ -21,11 +21,11 @@ from django.utils import timezone
 from automation import coordination
 from automation.gates import command_gate_failure
 from automation.models import AutomationRule, DeviceCommand
-from automation.services.claim import DispatchOutcome, intents_claim
+from automation.services.claim import DispatchOutcome, commands_claim
 from automation.services.commands import (
+    command_await_broker,
+    command_retry_or_expire,
     command_transition,
-    intent_await_broker,
-    intent_retry_or_expire,
 )
 from automation.services.dispatch_sql import commands_read, receipts_answered
 from automation.services.spine import Committed, hand_on_commit
@@ -33,7 +33,7 @@ from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
     Transition,
-    commands_transition,
+    guarded_transitions_apply,
 )
 from automation.states import COMMAND_DISPATCHABLE, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
@@ -51,29 +51,29 @@ ConnectedFn = Callable[[], bool]
 
 
 def _precheck(
-    intent: DeviceCommand, now: datetime, holders: dict[int, int]
+    command: DeviceCommand, now: datetime, holders: dict[int, int]
 ) -> DispatchOutcome | None:
-    if intent.status not in COMMAND_DISPATCHABLE:
+    if command.status not in COMMAND_DISPATCHABLE:
         return DispatchOutcome.NOT_DISPATCHABLE
-    if intent.next_attempt_at is not None and intent.next_attempt_at > now:
+    if command.next_attempt_at is not None and command.next_attempt_at > now:
         return DispatchOutcome.NOT_DUE
-    if intent.lease_expires_at is not None and intent.lease_expires_at > now:
+    if command.lease_expires_at is not None and command.lease_expires_at > now:
         return DispatchOutcome.LEASED
-    holder = holders.get(intent.target_device_endpoint_id)
-    if holder is not None and holder != intent.pk:
+    holder = holders.get(command.target_device_endpoint_id)
+    if holder is not None and holder != command.pk:
         return DispatchOutcome.ENDPOINT_BUSY
     return None
 
 
-def command_intent_dispatch(
+def command_dispatch(
     *,
-    intent_id: int,
+    command_id: int,
     publish: PublishFn,
     now: datetime | None = None,
     trust_cache: bool = True,
     connected: ConnectedFn | None = None,
 ) -> DispatchOutcome:
-    """One intent through ``command_intents_dispatch`` (a batch of one)."""
+    """One command through ``commands_dispatch`` (a batch of one)."""
 
     def publish_many(requests: Sequence[tuple[str, bytes]]) -> list[int | MqttError]:
         results: list[int | MqttError] = []
@@ -84,23 +84,23 @@ def command_intent_dispatch(
                 results.append(exc)
         return results
 
-    outcomes = command_intents_dispatch(
-        intent_ids=[intent_id],
+    outcomes = commands_dispatch(
+        command_ids=[command_id],
         publish_many=publish_many,
         now=now,
         trust_cache=trust_cache,
         connected=connected,
     )
-    return outcomes.get(intent_id, DispatchOutcome.NOT_DISPATCHABLE)
+    return outcomes.get(command_id, DispatchOutcome.NOT_DISPATCHABLE)
 
 
-def commands_dispatch(*, intent_ids: Sequence[int], trust_cache: bool = True) -> int:
-    """The dispatch task's one call: ``command_intents_dispatch`` through this process's
+def commands_dispatch_via_publisher(*, command_ids: Sequence[int], trust_cache: bool = True) -> int:
+    """The dispatch task's one call: ``commands_dispatch`` through this process's
     publisher (one MQTT connection per worker process, kept between tasks). How many were
     dispatched."""
     publisher = get_publisher()
-    outcomes = command_intents_dispatch(
-        intent_ids=intent_ids,
+    outcomes = commands_dispatch(
+        command_ids=command_ids,
         publish_many=publisher.publish_many,
         trust_cache=trust_cache,
         connected=publisher.is_connected,
@@ -108,16 +108,16 @@ def commands_dispatch(*, intent_ids: Sequence[int], trust_cache: bool = True) ->
     return sum(1 for o in outcomes.values() if o == DispatchOutcome.DISPATCHED)
 
 
-def command_intents_dispatch(
+def commands_dispatch(
     *,
-    intent_ids: Sequence[int],
+    command_ids: Sequence[int],
     publish_many: PublishManyFn,
     now: datetime | None = None,
     trust_cache: bool = True,
     connected: ConnectedFn | None = None,
 ) -> dict[int, DispatchOutcome]:
     """Claim, re-check, publish (the batch back to back, then every PUBACK) and mark
-    ``dispatched``; the outcome per intent id.
+    ``dispatched``; the outcome per command id.
 
     A constant number of statements per batch, each hand-written
     (``automation.services.dispatch_sql``): one read of the commands with their targets,
@@ -130,31 +130,31 @@ def command_intents_dispatch(
     broker wait on without a claim, a gate check or a publish while it is still away.
     """
     now = now or timezone.now()
-    read = commands_read(intent_ids)
-    intents = [row.command for row in read]
+    read = commands_read(command_ids)
+    commands = [row.command for row in read]
     rules = {row.command.pk: row.rule for row in read}
     targets = {row.command.pk: row.target for row in read}
     outcomes: dict[int, DispatchOutcome] = {}
     holders = (
-        coordination.inflight_holders([i.target_device_endpoint_id for i in intents])
+        coordination.inflight_holders([i.target_device_endpoint_id for i in commands])
         if trust_cache
         else {}
     )
     ready: list[DeviceCommand] = []
-    for intent in intents:
-        refused = _precheck(intent, now, holders)
+    for command in commands:
+        refused = _precheck(command, now, holders)
         if refused is None:
-            refused = _before_claim(intent, now, connected)
+            refused = _before_claim(command, now, connected)
         if refused is not None:
-            outcomes[intent.pk] = refused
+            outcomes[command.pk] = refused
         else:
-            ready.append(intent)
+            ready.append(command)
     db_holders = {
         row.command.target_device_endpoint_id: row.holder_id
         for row in read
         if row.holder_id is not None
     }
-    claimed = intents_claim(ready, now, outcomes, db_holders)
+    claimed = commands_claim(ready, now, outcomes, db_holders)
     if not claimed:
         return outcomes
     coordination.inflights_mark(
@@ -167,17 +167,17 @@ def command_intents_dispatch(
 
 
 def _before_claim(
-    intent: DeviceCommand, now: datetime, connected: ConnectedFn | None
+    command: DeviceCommand, now: datetime, connected: ConnectedFn | None
 ) -> DispatchOutcome | None:
     if (
         connected is not None
-        and intent.status == CommandStatus.RETRYING
-        and intent.attempt_count < intent.max_attempts
+        and command.status == CommandStatus.RETRYING
+        and command.attempt_count < command.max_attempts
         and not connected()
     ):
-        return _await_broker(intent, now, "MQTT publisher not connected", claimed=False)
-    if intent.attempt_count >= intent.max_attempts:  # claims that crashed used the budget
-        intent_retry_or_expire(intent, ReasonCode.RETRY_BUDGET_EXHAUSTED, now=now)
+        return _await_broker(command, now, "MQTT publisher not connected", claimed=False)
+    if command.attempt_count >= command.max_attempts:  # claims that crashed used the budget
+        command_retry_or_expire(command, ReasonCode.RETRY_BUDGET_EXHAUSTED, now=now)
         return DispatchOutcome.EXPIRED
     return None
 
@@ -194,23 +194,23 @@ def _gate_batch(
     to re-check); a briefly offline device is transient (docs/spec.md §3.4), any other
     failure final."""
     sendable: list[tuple[DeviceCommand, DeviceInstanceEndpoint]] = []
-    for intent in claimed:
-        target = targets[intent.pk]
+    for command in claimed:
+        target = targets[command.pk]
         gate = command_gate_failure(
-            rules[intent.pk],
+            rules[command.pk],
             target,
-            value=intent.target_value,
+            value=command.target_value,
             now=now,
             freshness_s=settings.DEVICE_FRESHNESS_S,
         )
         if gate == ReasonCode.TARGET_OFFLINE:
-            intent_retry_or_expire(intent, gate, now=now, detail="device not seen recently")
-            outcomes[intent.pk] = DispatchOutcome.RETRY_SCHEDULED
+            command_retry_or_expire(command, gate, now=now, detail="device not seen recently")
+            outcomes[command.pk] = DispatchOutcome.RETRY_SCHEDULED
         elif gate is not None:
-            command_transition(intent, CommandStatus.FAILED, gate, now=now, detail="safety gate")
-            outcomes[intent.pk] = DispatchOutcome.GATE_FAILED
+            command_transition(command, CommandStatus.FAILED, gate, now=now, detail="safety gate")
+            outcomes[command.pk] = DispatchOutcome.GATE_FAILED
         else:
-            sendable.append((intent, target))
+            sendable.append((command, target))
     return sendable
 
 
@@ -225,44 +225,44 @@ def _publish_batch(
     deadline = now + timedelta(seconds=settings.ACK_TIMEOUT_S)
     requests = [
         (
-            rpc_request_topic(intent.target_serial_number),
+            rpc_request_topic(command.target_serial_number),
             RpcRequest(
-                command_id=intent.device_command_id or "",
-                method=intent.command_method,
-                params=intent.command_params,
+                command_id=command.device_command_id or "",
+                method=command.command_method,
+                params=command.command_params,
                 sent_at=now,
                 deadline_at=deadline,
             ).to_json(),
         )
-        for intent, _ in sendable
+        for command, _ in sendable
     ]
     coordination.correlations_remember(
-        {intent.device_command_id or "": intent.pk for intent, _ in sendable}
+        {command.device_command_id or "": command.pk for command, _ in sendable}
     )
     results = publish_many(requests)
     moves: list[GuardedTransition] = []
-    for (intent, target), result in zip(sendable, results, strict=True):
+    for (command, target), result in zip(sendable, results, strict=True):
         if isinstance(result, BrokerUnreachable):
-            outcomes[intent.pk] = _await_broker(intent, now, str(result), claimed=True)
+            outcomes[command.pk] = _await_broker(command, now, str(result), claimed=True)
         elif isinstance(result, MqttError):  # PubackTimeout, local refusals: attempt spent
-            expired_before = intent.attempt_count >= intent.max_attempts
-            intent_retry_or_expire(intent, ReasonCode.PUBLISH_ERROR, now=now, detail=str(result))
-            outcomes[intent.pk] = (
+            expired_before = command.attempt_count >= command.max_attempts
+            command_retry_or_expire(command, ReasonCode.PUBLISH_ERROR, now=now, detail=str(result))
+            outcomes[command.pk] = (
                 DispatchOutcome.EXPIRED if expired_before else DispatchOutcome.RETRY_SCHEDULED
             )
         else:
-            moves.append(_dispatched(intent, target, result, now, deadline))
-    marked = commands_transition(moves, now=now)
+            moves.append(_dispatched(command, target, result, now, deadline))
+    marked = guarded_transitions_apply(moves, now=now)
     for move in moves:
-        outcomes[move.intent.pk] = DispatchOutcome.DISPATCHED
+        outcomes[move.command.pk] = DispatchOutcome.DISPATCHED
     if marked:
         # A fast device may have answered before this commit: the bridge then left its
         # receipts to us (``device_messages_record``), and reconcile decides on them.
-        hand_on_commit(Committed(evidence=receipts_answered([m.intent.pk for m in marked])))
+        hand_on_commit(Committed(evidence=receipts_answered([m.command.pk for m in marked])))
 
 
 def _dispatched(
-    intent: DeviceCommand,
+    command: DeviceCommand,
     target: DeviceInstanceEndpoint,
     message_id: int,
     now: datetime,
@@ -275,36 +275,36 @@ def _dispatched(
         "next_attempt_at": None,
         "mqtt_request_id": str(message_id),
     }
-    if intent.first_dispatched_at is None:  # what telemetry must differ from to prove it
+    if command.first_dispatched_at is None:  # what telemetry must differ from to prove it
         fields["first_dispatched_at"] = now
         fields["prior_value"] = target.last_value
         fields["prior_value_at"] = target.last_value_at
     step = Transition(
-        CommandStatus.DISPATCHED, ReasonCode.DISPATCHED, f"attempt {intent.attempt_count}"
+        CommandStatus.DISPATCHED, ReasonCode.DISPATCHED, f"attempt {command.attempt_count}"
     )
-    return GuardedTransition(intent, [step], fields)
+    return GuardedTransition(command, [step], fields)
 
 
 def _await_broker(
-    intent: DeviceCommand, now: datetime, detail: str, *, claimed: bool
+    command: DeviceCommand, now: datetime, detail: str, *, claimed: bool
 ) -> DispatchOutcome:
     """No attempt spent on a broker that was away (no connection, or lost before the PUBACK:
     a copy it got anyway, or one paho resends after reconnecting, is harmless, devices being
     idempotent by commandId). A PUBACK timeout on a live connection does spend one
     (``_publish``): that broker may hold and deliver the request like any sent attempt, and
     counting it bounds the re-sends into a broker that accepts connections but stalls."""
-    if not intent_await_broker(intent, now=now, detail=detail, claimed=claimed):
+    if not command_await_broker(command, now=now, detail=detail, claimed=claimed):
         return DispatchOutcome.LOST_RACE
-    if intent.status == CommandStatus.EXPIRED:
+    if command.status == CommandStatus.EXPIRED:
         return DispatchOutcome.EXPIRED
     return DispatchOutcome.BROKER_UNREACHABLE
 
 
-def command_intents_due(*, now: datetime, pending_older_than: datetime, limit: int) -> list[int]:
-    """Intents the dispatcher should (re)try now: pending ones whose nudge may have been lost,
+def commands_due(*, now: datetime, pending_older_than: datetime, limit: int) -> list[int]:
+    """Commands the dispatcher should (re)try now: pending ones whose nudge may have been lost,
     and retries whose backoff has elapsed. Bounded; skips endpoints held by a live command."""
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
-    endpoint_free_or_mine = Q(target_device_endpoint__inflight_intent__isnull=True) | Q(
+    endpoint_free_or_mine = Q(target_device_endpoint__inflight_command__isnull=True) | Q(
         inflight_endpoint__isnull=False  # a claim that crashed still holds its own slot
     )
     pending = (

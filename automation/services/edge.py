@@ -9,7 +9,7 @@ of the commands whose evidence changed (one nudge per flush: a device's ack, sta
 telemetry commonly cross in one flush, and then in one reconcile task). A nudge that is lost
 (the Celery broker down or restarted empty) only delays that work until beat's sweeps find
 it in SQL: pending events (``endpoint_events_sweep``) and commands past their ack deadline or
-applied window (``command_intents_sweep``), which decide on the stored receipts."""
+applied window (``commands_sweep``), which decide on the stored receipts."""
 
 from __future__ import annotations
 

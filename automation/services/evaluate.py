@@ -1,8 +1,8 @@
-"""Rule evaluation: pending endpoint events become rule executions and command intents.
+"""Rule evaluation: pending endpoint events become rule executions and device commands.
 
 Idempotent under redelivery and concurrency: an execution is unique per (event, rule) and an
-intent per idempotency key, both inserted with ON CONFLICT DO NOTHING, so four workers
-evaluating one event yield exactly one execution with one intent.
+command per idempotency key, both inserted with ON CONFLICT DO NOTHING, so four workers
+evaluating one event yield exactly one execution with one command.
 
 Latest decision wins: only the newest reading of a trigger endpoint acts (an older one that
 arrives late is discarded as ``newer_reading``), evaluation is serialised per target
@@ -67,14 +67,14 @@ class EvaluateResult:
     discarded: int = 0
     failed: int = 0
     executions: int = 0
-    pending_intent_ids: list[int] = field(default_factory=list)
+    pending_command_ids: list[int] = field(default_factory=list)
     endpoint_ids: list[int] = field(default_factory=list)  # may hold evidence for live commands
     outcomes: dict[str, int] = field(default_factory=dict)  # decisions by outcome
 
     @property
     def committed(self) -> Committed:
         """What the next stages act on: the new commands and the endpoints read."""
-        return Committed(commands=self.pending_intent_ids, endpoints=self.endpoint_ids)
+        return Committed(commands=self.pending_command_ids, endpoints=self.endpoint_ids)
 
 
 def events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
@@ -126,7 +126,7 @@ def endpoint_events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
         result.executions = len(decisions)
         for d in decisions:
             result.outcomes[d.outcome] = result.outcomes.get(d.outcome, 0) + 1
-        result.pending_intent_ids = decisions_persist(decisions, targets, now)
+        result.pending_command_ids = decisions_persist(decisions, targets, now)
         endpoint_events_finish(
             {pk: end for end, ended_ids in finished.items() for pk in ended_ids},
             now=timezone.now(),

@@ -81,7 +81,7 @@ def evidence_batch(
 
 
 def _evidence(
-    intent: DeviceCommand,
+    command: DeviceCommand,
     receipts: Sequence[Receipt],
     telemetry_reading: str,
 ) -> Evidence:
@@ -96,37 +96,39 @@ def _evidence(
         if kind == ReceiptType.STATE_REPORT
     ]
     return Evidence(
-        status=intent.status,
-        attempt=intent.attempt_count,
-        deadline_at=intent.deadline_at,
-        acknowledged_at=intent.acknowledged_at,
-        param_key=next(iter(intent.command_params), ""),
-        target_value=intent.target_value,
+        status=command.status,
+        attempt=command.attempt_count,
+        deadline_at=command.deadline_at,
+        acknowledged_at=command.acknowledged_at,
+        param_key=next(iter(command.command_params), ""),
+        target_value=command.target_value,
         responses=responses,
         states=states,
         telemetry_reading=telemetry_reading,
-        endpoint_key=intent.target_device_endpoint.profile_endpoint.key,
+        endpoint_key=command.target_device_endpoint.profile_endpoint.key,
     )
 
 
-def _published(intent: DeviceCommand) -> datetime | None:
+def _published(command: DeviceCommand) -> datetime | None:
     """When the request first went out, if telemetry may prove it: a reading of the value
     the endpoint already reported before the command proves nothing about this command."""
-    if intent.prior_value_at is not None and values_equal(intent.prior_value, intent.target_value):
+    if command.prior_value_at is not None and values_equal(
+        command.prior_value, command.target_value
+    ):
         return None
-    return intent.first_dispatched_at or intent.dispatched_at
+    return command.first_dispatched_at or command.dispatched_at
 
 
-def _telemetry_proofs(intents: Sequence[DeviceCommand]) -> dict[int, str]:
-    """Per intent, the first reading of its target received after the request was first
+def _telemetry_proofs(commands: Sequence[DeviceCommand]) -> dict[int, str]:
+    """Per command, the first reading of its target received after the request was first
     published that equals the target, described (one read for the batch). The readings are
     the stored telemetry's (``devices.readings``): a relay no rule reads has no endpoint
     events, and its telemetry proves a command all the same."""
-    published = {i.pk: at for i in intents if (at := _published(i)) is not None}
+    published = {i.pk: at for i in commands if (at := _published(i)) is not None}
     if not published:
         return {}
     since = min(published.values())
-    waiting = [i for i in intents if i.pk in published]
+    waiting = [i for i in commands if i.pk in published]
     types = {
         (i.target_device_id, i.target_device_endpoint.profile_endpoint.key): (
             i.target_device_endpoint.profile_endpoint.data_type
@@ -145,12 +147,12 @@ def _telemetry_proofs(intents: Sequence[DeviceCommand]) -> dict[int, str]:
     ):
         readings[r.device_id, r.key].append(r)
     proofs: dict[int, str] = {}
-    for intent in waiting:
-        at = published[intent.pk]
-        where = (intent.target_device_id, intent.target_device_endpoint.profile_endpoint.key)
+    for command in waiting:
+        at = published[command.pk]
+        where = (command.target_device_id, command.target_device_endpoint.profile_endpoint.key)
         for r in sorted(readings[where], key=lambda r: (r.received_at, r.telemetry_id)):
-            if r.received_at >= at and values_equal(r.value, intent.target_value):
+            if r.received_at >= at and values_equal(r.value, command.target_value):
                 seen = f"({r.value!r}) received {r.received_at.isoformat()}"
-                proofs[intent.pk] = f"reading in telemetry {r.telemetry_id} {seen}"
+                proofs[command.pk] = f"reading in telemetry {r.telemetry_id} {seen}"
                 break
     return proofs

@@ -1,5 +1,5 @@
 """Where a command's time went, from timestamps the pipeline records anyway: the bridge's
-receive time on the telemetry row, the event's insert (ingest), the intent's insert
+receive time on the telemetry row, the event's insert (ingest), the command's insert
 (evaluate), the start of its first publish (``first_dispatched_at``: telemetry received
 after it may prove the command), the device's ack and the applied move. The same figures
 feed ``manage.py timeline``, the ``farm_command_stage_seconds`` histogram and the bench."""
@@ -32,10 +32,10 @@ TOTALS: tuple[tuple[str, str, str], ...] = (
 
 @dataclass(frozen=True)
 class StageTimes:
-    intent_id: int
+    command_id: int
     received_at: datetime | None  # the triggering reading reached the bridge
     ingested_at: datetime | None  # its endpoint event committed
-    decided_at: datetime | None  # the intent committed
+    decided_at: datetime | None  # the command committed
     published_at: datetime | None  # the first request's batch began to go out
     acknowledged_at: datetime | None
     applied_at: datetime | None
@@ -50,10 +50,10 @@ class StageTimes:
         return out
 
 
-def command_stage_times(*, intent_ids: Sequence[int]) -> dict[int, StageTimes]:
+def command_stage_times(*, command_ids: Sequence[int]) -> dict[int, StageTimes]:
     """Stage times of these commands, in one hand-written statement: reconcile reads them
     after every batch that applies a command (the latency histogram), ``timeline`` for one."""
-    ids_sql, params = in_list(sorted(set(intent_ids)))
+    ids_sql, params = in_list(sorted(set(command_ids)))
     rows = hot_rows(
         "SELECT c.id, t.received_at, ev.created_at, c.created_at, c.first_dispatched_at, "
         "c.acknowledged_at, c.applied_at "

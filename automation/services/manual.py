@@ -4,9 +4,9 @@ takes, and holds the endpoint against the farm's rules for a while.
 * The same gates: the target's configuration gates (``automation.gates.target_failure``) and
   the device's status refuse the request before anything is written; dispatch re-checks
   every gate, freshness included, as for any command.
-* One intent per request: its key is built from the endpoint, the value, the user and the
+* One command per request: its key is built from the endpoint, the value, the user and the
   request's key (the API's ``Idempotency-Key``, or the key the admin form carries), so a
-  repeated request finds the intent it made.
+  repeated request finds the command it made.
 * Latest decision wins, as for a newer rule decision: under the target's evaluation lock,
   the endpoint's commands never sent are superseded (``expired``/``superseded``); one already
   claimed or sent keeps its course and this one waits behind it (the dispatcher's inflight
@@ -17,7 +17,7 @@ takes, and holds the endpoint against the farm's rules for a while.
   (``automation.services.evaluate``). A newer manual command moves the hold to itself; a
   cancel ends it early, and the next reading is decided by the rules again.
 
-Who asked and why is on the intent (``requested_by``, ``request_reason``) and in its audit
+Who asked and why is on the command (``requested_by``, ``request_reason``) and in its audit
 rows (``CommandTransition``, reason ``manual``; a cancel ``hold_cancelled``).
 """
 
@@ -35,7 +35,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from automation.gates import command_gate_failure
-from automation.keys import manual_intent_idempotency_key
+from automation.keys import manual_command_idempotency_key
 from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.rows import as_row
@@ -82,7 +82,7 @@ class ManualCommand:
     """The command the request made (``created``) or the one an earlier identical request
     made, and the endpoint's hold after it."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     created: bool
     hold_until: datetime | None
 
@@ -121,7 +121,7 @@ def endpoint_command_manual(
     if limit_errors:
         raise RunLimitInvalid(limit_errors)
     user_id = actor.pk if actor.is_authenticated else None
-    key = manual_intent_idempotency_key(
+    key = manual_command_idempotency_key(
         endpoint_id=target.pk,
         target_value=value,
         user_id=user_id,
@@ -131,23 +131,23 @@ def endpoint_command_manual(
     if existing is not None:
         return ManualCommand(existing, False, manual_hold_until(endpoint_id=target.pk, now=now))
     limit = RunLimit(max_on_s, max_on_value)
-    row = _intent_row(target, value, key, user_id, reason.strip(), now, limit)
+    row = _command_row(target, value, key, user_id, reason.strip(), now, limit)
     with transaction.atomic():
         targets_lock([target.pk])
         targets = target_states_load([target.pk])  # before the insert: what this replaces
         try:
             with transaction.atomic():
-                intent = DeviceCommand.objects.create(**as_row(row))
+                command = DeviceCommand.objects.create(**as_row(row))
         except IntegrityError:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
         state = targets[target.pk]
         state.replaced, state.creates = list(state.unsent), True
-        commands_supersede_unsent(targets, [(intent.pk, target.pk)], now)
+        commands_supersede_unsent(targets, [(command.pk, target.pk)], now)
         until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
-        _hold_move(target.pk, intent, user_id, until, now)
+        _hold_move(target.pk, command, user_id, until, now)
         CommandTransition.objects.create(
-            intent=intent,
+            command=command,
             from_status="",
             to_status=CommandStatus.PENDING_DISPATCH,
             reason_code=ReasonCode.MANUAL,
@@ -155,8 +155,8 @@ def endpoint_command_manual(
             attempt=0,
             at=now,
         )
-        commands_dispatch_on_commit([intent.pk])
-    return ManualCommand(intent, True, until if until > now else None)
+        commands_dispatch_on_commit([command.pk])
+    return ManualCommand(command, True, until if until > now else None)
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class _ManualCommandRow:
     columns: CommandColumns
 
 
-def _intent_row(
+def _command_row(
     target: DeviceInstanceEndpoint,
     value: JsonValue,
     key: str,
@@ -193,7 +193,7 @@ def _intent_row(
 class _HoldFields(TypedDict):
     """What moving a hold to a new command writes, whether it updates the row or creates it."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     requested_by_id: int | None
     until: datetime
     cancelled_at: None
@@ -204,15 +204,15 @@ class _HoldFields(TypedDict):
 
 def _hold_move(
     endpoint_id: int,
-    intent: DeviceCommand,
+    command: DeviceCommand,
     user_id: int | None,
     until: datetime,
     now: datetime,
 ) -> None:
-    """The endpoint's hold now belongs to ``intent``, until ``until`` (a cancelled or expired
+    """The endpoint's hold now belongs to ``command``, until ``until`` (a cancelled or expired
     hold is reopened). Called under the endpoint's lock, so no other hold write interleaves."""
     fields: _HoldFields = {
-        "intent": intent,
+        "command": command,
         "requested_by_id": user_id,
         "until": until,
         "cancelled_at": None,
@@ -237,7 +237,7 @@ def endpoint_hold_cancel(
     with transaction.atomic():
         targets_lock([endpoint_id])
         hold = (
-            EndpointManualHold.objects.select_related("intent")
+            EndpointManualHold.objects.select_related("command")
             .filter(endpoint_id=endpoint_id, cancelled_at__isnull=True, until__gt=now)
             .first()
         )
@@ -253,14 +253,14 @@ def endpoint_hold_cancel(
         )
         if moved != 1:
             return False
-        intent = hold.intent
+        command = hold.command
         CommandTransition.objects.create(
-            intent=intent,
-            from_status=intent.status,
-            to_status=intent.status,
+            command=command,
+            from_status=command.status,
+            to_status=command.status,
             reason_code=ReasonCode.HOLD_CANCELLED,
             detail=f"hold on endpoint {endpoint_id} cancelled {note}"[:500],
-            attempt=intent.attempt_count,
+            attempt=command.attempt_count,
             at=now,
         )
     return True
@@ -271,7 +271,7 @@ def manual_holds_active(endpoint_ids: Iterable[int], *, now: datetime) -> dict[i
     query, whatever the number of endpoints)."""
     rows = EndpointManualHold.objects.filter(
         endpoint_id__in=set(endpoint_ids), cancelled_at__isnull=True, until__gt=now
-    ).values_list("endpoint_id", "intent_id")
+    ).values_list("endpoint_id", "command_id")
     return dict(rows)
 
 

@@ -41,7 +41,7 @@ from devices.values import value_has_type
 class ReceiptRow:
     """A ``DeviceCommandReceipt`` as a batch inserts it (foreign keys by id)."""
 
-    intent: int
+    command: int
     device: int | None  # None for a mismatch: the message came from another device
     serial_number: str
     receipt_type: str  # a ReceiptType value
@@ -97,7 +97,7 @@ def _reject(message: DeviceMessage, reason: str, detail: str) -> DeviceMessageRe
     )
 
 
-def _intents_by_command(
+def _commands_by_command_id(
     command_ids: set[str], *, endpoints: bool
 ) -> tuple[dict[str, DeviceCommand], dict[int, list[DeviceInstanceEndpoint]]]:
     """The commands the replies name, by commandId, and (with ``endpoints``) their devices'
@@ -120,14 +120,14 @@ def _intents_by_command(
             "device_command_id", sorted(missing), endpoints=endpoints
         ):
             found[read.command.device_command_id or ""] = read
-    intents = {command_id: r.command for command_id, r in found.items()}
+    commands = {command_id: r.command for command_id, r in found.items()}
     by_device = {r.command.target_device_id: r.endpoints for r in found.values()}
-    return intents, by_device
+    return commands, by_device
 
 
 def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
     """Store each response or state report as a receipt (once), or a rejection with its
-    reason; returns the intents whose evidence changed. A message whose topic serial is not
+    reason; returns the commands whose evidence changed. A message whose topic serial is not
     the command's target is kept as a mismatch receipt and moves nothing."""
     now = timezone.now()
     parsed: list[tuple[DeviceMessage, RpcResponse | StateReport]] = []
@@ -148,30 +148,30 @@ def device_messages_record(*, messages: Sequence[DeviceMessage]) -> list[int]:
             parsed.pop()
             detail = device_time_detail("appliedAt", body.applied_at, now)
             rejections.append(_reject(message, clock, detail))
-    intents, endpoints = _intents_by_command(
+    commands, endpoints = _commands_by_command_id(
         {p.command_id for _, p in parsed},
         endpoints=any(isinstance(p, StateReport) for _, p in parsed),
     )
     rows: list[ReceiptRow] = []
     for message, body in parsed:
-        intent = intents.get(body.command_id)
-        if intent is None:
+        command = commands.get(body.command_id)
+        if command is None:
             rejections.append(_reject(message, "unknown_command", f"commandId {body.command_id}"))
             continue
-        rows.append(_receipt_row(message, body, intent))
+        rows.append(_receipt_row(message, body, command))
     with transaction.atomic():
         inserted = insert_ignore_returning(
-            DeviceCommandReceipt, [as_row(r) for r in rows], ("intent", "mismatch", "dedupe_key")
+            DeviceCommandReceipt, [as_row(r) for r in rows], ("command", "mismatch", "dedupe_key")
         )
         device_message_rejections_record(rejections=rejections)
         fresh = {key for _, mismatch, key in inserted if not mismatch}
-        _reported_state_record([r for r in rows if r.dedupe_key in fresh], intents, endpoints)
-    return sorted({intent_id for intent_id, mismatch, _ in inserted if not mismatch})
+        _reported_state_record([r for r in rows if r.dedupe_key in fresh], commands, endpoints)
+    return sorted({pk for pk, mismatch, _ in inserted if not mismatch})
 
 
 def _reported_state_record(
     rows: Sequence[ReceiptRow],
-    intents: dict[str, DeviceCommand],
+    commands: dict[str, DeviceCommand],
     endpoints: dict[int, list[DeviceInstanceEndpoint]],
 ) -> None:
     """A state report says what the device holds now: its values become the endpoints'
@@ -179,7 +179,7 @@ def _reported_state_record(
     the command's effect before the device's next telemetry arrives. ``endpoints`` are the
     commands' devices' (read with the commands)."""
     reports = [
-        (intents[r.correlation_key].target_device_id, r.payload)
+        (commands[r.correlation_key].target_device_id, r.payload)
         for r in rows
         if r.receipt_type == ReceiptType.STATE_REPORT
     ]
@@ -201,16 +201,16 @@ def _reported_state_record(
 
 
 def _receipt_row(
-    message: DeviceMessage, body: RpcResponse | StateReport, intent: DeviceCommand
+    message: DeviceMessage, body: RpcResponse | StateReport, command: DeviceCommand
 ) -> ReceiptRow:
     if isinstance(body, RpcResponse):
         kind = ReceiptType.RPC_ACK if body.accepted else ReceiptType.RPC_RESULT
     else:
         kind = ReceiptType.STATE_REPORT
-    mismatch = message.serial != intent.target_serial_number
+    mismatch = message.serial != command.target_serial_number
     return ReceiptRow(
-        intent=intent.pk,
-        device=None if mismatch else intent.target_device_id,
+        command=command.pk,
+        device=None if mismatch else command.target_device_id,
         serial_number=message.serial[:64],
         receipt_type=kind.value,
         payload=json.loads(message.payload),
@@ -219,9 +219,9 @@ def _receipt_row(
             serial=message.serial,
             kind=message.kind,
             payload=message.payload,
-            attempt=intent.attempt_count,
+            attempt=command.attempt_count,
         ),
-        attempt=intent.attempt_count,
+        attempt=command.attempt_count,
         mismatch=mismatch,
         received_at=message.received_at,
     )

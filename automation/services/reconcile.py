@@ -4,7 +4,7 @@ telemetry decide where a command stands.
 ``applied`` is reached only with evidence: a state report for the commandId whose reported
 value matches, or telemetry of the target endpoint received after the request, equal to the
 target and unlike what the endpoint reported before (``decide`` ranks the evidence). The
-verdict reads the whole receipt set in the statement that takes the intent's row lock, so
+verdict reads the whole receipt set in the statement that takes the command's row lock, so
 the order in which a reply and the dispatcher's own commit arrive cannot lose a transition
 (a reply committed while that statement waits for the lock nudges a reconcile of its own),
 and a duplicate receipt is absorbed by its unique key before it is ever read. The batch's
@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from automation.models import DeviceCommand, ReceiptType
 from automation.operators import values_equal
-from automation.services.commands import intent_retry_or_expire, receipt_mark
+from automation.services.commands import command_retry_or_expire, receipt_mark
 from automation.services.cooldown import (
     COOLDOWN_STATUSES,
     command_cooldown_record,
@@ -39,7 +39,7 @@ from automation.services.transitions import (
     CommandFields,
     GuardedTransition,
     Transition,
-    commands_transition,
+    guarded_transitions_apply,
 )
 from automation.states import (
     COMMAND_AWAITING_DEVICE,
@@ -178,45 +178,45 @@ def _if_acked_first(e: Evidence, applied: Verdict) -> Verdict:
 # --- applying it ------------------------------------------------------------------------
 
 
-def command_intent_reconcile(*, intent_id: int, now: datetime | None = None) -> str:
-    """One intent through ``command_intents_reconcile``; the status reached ("" if none)."""
-    return command_intents_reconcile(intent_ids=[intent_id], now=now).get(intent_id, "")
+def command_reconcile(*, command_id: int, now: datetime | None = None) -> str:
+    """One command through ``commands_reconcile``; the status reached ("" if none)."""
+    return commands_reconcile(command_ids=[command_id], now=now).get(command_id, "")
 
 
-def command_intents_reconcile(
-    *, intent_ids: Sequence[int], now: datetime | None = None
+def commands_reconcile(
+    *, command_ids: Sequence[int], now: datetime | None = None
 ) -> dict[int, str]:
     """Apply every transition the evidence justifies, for a batch under its row locks; the
-    status each intent reached. An end on the device's word starts the pair's cool-down; an
+    status each command reached. An end on the device's word starts the pair's cool-down; an
     applied command lifts it.
 
     The common moves (acknowledged, applied, uncertain, failed) are decided in memory and
     written together (``commands_transition``); a retry (busy, ack timeout) goes row by row, as it
     also writes a receipt and may expire the command."""
     now = now or timezone.now()
-    if not intent_ids:
+    if not command_ids:
         return {}
     with transaction.atomic():
-        rows = commands_lock_read(intent_ids)
-        intents = [r.command for r in rows]
-        started = {i.pk: i.status for i in intents}
+        rows = commands_lock_read(command_ids)
+        commands = [r.command for r in rows]
+        started = {i.pk: i.status for i in commands}
         evidence = evidence_batch(rows, reading_may_decide=reading_may_decide)
         moves: list[GuardedTransition] = []
-        for intent in intents:
-            walk = _walk(intent, evidence[intent.pk], now)
+        for command in commands:
+            walk = _walk(command, evidence[command.pk], now)
             if walk.retry is not None:  # it writes a receipt and may expire: row by row
-                if not _retry(intent, walk.retry, now):
+                if not _retry(command, walk.retry, now):
                     continue
-                walk = _walk(intent, evidence[intent.pk], now)  # on from where it left
+                walk = _walk(command, evidence[command.pk], now)  # on from where it left
             if walk.path:
-                moves.append(GuardedTransition(intent, list(walk.path), walk.fields))
-        commands_transition(moves, now=now)
-        changed = [i for i in intents if i.status != started[i.pk]]
+                moves.append(GuardedTransition(command, list(walk.path), walk.fields))
+        guarded_transitions_apply(moves, now=now)
+        changed = [i for i in commands if i.status != started[i.pk]]
         _cooldowns_follow(changed, now)
         applied = [i.pk for i in changed if i.status == CommandStatus.APPLIED]
         if applied:
             after_commit(lambda: _latencies_observe(applied))
-    return {i.pk: i.status for i in intents}
+    return {i.pk: i.status for i in commands}
 
 
 @dataclass(frozen=True)
@@ -230,19 +230,19 @@ class Walk:
     retry: Verdict | None = None
 
 
-def _walk(intent: DeviceCommand, evidence: Evidence, now: datetime) -> Walk:
+def _walk(command: DeviceCommand, evidence: Evidence, now: datetime) -> Walk:
     """``decide`` again and again from the command's status, until it has nothing more to
     say (dispatched + ack + matching state walks dispatched → acknowledged → applied)."""
-    status, fields = CommandStatus(intent.status), CommandFields()
+    status, fields = CommandStatus(command.status), CommandFields()
     path: list[Transition] = []
     for _ in range(4):  # no chain is longer: a status never repeats on one walk
         verdict = decide(
             replace(
                 evidence,
                 status=status,
-                attempt=intent.attempt_count,
-                deadline_at=intent.deadline_at,
-                acknowledged_at=fields.get("acknowledged_at", intent.acknowledged_at),
+                attempt=command.attempt_count,
+                deadline_at=command.deadline_at,
+                acknowledged_at=fields.get("acknowledged_at", command.acknowledged_at),
             ),
             now,
             settings.APPLIED_WINDOW_S,
@@ -261,29 +261,29 @@ def _walk(intent: DeviceCommand, evidence: Evidence, now: datetime) -> Walk:
     return Walk(tuple(path), fields)
 
 
-def _retry(intent: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
+def _retry(command: DeviceCommand, verdict: Verdict, now: datetime) -> bool:
     """A transient failure of the current attempt: its mark, then the next attempt or the
     end of the budget. False when another worker moved the command first."""
     if verdict.reason == ReasonCode.ACK_TIMEOUT:
-        deadline = intent.deadline_at.isoformat() if intent.deadline_at else None
+        deadline = command.deadline_at.isoformat() if command.deadline_at else None
         receipt_mark(
-            intent,
+            command,
             ReceiptType.TIMEOUT_MARK,
-            {"attempt": intent.attempt_count, "deadlineAt": deadline},
+            {"attempt": command.attempt_count, "deadlineAt": deadline},
             now,
         )
-    return intent_retry_or_expire(intent, verdict.reason, now=now)
+    return command_retry_or_expire(command, verdict.reason, now=now)
 
 
-def _latencies_observe(intent_ids: list[int]) -> None:
-    for times in command_stage_times(intent_ids=intent_ids).values():
+def _latencies_observe(command_ids: list[int]) -> None:
+    for times in command_stage_times(command_ids=command_ids).values():
         metrics_stage_latencies_observed(hops=times.hops())
 
 
 def _cooldowns_follow(changed: Sequence[DeviceCommand], now: datetime) -> None:
-    for intent in changed:
-        if intent.status in COOLDOWN_STATUSES:
-            command_cooldown_record(intent, now=now)
+    for command in changed:
+        if command.status in COOLDOWN_STATUSES:
+            command_cooldown_record(command, now=now)
     command_cooldowns_clear(
         [
             (i.target_device_endpoint_id, i.target_value)
@@ -293,7 +293,7 @@ def _cooldowns_follow(changed: Sequence[DeviceCommand], now: datetime) -> None:
     )
 
 
-def command_intents_overdue(*, now: datetime, limit: int) -> list[int]:
+def commands_overdue(*, now: datetime, limit: int) -> list[int]:
     """Commands past their ack deadline or applied window: timeout handling is due."""
     window = timedelta(seconds=settings.APPLIED_WINDOW_S)
     dispatched = DeviceCommand.objects.filter(

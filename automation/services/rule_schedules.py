@@ -281,6 +281,7 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
         pending = decisions_persist(decisions, targets, job.now)
         commands_dispatch_on_commit(pending)
     outcomes = sorted({str(d.outcome) for d in decisions})
+    # "intents" lists the commands made: the key these stored results have always had.
     return HandlerResult(
         {**coordinates, "outcome": "fired", "decisions": outcomes, "intents": pending}
     )

@@ -77,6 +77,7 @@ def _existing(key: str) -> int | None:
 def run_limit_run(job: SchedulerJob) -> HandlerResult:
     """Create the follow-up, or drop it (see the module docstring)."""
     command = run_limit_resolve(job)
+    # "intents" lists the commands made: the key these stored results have always had.
     coordinates = {"command": command.pk}
     value = run_limit_value(command)
     if value is None:
@@ -108,7 +109,7 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
             return HandlerResult({**coordinates, "outcome": "created", "intents": [found]})
         pk = int(inserted[0][0])
         CommandTransition.objects.create(
-            intent_id=pk,
+            command_id=pk,
             from_status="",
             to_status=CommandStatus.PENDING_DISPATCH,
             reason_code=ReasonCode.RUN_LIMIT,

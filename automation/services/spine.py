@@ -18,15 +18,14 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from automation.services.rule_cache import metric_endpoints
-from common.handoff import (
+from common.handoff import after_commit, enqueue
+from common.json_types import JsonValue
+from config.task_names import (
     COMMANDS_DISPATCH,
     COMMANDS_RECONCILE,
     EVENTS_EVALUATE,
     METRICS_TOUCHED,
-    after_commit,
-    enqueue,
 )
-from common.json_types import JsonValue
 
 # Dispatch takes at most this many commands per task: one publish batch and one guarded
 # update of the batch, small enough that a retry of the task redoes little.

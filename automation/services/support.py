@@ -3,11 +3,11 @@ compare-and-set through the same services the pipeline uses, and records who did
 the command's audit table (``CommandTransition``), never a field edit. The scheduler's are in
 ``scheduler.services.support``.
 
-Manual retry of a command never reopens it: terminal intents stay terminal (docs/spec.md
-§3.3, history is never rewritten). It creates a new intent for the same target and value in
+Manual retry of a command never reopens it: terminal commands stay terminal (docs/spec.md
+§3.3, history is never rewritten). It creates a new command for the same target and value in
 the same rule execution, linked ``retry_of`` the original, with its own idempotency key and,
 at dispatch, its own ``deviceCommandId`` (a new command for the device, unlike the automatic
-retries of one intent, which reuse theirs).
+retries of one command, which reuse theirs).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from automation.keys import intent_retry_idempotency_key
+from automation.keys import retry_command_idempotency_key
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.commands import command_transition
 from automation.services.cooldown import command_cooldown_clear
@@ -28,17 +28,17 @@ from common.handoff import commands_dispatch_on_commit
 from scheduler.services.support import support_note
 
 
-def command_intent_mark_failed(
-    *, intent_id: int, actor: str, reason: str, now: datetime | None = None
+def command_mark_failed(
+    *, command_id: int, actor: str, reason: str, now: datetime | None = None
 ) -> bool:
     """A live command → failed with reason ``manual``; frees its endpoint for the next one.
     False if it already ended or moved meanwhile (then nothing is written)."""
     detail = support_note(actor, reason)
-    intent = DeviceCommand.objects.filter(pk=intent_id).first()
-    if intent is None or intent.status in COMMAND_TERMINAL:
+    command = DeviceCommand.objects.filter(pk=command_id).first()
+    if command is None or command.status in COMMAND_TERMINAL:
         return False
     return command_transition(
-        intent,
+        command,
         CommandStatus.FAILED,
         ReasonCode.MANUAL,
         now=now or timezone.now(),
@@ -56,32 +56,32 @@ class CommandRetryRefused(ValueError):
 class CommandRetry:
     """The attempt support asked for: new (``created``), or the one a repeated click made."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     created: bool
 
 
-def command_intent_retry(
-    *, intent_id: int, actor: str, reason: str, now: datetime | None = None
+def command_retry(
+    *, command_id: int, actor: str, reason: str, now: datetime | None = None
 ) -> CommandRetry:
-    """A new pending intent for a terminal one's target and value, then a nudge to dispatch.
+    """A new pending command for a terminal one's target and value, then a nudge to dispatch.
 
     The key is the original's key + the retry number, so a repeated click (same number read)
     lands on the same row; while a retry is still live, asking again returns it. The who and
     why are an audit row (reason ``manual``) on the original, whose status never changes.
     Raises ``DeviceCommand.DoesNotExist`` or ``CommandRetryRefused``."""
     detail = support_note(actor, reason)
-    intent = DeviceCommand.objects.get(pk=intent_id)
-    if intent.status not in COMMAND_TERMINAL:
-        raise CommandRetryRefused(f"command is {intent.status}, not ended: nothing to retry")
-    original = intent.retry_of or intent
+    command = DeviceCommand.objects.get(pk=command_id)
+    if command.status not in COMMAND_TERMINAL:
+        raise CommandRetryRefused(f"command is {command.status}, not ended: nothing to retry")
+    original = command.retry_of or command
     chain = DeviceCommand.objects.filter(Q(pk=original.pk) | Q(retry_of=original))
     live = chain.exclude(status__in=COMMAND_TERMINAL).order_by("pk").first()
     if live is not None:
         return CommandRetry(live, created=False)
-    key = intent_retry_idempotency_key(
+    key = retry_command_idempotency_key(
         original_key=original.idempotency_key, retry_number=original.retries.count() + 1
     )
-    return _retry_insert(original, intent, key, detail, now or timezone.now())
+    return _retry_insert(original, command, key, detail, now or timezone.now())
 
 
 def _retry_insert(
@@ -118,7 +118,7 @@ def _retry_insert(
         except IntegrityError:
             return CommandRetry(DeviceCommand.objects.get(idempotency_key=key), False)
         CommandTransition.objects.create(
-            intent=original,
+            command=original,
             from_status=original.status,
             to_status=original.status,
             reason_code=ReasonCode.MANUAL,

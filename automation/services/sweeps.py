@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 
 from automation import coordination
-from automation.services.dispatch import command_intents_due
+from automation.services.dispatch import commands_due
 from automation.services.evaluate import endpoint_events_pending
-from automation.services.reconcile import command_intents_overdue
+from automation.services.reconcile import commands_overdue
 from automation.services.spine import Committed, hand_on
 
 
@@ -27,12 +27,14 @@ def events_sweep(*, now: datetime) -> int:
 def commands_sweep(*, now: datetime) -> int:
     """Dispatch what is due (lost nudges, elapsed backoffs) and reconcile what is overdue
     (ack deadlines, applied windows). One beat at a time: the lock lasts one interval."""
+    # The lock keeps its key from before the rename: a beat of the previous release takes the
+    # same one during an upgrade.
     if not coordination.lock_try("command-intents-sweep", settings.COMMAND_SWEEP_INTERVAL_S):
         return 0
     pending_older_than = now - timedelta(seconds=settings.DISPATCH_SWEEP_AFTER_S)
-    due = command_intents_due(
+    due = commands_due(
         now=now, pending_older_than=pending_older_than, limit=settings.SWEEP_BATCH_SIZE
     )
-    overdue = command_intents_overdue(now=now, limit=settings.SWEEP_BATCH_SIZE)
+    overdue = commands_overdue(now=now, limit=settings.SWEEP_BATCH_SIZE)
     hand_on(Committed(commands_due=due, evidence=overdue))
     return len(due) + len(overdue)

@@ -25,7 +25,7 @@ from automation.services.evaluate_sql import (
     commands_unsent_read,
     endpoints_reported_read,
 )
-from automation.services.transitions import GuardedTransition, Transition, commands_transition
+from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ExecutionOutcome, ReasonCode
 from common.hot_sql import hot_rows
 from common.json_types import JsonValue
@@ -156,7 +156,7 @@ def target_state_track(target: TargetState, outcome: ExecutionOutcome, value: Js
     target.replaced.extend(pk for pk in target.unsent if pk)
     target.live = [(pk, v) for pk, v in target.live if pk not in replaced]
     target.unsent = []
-    target.creates = outcome == ExecutionOutcome.INTENT_CREATED
+    target.creates = outcome == ExecutionOutcome.COMMAND_CREATED
     if target.creates:  # its id is known after the insert: 0 stands for it until then
         target.live.append((0, value))
         target.unsent.append(0)
@@ -167,7 +167,7 @@ def commands_supersede_unsent(
 ) -> list[int]:
     """Expire the unsent commands the newest decision on each endpoint overruled: the device
     gets the latest decision, not a queue of outdated ones. A command already claimed or sent
-    keeps its course (it cannot be recalled); a new one waits behind it. Returns the intents
+    keeps its course (it cannot be recalled); a new one waits behind it. Returns the commands
     left to dispatch."""
     created_on: dict[int, list[int]] = defaultdict(list)
     for pk, endpoint_id in created:
@@ -184,13 +184,13 @@ def commands_supersede_unsent(
         if kept is not None:
             keep.append(kept)
     stale = commands_unsent_read(replaced_by)
-    commands_transition(
+    guarded_transitions_apply(
         [
             GuardedTransition(
-                intent,
-                [Transition(CommandStatus.EXPIRED, ReasonCode.SUPERSEDED, replaced_by[intent.pk])],
+                command,
+                [Transition(CommandStatus.EXPIRED, ReasonCode.SUPERSEDED, replaced_by[command.pk])],
             )
-            for intent in stale
+            for command in stale
         ],
         now=now,
     )

@@ -29,10 +29,11 @@ from automation.models import CommandTransition, DeviceCommand
 from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
 from automation.services.run_limits import run_limits_ensure
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
-from common.handoff import COMMANDS_DISPATCH, after_commit, enqueue
+from common.handoff import after_commit, enqueue
 from common.json_types import JsonValue
 from common.sql import insert_ignore_returning, update_returning
 from config.metrics import metrics_transitions_recorded
+from config.task_names import COMMANDS_DISPATCH
 
 logger = logging.getLogger(__name__)
 
@@ -86,16 +87,16 @@ class GuardedTransition:
     """A command's way from the (status, version) it was read in along ``path`` (audit rows
     in this order), with ``fields`` set on the row at the end; empty ``path``: fields only."""
 
-    intent: DeviceCommand
+    command: DeviceCommand
     path: list[Transition]
     fields: CommandFields = field(default_factory=CommandFields)
 
     @property
     def to(self) -> CommandStatus:
-        return self.path[-1].to if self.path else CommandStatus(self.intent.status)
+        return self.path[-1].to if self.path else CommandStatus(self.command.status)
 
 
-def commands_transition(
+def guarded_transitions_apply(
     moves: Sequence[GuardedTransition], *, now: datetime
 ) -> list[GuardedTransition]:
     """Apply the transitions; returns those that happened (the others lost a race and wrote
@@ -116,18 +117,18 @@ def commands_transition(
         for _, members in sorted(groups.items()):
             rows = [
                 (
-                    {"id": m.intent.pk, "status": m.intent.status, "version": m.intent.version},
+                    {"id": m.command.pk, "status": m.command.status, "version": m.command.version},
                     dict(updates),
                 )
                 for m, updates in members
             ]
             moved_ids.update(update_returning(DeviceCommand, rows, bump="version"))
-        done = [m for m in moves if m.intent.pk in moved_ids]
+        done = [m for m in moves if m.command.pk in moved_ids]
         audit = _audit_rows(done, now)
         insert_ignore_returning(CommandTransition, [_audit_columns(a) for a in audit])
         # A set-based insert sends no post_save: the ledger's counters are fed here instead.
         after_commit(lambda: metrics_transitions_recorded(transitions=audit))
-        released = [m.intent.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
+        released = [m.command.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
         if released:
             after_commit(lambda: endpoints_released(released))
         _ends_follow(done, now)
@@ -136,12 +137,12 @@ def commands_transition(
         for step in move.path:
             logger.info(
                 "command %s -> %s (%s)",
-                move.intent.device_command_id,
+                move.command.device_command_id,
                 step.to,
                 step.reason,
                 extra={
-                    "commandIntentId": move.intent.pk,
-                    "deviceCommandId": move.intent.device_command_id,
+                    "commandIntentId": move.command.pk,
+                    "deviceCommandId": move.command.device_command_id,
                 },
             )
     return done
@@ -150,17 +151,17 @@ def commands_transition(
 def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:
     """The run-time limits of the commands that applied, the alarms of those that ended badly
     (see the module docstring); no query when the batch has neither."""
-    limited = [m for m in done if m.to == CommandStatus.APPLIED and m.intent.max_on_s]
+    limited = [m for m in done if m.to == CommandStatus.APPLIED and m.command.max_on_s]
     ended = [m for m in done if m.to in ALARMED_ENDS and m.path[-1].reason not in QUIET_ENDS]
     if not limited and not ended:
         return
-    farms = device_farms(m.intent.target_device_id for m in (*limited, *ended))
+    farms = device_farms(m.command.target_device_id for m in (*limited, *ended))
     if limited:
-        applied = [(m.intent, m.fields.get("applied_at") or now) for m in limited]
+        applied = [(m.command, m.fields.get("applied_at") or now) for m in limited]
         run_limits_ensure(applied=applied, farms=farms, now=now)
     if ended:
         commands = [
-            CommandEnded(m.intent.pk, farms[m.intent.target_device_id], m.to) for m in ended
+            CommandEnded(m.command.pk, farms[m.command.target_device_id], m.to) for m in ended
         ]
         command_alarms_raise(commands=commands, now=now)
 
@@ -176,21 +177,21 @@ def _updates(move: GuardedTransition, now: datetime) -> CommandUpdates:
 
 
 def _apply_in_memory(move: GuardedTransition, updates: CommandUpdates) -> None:
-    intent = move.intent
+    command = move.command
     for name, value in updates.items():
-        setattr(intent, "inflight_endpoint_id" if name == "inflight_endpoint" else name, value)
-    intent.version += 1
+        setattr(command, "inflight_endpoint_id" if name == "inflight_endpoint" else name, value)
+    command.version += 1
 
 
 def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[CommandTransition]:
     rows: list[CommandTransition] = []
     for move in done:
-        before = move.intent.status
-        attempt = move.fields.get("attempt_count", move.intent.attempt_count)
+        before = move.command.status
+        attempt = move.fields.get("attempt_count", move.command.attempt_count)
         for step in move.path:
             rows.append(
                 CommandTransition(
-                    intent=move.intent,
+                    command=move.command,
                     from_status=before,
                     to_status=step.to,
                     reason_code=step.reason,
@@ -205,7 +206,7 @@ def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[Comman
 
 def _audit_columns(row: CommandTransition) -> dict[str, object]:
     return {
-        "intent": row.intent_id,
+        "command": row.command_id,
         "from_status": row.from_status,
         "to_status": row.to_status,
         "reason_code": row.reason_code,

@@ -128,7 +128,7 @@ def watchdog_silence_run(job: SchedulerJob) -> HandlerResult:
             **coordinates,
             "outcome": "fired",
             "decisions": outcomes,
-            "intents": pending,
+            "intents": pending,  # the commands made: the stored results' key, kept
             "alarm": alarm,
         }
     )

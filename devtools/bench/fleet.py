@@ -160,7 +160,7 @@ def fleet_readings_delete(fleet: BenchFleet) -> None:
     telemetry, rejections), keeping the devices: the next measurement starts empty. The two
     large tables go by plain DELETE; the ORM would load every row to cascade."""
     farms = Farm.objects.filter(organization_id=fleet.organization_id)
-    AutomationRuleExecution.objects.filter(rule__farm__in=farms).delete()  # + intents, audit
+    AutomationRuleExecution.objects.filter(rule__farm__in=farms).delete()  # + commands, audit
     events = AutomationEndpointEvent._meta.db_table
     telemetry = Telemetry._meta.db_table
     farm_ids = f"SELECT id FROM {Farm._meta.db_table} WHERE organization_id = %s"

@@ -14,7 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from automation.models import CommandTransition, DeviceCommand
-from automation.services.transitions import GuardedTransition, Transition, commands_transition
+from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ReasonCode
 from common.models import Organization
 from devices.models import Device, DeviceInstanceEndpoint, Farm
@@ -82,7 +82,7 @@ def rollouts_delete(organization_id: int) -> None:
     rollouts.delete()
     for prefix in keys:
         commands = DeviceCommand.objects.filter(idempotency_key__startswith=prefix)
-        CommandTransition.objects.filter(intent__in=commands).delete()
+        CommandTransition.objects.filter(command__in=commands).delete()
         commands.delete()
 
 
@@ -126,7 +126,7 @@ def _applied(command_ids: Sequence[int], now: datetime) -> None:
         (CommandStatus.APPLIED, ReasonCode.STATE_REPORTED),
     ):
         rows = list(DeviceCommand.objects.filter(pk__in=list(command_ids)))
-        commands_transition(
+        guarded_transitions_apply(
             [GuardedTransition(c, [Transition(to, reason, "bench device")]) for c in rows],
             now=now,
         )

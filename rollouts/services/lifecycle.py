@@ -16,7 +16,7 @@ from alarms.states import AlarmSeverity, AlarmSource, AlarmType
 from automation.models import DeviceCommand
 from automation.services.manual import Actor
 from automation.services.targets import targets_lock
-from automation.services.transitions import GuardedTransition, Transition, commands_transition
+from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ReasonCode
 from common.audit.writes import audited_update
 from common.json_types import JsonValue
@@ -106,7 +106,7 @@ def unsent_stop(
     commands = list(unsent)
     targets_lock([c.target_device_endpoint_id for c in commands])
     detail = f"rollout #{rollout.pk} {reason}"
-    commands_transition(
+    guarded_transitions_apply(
         [
             GuardedTransition(
                 c, [Transition(CommandStatus.EXPIRED, ReasonCode.ROLLOUT_STOPPED, detail)]

@@ -17,7 +17,7 @@ from datetime import datetime
 from django.db.models import Count
 
 from automation.gates import command_gate_failure
-from automation.keys import rollout_intent_idempotency_key
+from automation.keys import rollout_command_idempotency_key
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.manual import manual_holds_active
@@ -164,7 +164,7 @@ def _commands_insert(
     if not sending:
         return {}
     keys = {
-        e.pk: rollout_intent_idempotency_key(rollout_id=rollout.pk, endpoint_id=e.pk)
+        e.pk: rollout_command_idempotency_key(rollout_id=rollout.pk, endpoint_id=e.pk)
         for _, e in sending
     }
     rows = [
@@ -188,7 +188,7 @@ def _commands_insert(
     audit = CommandTransition.objects.bulk_create(
         [
             CommandTransition(
-                intent_id=pk,
+                command_id=pk,
                 from_status="",
                 to_status=CommandStatus.PENDING_DISPATCH,
                 reason_code=ReasonCode.ROLLOUT,

@@ -12,11 +12,11 @@ import pytest
 from django.utils import timezone
 
 from automation.models import DeviceCommand
-from automation.services.dispatch import command_intent_dispatch
+from automation.services.dispatch import command_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
-from automation.services.reconcile import command_intent_reconcile
+from automation.services.reconcile import command_reconcile
 from config.env import MqttConfig
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import Publisher
@@ -43,18 +43,18 @@ def make_intent(kit: FarmKit, temp: float = 31, ts: str = "2026-11-29T11:59:00Z"
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
     result = endpoint_events_evaluate(event_ids=ids)
-    return DeviceCommand.objects.get(pk=result.pending_intent_ids[0])
+    return DeviceCommand.objects.get(pk=result.pending_command_ids[0])
 
 
 def dispatch(intent: Any, now: datetime | None = None) -> Any:
-    command_intent_dispatch(intent_id=intent.pk, publish=fake_publish, now=now)
+    command_dispatch(command_id=intent.pk, publish=fake_publish, now=now)
     return DeviceCommand.objects.get(pk=intent.pk)
 
 
 def reply(intent: Any, kind: str, body: dict[str, Any]) -> Any:
     message = DeviceMessage(intent.target_serial_number, kind, json.dumps(body), timezone.now())
     for pk in device_messages_record(messages=[message]):
-        command_intent_reconcile(intent_id=pk)
+        command_reconcile(command_id=pk)
     return DeviceCommand.objects.get(pk=intent.pk)
 
 
@@ -75,5 +75,5 @@ def state(intent: Any, value: Any) -> Any:
 def time_out(intent: Any) -> Any:
     """Reconcile past the ack deadline: a timeout mark, then retrying (or expired)."""
     later = max(timezone.now(), (intent.deadline_at or timezone.now()) + timedelta(seconds=1))
-    command_intent_reconcile(intent_id=intent.pk, now=later)
+    command_reconcile(command_id=intent.pk, now=later)
     return DeviceCommand.objects.get(pk=intent.pk)

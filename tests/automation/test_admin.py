@@ -27,7 +27,7 @@ def test_intent_page_shows_timeline_and_mark_failed_is_guarded(support: Client) 
     intent = DeviceCommand.objects.get(pk=intent.pk)
     assert intent.status == CommandStatus.FAILED and intent.status_reason == "manual"
     assert intent.inflight_endpoint_id is None
-    last = CommandTransition.objects.filter(intent=intent).order_by("-pk").first()
+    last = CommandTransition.objects.filter(command=intent).order_by("-pk").first()
     assert last is not None and last.detail == "by support: relay wired wrong"
     page = _act(support, INTENT_URL, "mark_failed", [intent.pk], "again")
     assert b"0 done, 1 skipped" in page.content

@@ -154,7 +154,7 @@ def test_buttons_on_a_commands_page_ask_a_reason_and_go_through_the_services(
     support.post(INTENT_URL, data | {"apply": "1", "reason": "relay wired wrong"}, follow=True)
     intent.refresh_from_db()
     assert intent.status == CommandStatus.FAILED and intent.inflight_endpoint_id is None
-    audit = CommandTransition.objects.filter(intent=intent).order_by("-pk").first()
+    audit = CommandTransition.objects.filter(command=intent).order_by("-pk").first()
     assert audit is not None and audit.reason_code == ReasonCode.MANUAL
     assert audit.detail == "by support: relay wired wrong"
 
@@ -165,7 +165,7 @@ def test_buttons_on_a_commands_page_ask_a_reason_and_go_through_the_services(
     assert b"1 done, 0 skipped" in done.content
     retry = DeviceCommand.objects.get(retry_of=intent)
     assert retry.status == CommandStatus.PENDING_DISPATCH
-    audit = CommandTransition.objects.filter(intent=intent).order_by("-pk").first()
+    audit = CommandTransition.objects.filter(command=intent).order_by("-pk").first()
     assert audit is not None and audit.detail.endswith("by support: rewired")
     assert f"as command {retry.pk}" in audit.detail
 

@@ -15,11 +15,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from automation.models import DeviceCommand
-from automation.services.dispatch import command_intents_dispatch
+from automation.services.dispatch import commands_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
-from automation.services.reconcile import command_intents_reconcile
+from automation.services.reconcile import commands_reconcile
 from automation.services.rule_cache import endpoints_read
 from automation.states import CommandStatus
 from common.hot_sql import statements_counted
@@ -67,11 +67,11 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
     events = ingested.pending_event_ids
     assert len(events) == len(kits)
     cost["evaluate"], evaluated = _counted(lambda: endpoint_events_evaluate(event_ids=events))
-    intents = evaluated.pending_intent_ids
+    intents = evaluated.pending_command_ids
     assert len(intents) == len(kits)
     cost["dispatch"], outcomes = _counted(
-        lambda: command_intents_dispatch(
-            intent_ids=intents, publish_many=_publish_many, trust_cache=False
+        lambda: commands_dispatch(
+            command_ids=intents, publish_many=_publish_many, trust_cache=False
         )
     )
     assert set(outcomes.values()) == {"dispatched"}
@@ -100,7 +100,7 @@ def _stages(kits: list[FarmKit]) -> dict[str, int]:
         )
     ]
     cost["record replies"], answered = _counted(lambda: device_messages_record(messages=replies))
-    cost["reconcile"], reached = _counted(lambda: command_intents_reconcile(intent_ids=answered))
+    cost["reconcile"], reached = _counted(lambda: commands_reconcile(command_ids=answered))
     assert set(reached.values()) == {CommandStatus.APPLIED}
     return cost
 

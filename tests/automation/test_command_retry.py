@@ -15,10 +15,10 @@ from rest_framework.test import APIClient
 from automation.models import CommandTransition, DeviceCommand
 from automation.services import support
 from automation.services.commands import command_transition
-from automation.services.dispatch import command_intent_dispatch
-from automation.services.support import CommandRetryRefused, command_intent_retry
+from automation.services.dispatch import command_dispatch
+from automation.services.support import CommandRetryRefused, command_retry
 from automation.states import CommandStatus, ReasonCode
-from common.handoff import COMMANDS_DISPATCH
+from config.task_names import COMMANDS_DISPATCH
 from scheduler.services.support import SupportReasonMissing
 from tests.automation.conftest import dispatch, fake_publish, make_intent, time_out
 from tests.common.auth import token_client
@@ -50,8 +50,8 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
     nudged: list[tuple[str, list[int]]] = []
     monkeypatch.setattr("common.handoff.enqueue", lambda name, ids: nudged.append((name, ids)))
     with django_capture_on_commit_callbacks(execute=True):
-        result = command_intent_retry(intent_id=original.pk, actor="sam", reason="relay replaced")
-    new = result.intent
+        result = command_retry(command_id=original.pk, actor="sam", reason="relay replaced")
+    new = result.command
     assert result.created and new.pk != original.pk
     assert new.retry_of_id == original.pk
     assert new.rule_execution_id == original.rule_execution_id
@@ -66,15 +66,15 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
     # The original stays expired, with an audit row naming who and why.
     kept = DeviceCommand.objects.get(pk=original.pk)
     assert (kept.status, kept.version) == (CommandStatus.EXPIRED, original.version)
-    audit = CommandTransition.objects.filter(intent=original).order_by("-pk").first()
+    audit = CommandTransition.objects.filter(command=original).order_by("-pk").first()
     assert audit is not None and audit.reason_code == ReasonCode.MANUAL
     assert audit.from_status == audit.to_status == CommandStatus.EXPIRED
     assert audit.detail.endswith(f"as command {new.pk} by sam: relay replaced")
     # The execution still answers with its original command.
-    assert original.rule_execution.intent == original
-    assert original.rule_execution.intents.count() == 2
+    assert original.rule_execution.command == original
+    assert original.rule_execution.commands.count() == 2
     # Dispatch gives the new attempt a new commandId: a new command for the device.
-    command_intent_dispatch(intent_id=new.pk, publish=fake_publish, trust_cache=False)
+    command_dispatch(command_id=new.pk, publish=fake_publish, trust_cache=False)
     new.refresh_from_db()
     assert new.status == CommandStatus.DISPATCHED
     assert new.device_command_id and new.device_command_id != original.device_command_id
@@ -82,32 +82,32 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
 
 def test_a_double_submit_creates_one_retry(tenants: tuple[Tenant, Tenant]) -> None:
     original = _expired(tenants[0].kit)
-    first = command_intent_retry(intent_id=original.pk, actor="sam", reason="try again")
-    again = command_intent_retry(intent_id=original.pk, actor="sam", reason="try again")
+    first = command_retry(command_id=original.pk, actor="sam", reason="try again")
+    again = command_retry(command_id=original.pk, actor="sam", reason="try again")
     assert first.created and not again.created
-    assert again.intent.pk == first.intent.pk
-    assert [r.pk for r in _retries(original)] == [first.intent.pk]
-    assert CommandTransition.objects.filter(intent=original, reason_code="manual").count() == 1
+    assert again.command.pk == first.command.pk
+    assert [r.pk for r in _retries(original)] == [first.command.pk]
+    assert CommandTransition.objects.filter(command=original, reason_code="manual").count() == 1
 
 
 def test_same_retry_number_read_twice_lands_on_one_row(tenants: tuple[Tenant, Tenant]) -> None:
     """Two clicks racing past the live check build the same key: the second finds the first."""
     original = _expired(tenants[0].kit)
-    first = command_intent_retry(intent_id=original.pk, actor="sam", reason="once")
+    first = command_retry(command_id=original.pk, actor="sam", reason="once")
     twin = support._retry_insert(
-        original, original, first.intent.idempotency_key, "by sam: twice", first.intent.created_at
+        original, original, first.command.idempotency_key, "by sam: twice", first.command.created_at
     )
-    assert not twin.created and twin.intent.pk == first.intent.pk
+    assert not twin.created and twin.command.pk == first.command.pk
     assert len(_retries(original)) == 1
 
 
 def test_a_later_retry_of_an_ended_retry_gets_the_next_key(tenants: tuple[Tenant, Tenant]) -> None:
     original = _expired(tenants[0].kit)
-    first = command_intent_retry(intent_id=original.pk, actor="sam", reason="one").intent
+    first = command_retry(command_id=original.pk, actor="sam", reason="one").command
     assert command_transition(first, CommandStatus.FAILED, ReasonCode.MANUAL)
-    second = command_intent_retry(intent_id=first.pk, actor="sam", reason="two")
-    assert second.created and second.intent.retry_of_id == original.pk
-    keys = {original.idempotency_key, first.idempotency_key, second.intent.idempotency_key}
+    second = command_retry(command_id=first.pk, actor="sam", reason="two")
+    assert second.created and second.command.retry_of_id == original.pk
+    keys = {original.idempotency_key, first.idempotency_key, second.command.idempotency_key}
     assert len(keys) == 3
 
 
@@ -116,9 +116,9 @@ def test_retry_of_a_live_intent_is_refused(tenants: tuple[Tenant, Tenant]) -> No
     live = dispatch(make_intent(tenants[0].kit))
     assert live.status == CommandStatus.DISPATCHED
     with pytest.raises(CommandRetryRefused):
-        command_intent_retry(intent_id=live.pk, actor="sam", reason="impatient")
+        command_retry(command_id=live.pk, actor="sam", reason="impatient")
     with pytest.raises(SupportReasonMissing):
-        command_intent_retry(intent_id=live.pk, actor="sam", reason="  ")
+        command_retry(command_id=live.pk, actor="sam", reason="  ")
     assert _retries(live) == []
     assert DeviceCommand.objects.get(pk=live.pk).version == live.version
 
@@ -141,7 +141,7 @@ def test_api_retry_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> N
     again = client.post(url, {"reason": "fan unplugged"}, format="json")
     assert again.status_code == 200 and again.json()["id"] == body["id"]
     assert len(_retries(original)) == 1
-    audit = CommandTransition.objects.get(intent=original, reason_code="manual")
+    audit = CommandTransition.objects.get(command=original, reason_code="manual")
     assert audit.detail.endswith("by alpha: fan unplugged")
     # Another organisation's command does not exist; a live command is a 400.
     other = client.post(f"/api/v1/commands/{theirs.pk}/retry/", {"reason": "x"}, format="json")
@@ -170,7 +170,7 @@ def test_admin_retry_action_records_actor_and_reason(tenants: tuple[Tenant, Tena
     page = act([original.pk], "valve serviced")
     assert b"1 done, 0 skipped" in page.content
     (new,) = _retries(original)
-    audit = CommandTransition.objects.get(intent=original, reason_code="manual")
+    audit = CommandTransition.objects.get(command=original, reason_code="manual")
     assert audit.detail.endswith("by alpha: valve serviced")
     page = act([new.pk], "again")  # the retry is live: refused, nothing created
     assert b"0 done, 1 skipped" in page.content

@@ -92,9 +92,9 @@ def test_lists_of_retrying_and_uncertain_commands_and_top_timeouts() -> None:
     retrying = time_out(dispatch(make_intent(flaky)))
     uncertain = ack(dispatch(make_intent(steady)))
     later = uncertain.acknowledged_at + timedelta(hours=1)
-    from automation.services.reconcile import command_intent_reconcile
+    from automation.services.reconcile import command_reconcile
 
-    command_intent_reconcile(intent_id=uncertain.pk, now=later)
+    command_reconcile(command_id=uncertain.pk, now=later)
     assert [i.pk for i in commands_retrying()] == [retrying.pk]
     assert [i.pk for i in commands_uncertain()] == [uncertain.pk]
     top = devices_top_timeouts(since=timezone.now() - timedelta(hours=1))

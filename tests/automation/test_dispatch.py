@@ -18,11 +18,11 @@ from automation.models import (
     DeviceCommand,
     DeviceCommandReceipt,
 )
-from automation.services.dispatch import command_intent_dispatch, command_intents_due
+from automation.services.dispatch import command_dispatch, commands_due
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import DeviceMessage, device_messages_record
-from automation.services.reconcile import command_intent_reconcile
+from automation.services.reconcile import command_reconcile
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import PubackTimeout, Publisher, PublishError
@@ -50,7 +50,7 @@ def _intent(kit: FarmKit, temp: float = 31, ts: str = "2026-11-29T11:59:00Z") ->
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
     result = endpoint_events_evaluate(event_ids=ids)
-    return DeviceCommand.objects.get(pk=result.pending_intent_ids[0])
+    return DeviceCommand.objects.get(pk=result.pending_command_ids[0])
 
 
 def _next(q: queue.Queue[Any], timeout: float = 5.0) -> Any:
@@ -89,7 +89,7 @@ def _state(intent: Any, value: Any, serial: str | None = None) -> DeviceMessage:
 def _record_and_reconcile(*messages: DeviceMessage) -> list[int]:
     ids = device_messages_record(messages=list(messages))
     for pk in ids:
-        command_intent_reconcile(intent_id=pk)
+        command_reconcile(command_id=pk)
     return ids
 
 
@@ -97,7 +97,7 @@ def test_dispatch_publishes_the_contract_request_and_marks_dispatched(publisher,
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    assert command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish) == "dispatched"
+    assert command_dispatch(command_id=intent.pk, publish=publisher.publish) == "dispatched"
     topic, body = _next(requests)
     intent.refresh_from_db()
     assert topic == f"devices/{kit.actuator.serial_number}/rpc/request"
@@ -118,14 +118,14 @@ def test_retry_reuses_the_command_id(publisher, requests, settings):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     first = _next(requests)[1]["commandId"]
     later = timezone.now() + timedelta(seconds=1)
-    assert command_intent_reconcile(intent_id=intent.pk, now=later) == "retrying"
+    assert command_reconcile(command_id=intent.pk, now=later) == "retrying"
     intent.refresh_from_db()
     retry_at = intent.next_attempt_at + timedelta(milliseconds=1)
     assert (
-        command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish, now=retry_at)
+        command_dispatch(command_id=intent.pk, publish=publisher.publish, now=retry_at)
         == "dispatched"
     )
     assert _next(requests)[1]["commandId"] == first
@@ -144,11 +144,11 @@ def test_three_timeouts_expire_the_command(publisher, requests, settings):
     now = timezone.now()
     for _ in range(3):
         assert (
-            command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish, now=now)
+            command_dispatch(command_id=intent.pk, publish=publisher.publish, now=now)
             == "dispatched"
         )
         now += timedelta(seconds=1)
-        command_intent_reconcile(intent_id=intent.pk, now=now)
+        command_reconcile(command_id=intent.pk, now=now)
         now += timedelta(seconds=120)
     intent.refresh_from_db()
     assert (intent.status, intent.status_reason, intent.attempt_count) == (
@@ -167,7 +167,7 @@ def test_dispatch_rechecks_the_gates(publisher, requests):
     intent = _intent(kit)
     rule.is_active = False
     rule.save()
-    assert command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish) == "gate_failed"
+    assert command_dispatch(command_id=intent.pk, publish=publisher.publish) == "gate_failed"
     intent.refresh_from_db()
     assert (intent.status, intent.status_reason) == ("failed", "rule_inactive")
     assert intent.inflight_endpoint_id is None
@@ -180,7 +180,7 @@ def test_offline_target_is_a_transient_retry(publisher, requests, settings):
     intent = _intent(kit)
     kit.actuator.last_seen_at = timezone.now() - timedelta(hours=1)
     kit.actuator.save()
-    outcome = command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    outcome = command_dispatch(command_id=intent.pk, publish=publisher.publish)
     assert outcome == "retry_scheduled"
     intent.refresh_from_db()
     assert (intent.status, intent.status_reason) == ("retrying", "target_offline")
@@ -200,7 +200,7 @@ def test_unconfirmed_publish_is_transient_then_expires(settings):
     now = timezone.now()
     outcomes = []
     for _ in range(3):
-        outcomes.append(command_intent_dispatch(intent_id=intent.pk, publish=stalled, now=now))
+        outcomes.append(command_dispatch(command_id=intent.pk, publish=stalled, now=now))
         now += timedelta(minutes=5)
     intent.refresh_from_db()
     assert outcomes == ["retry_scheduled", "retry_scheduled", "expired"]
@@ -220,16 +220,16 @@ def test_second_command_on_an_endpoint_waits_for_the_first(
         ids = telemetry_ingest(
             messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
         ).pending_event_ids
-        [pk] = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
+        [pk] = endpoint_events_evaluate(event_ids=ids).pending_command_ids
         return DeviceCommand.objects.get(pk=pk)
 
     first = reading("2026-11-29T11:59:00Z", 35)
-    assert command_intent_dispatch(intent_id=first.pk, publish=publisher.publish) == "dispatched"
+    assert command_dispatch(command_id=first.pk, publish=publisher.publish) == "dispatched"
     second = reading("2026-11-29T11:59:30Z", 15)  # sent already: the first is not superseded
     for trust_cache in (True, False):
         assert (
-            command_intent_dispatch(
-                intent_id=second.pk, publish=publisher.publish, trust_cache=trust_cache
+            command_dispatch(
+                command_id=second.pk, publish=publisher.publish, trust_cache=trust_cache
             )
             == "endpoint_busy"
         )
@@ -238,14 +238,14 @@ def test_second_command_on_an_endpoint_waits_for_the_first(
         _record_and_reconcile(_ack(first), _state(first, True))
     first.refresh_from_db()
     assert first.status == "applied"
-    assert command_intent_dispatch(intent_id=second.pk, publish=publisher.publish) == "dispatched"
+    assert command_dispatch(command_id=second.pk, publish=publisher.publish) == "dispatched"
 
 
 def test_ack_then_state_reaches_applied_with_the_receipt_chain(publisher, requests):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     intent.refresh_from_db()
     _record_and_reconcile(_ack(intent))
     intent.refresh_from_db()
@@ -263,7 +263,7 @@ def test_duplicate_ack_and_state_are_absorbed(publisher, requests):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     intent.refresh_from_db()
     ack, state = _ack(intent), _state(intent, True)
     _record_and_reconcile(ack, ack, state)
@@ -278,7 +278,7 @@ def test_wrong_reported_value_is_not_applied(publisher, requests):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     intent.refresh_from_db()
     _record_and_reconcile(_ack(intent), _state(intent, False))
     intent.refresh_from_db()
@@ -289,7 +289,7 @@ def test_response_on_another_devices_topic_moves_nothing(publisher, requests):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     intent.refresh_from_db()
     assert _record_and_reconcile(_state(intent, True, serial=kit.sensor.serial_number)) == []
     intent.refresh_from_db()
@@ -302,13 +302,13 @@ def test_telemetry_equal_to_target_after_dispatch_applies(publisher, requests):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     payload = json.dumps({"ts": "2026-11-29T12:00:01Z", "values": {"io1": True}})
     telemetry_ingest(
         messages=[InboundTelemetry(kit.actuator.serial_number, payload, timezone.now())]
     )
     assert Telemetry.objects.filter(device=kit.actuator).exists()  # no rule reads io1: no event
-    assert command_intent_reconcile(intent_id=intent.pk) == "applied"
+    assert command_reconcile(command_id=intent.pk) == "applied"
     intent.refresh_from_db()
     assert intent.status_reason == "telemetry_matched"
 
@@ -348,7 +348,7 @@ def test_flushed_cache_mid_flow_changes_nothing(publisher, requests):
     kit = make_farm()
     kit.rule()
     intent = _intent(kit)
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish)
     intent.refresh_from_db()
     cache.clear()  # correlation and inflight markers gone: the database decides
     _record_and_reconcile(_ack(intent), _state(intent, True))
@@ -363,13 +363,11 @@ def test_sweep_finds_lost_pending_and_due_retries_only(settings):
     kit.rule()
     intent = _intent(kit)
     now = timezone.now()
-    assert (
-        command_intents_due(now=now, pending_older_than=now - timedelta(seconds=10), limit=10) == []
-    )
+    assert commands_due(now=now, pending_older_than=now - timedelta(seconds=10), limit=10) == []
     later = now + timedelta(seconds=11)
-    assert command_intents_due(
-        now=later, pending_older_than=later - timedelta(seconds=10), limit=10
-    ) == [intent.pk]
+    assert commands_due(now=later, pending_older_than=later - timedelta(seconds=10), limit=10) == [
+        intent.pk
+    ]
 
 
 @pytest.mark.postgres
@@ -384,7 +382,7 @@ def test_one_intent_dispatched_by_4_workers_is_published_once(publisher, request
     def work() -> None:
         try:
             barrier.wait()
-            outcomes.append(command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish))
+            outcomes.append(command_dispatch(command_id=intent.pk, publish=publisher.publish))
         finally:
             connection.close()
 

@@ -16,10 +16,10 @@ import pytest
 from django.utils import timezone
 
 from automation.models import DeviceCommand
-from automation.services.dispatch import command_intent_dispatch, command_intents_due
+from automation.services.dispatch import command_dispatch, commands_due
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
-from automation.services.reconcile import command_intent_reconcile
+from automation.services.reconcile import command_reconcile
 from config.env import MqttConfig
 from devices.mqtt.messages import InboundTelemetry
 from devices.mqtt.publisher import Publisher
@@ -60,7 +60,7 @@ def _intent(kit: FarmKit) -> DeviceCommand:
     ids = telemetry_ingest(
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
-    [pk] = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
+    [pk] = endpoint_events_evaluate(event_ids=ids).pending_command_ids
     return DeviceCommand.objects.get(pk=pk)
 
 
@@ -74,9 +74,7 @@ def _wait_out_the_outage(
 ) -> datetime:
     """Dispatch at every due time while the broker is away; returns the clock after."""
     for _ in range(OUTAGE_TRIES):
-        outcome = command_intent_dispatch(
-            intent_id=intent.pk, publish=dead.publish, now=now, **kwargs
-        )
+        outcome = command_dispatch(command_id=intent.pk, publish=dead.publish, now=now, **kwargs)
         assert outcome == "broker_unreachable"
         intent.refresh_from_db()
         assert intent.next_attempt_at is not None
@@ -100,10 +98,9 @@ def test_an_unreachable_broker_spends_no_attempt_and_the_command_goes_out_once_i
     )
     assert intent.inflight_endpoint_id == kit.io1.pk  # still holds its endpoint
     assert intent.device_command_id and "not connected" in intent.last_error
-    assert command_intents_due(now=now, pending_older_than=now, limit=10) == [intent.pk]
+    assert commands_due(now=now, pending_older_than=now, limit=10) == [intent.pk]
     assert (
-        command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish, now=now)
-        == "dispatched"
+        command_dispatch(command_id=intent.pk, publish=publisher.publish, now=now) == "dispatched"
     )
     body = requests.get(timeout=5)
     intent.refresh_from_db()
@@ -123,9 +120,9 @@ def test_a_command_retrying_after_an_ack_timeout_keeps_its_budget_while_the_brok
     kit.rule()
     intent = _intent(kit)
     now = timezone.now()
-    command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish, now=now)
+    command_dispatch(command_id=intent.pk, publish=publisher.publish, now=now)
     now += timedelta(seconds=1)
-    assert command_intent_reconcile(intent_id=intent.pk, now=now) == "retrying"
+    assert command_reconcile(command_id=intent.pk, now=now) == "retrying"
     intent.refresh_from_db()
     # The sweep's path: the publisher's state says it is away, so nothing is claimed.
     now = _wait_out_the_outage(intent, dead, intent.next_attempt_at, connected=dead.is_connected)
@@ -135,7 +132,7 @@ def test_a_command_retrying_after_an_ack_timeout_keeps_its_budget_while_the_brok
         1,
         None,
     )
-    assert command_intent_dispatch(intent_id=intent.pk, publish=publisher.publish, now=now) == (
+    assert command_dispatch(command_id=intent.pk, publish=publisher.publish, now=now) == (
         "dispatched"
     )
     intent.refresh_from_db()
@@ -159,7 +156,7 @@ def test_a_command_the_broker_never_took_expires_once_older_than_its_lifetime(
     assert intent.status == "retrying"
 
     later = intent.created_at + timedelta(seconds=60)
-    outcome = command_intent_dispatch(intent_id=intent.pk, publish=dead.publish, now=later)
+    outcome = command_dispatch(command_id=intent.pk, publish=dead.publish, now=later)
 
     intent.refresh_from_db()
     assert outcome == "expired"
@@ -181,9 +178,7 @@ def test_a_pending_command_older_than_its_lifetime_expires_at_its_first_unreacha
     intent = _intent(kit)
     later = intent.created_at + timedelta(seconds=61)
 
-    assert command_intent_dispatch(intent_id=intent.pk, publish=dead.publish, now=later) == (
-        "expired"
-    )
+    assert command_dispatch(command_id=intent.pk, publish=dead.publish, now=later) == ("expired")
     intent.refresh_from_db()
     assert (intent.status, intent.status_reason, intent.attempt_count) == (
         "expired",

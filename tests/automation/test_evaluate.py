@@ -19,8 +19,8 @@ from automation.services.evaluate import endpoint_events_evaluate, events_evalua
 from automation.services.ingest import telemetry_ingest
 from automation.states import CommandStatus
 from automation.tasks import endpoint_events_sweep_task
-from common.handoff import COMMANDS_DISPATCH
 from config.celery import app as celery_app
+from config.task_names import COMMANDS_DISPATCH
 from devices.models import DeviceStatus, Farm
 from devices.mqtt.messages import InboundTelemetry
 from tests.devices.factories import FarmFactory, make_farm

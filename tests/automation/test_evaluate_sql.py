@@ -67,8 +67,8 @@ def test_a_newer_decision_replaces_the_unsent_command() -> None:
     kit = make_farm()
     kit.rule(operator="lt", threshold_value=20, target_value=False)
     kit.rule(threshold_value=30, target_value=True)
-    first = _evaluated(_reading(kit, 10, ago_s=10)).pending_intent_ids
-    second = _evaluated(_reading(kit, 35, ago_s=5)).pending_intent_ids
+    first = _evaluated(_reading(kit, 10, ago_s=10)).pending_command_ids
+    second = _evaluated(_reading(kit, 35, ago_s=5)).pending_command_ids
     assert len(first) == len(second) == 1
     replaced = DeviceCommand.objects.get(pk=first[0])
     assert (replaced.status, replaced.status_reason) == (
@@ -82,17 +82,17 @@ def test_an_operators_hold_suppresses_the_rule_until_it_runs_out(kit: FarmKit) -
     user = User.objects.create_user(username="olga", password="pw")
     manual = endpoint_command_manual(endpoint_id=kit.io1.pk, value=False, actor=user, reason="x")
     held = _evaluated(_reading(kit, 35, ago_s=10))
-    assert held.pending_intent_ids == []
+    assert held.pending_command_ids == []
     execution = AutomationRuleExecution.objects.get()
     assert (execution.outcome, execution.failure_reason) == (
         ExecutionOutcome.SUPPRESSED,
         ReasonCode.MANUAL_OVERRIDE,
     )
-    assert execution.suppressed_by_id == manual.intent.pk
+    assert execution.suppressed_by_id == manual.command.pk
     EndpointManualHold.objects.filter(endpoint=kit.io1).update(
         until=timezone.now() - timedelta(seconds=1)
     )
-    assert len(_evaluated(_reading(kit, 36, ago_s=5)).pending_intent_ids) == 1
+    assert len(_evaluated(_reading(kit, 36, ago_s=5)).pending_command_ids) == 1
 
 
 def test_a_cooling_pair_is_suppressed(kit: FarmKit) -> None:
@@ -102,7 +102,7 @@ def test_a_cooling_pair_is_suppressed(kit: FarmKit) -> None:
     )
     cooling = command_cooldown_record(failed, now=now)
     result = _evaluated(_reading(kit, 35, ago_s=5))
-    assert result.pending_intent_ids == []
+    assert result.pending_command_ids == []
     execution = AutomationRuleExecution.objects.get()
     assert (execution.outcome, execution.failure_reason) == (
         ExecutionOutcome.SUPPRESSED,
@@ -115,12 +115,12 @@ def test_a_redelivered_event_records_nothing_twice(kit: FarmKit) -> None:
     """The event's execution and command exist already (a worker that died after commit, a
     reset by hand): the inserts meet them, and the reads after the inserts name them."""
     ids = _reading(kit, 35, ago_s=5)
-    (made,) = _evaluated(ids).pending_intent_ids
+    (made,) = _evaluated(ids).pending_command_ids
     # The command ended meanwhile, so the repeated decision asks for it again.
     DeviceCommand.objects.filter(pk=made).update(status=CommandStatus.FAILED)
     AutomationEndpointEvent.objects.filter(pk__in=ids).update(processing_status=EventStatus.PENDING)
     again = _evaluated(ids)
-    assert again.pending_intent_ids == []
+    assert again.pending_command_ids == []
     assert AutomationRuleExecution.objects.count() == 1
     assert DeviceCommand.objects.count() == 1
     event = AutomationEndpointEvent.objects.get(pk=ids[0])

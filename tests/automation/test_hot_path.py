@@ -18,12 +18,12 @@ from django.test import TestCase
 from django.utils import timezone
 
 from automation.models import DeviceCommand
-from automation.services.claim import intents_claim
-from automation.services.dispatch import command_intents_dispatch
+from automation.services.claim import commands_claim
+from automation.services.dispatch import commands_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.receipts import device_messages_record
-from automation.services.reconcile import command_intents_reconcile
+from automation.services.reconcile import commands_reconcile
 from automation.services.rule_cache import endpoints_read, rule_set
 from automation.states import CommandStatus
 from common.hot_sql import StatementCount, statements_counted
@@ -46,8 +46,8 @@ def _commands(kits: list[FarmKit]) -> list[int]:
 
 
 def _dispatch(ids: list[int]) -> None:
-    outcomes = command_intents_dispatch(
-        intent_ids=ids,
+    outcomes = commands_dispatch(
+        command_ids=ids,
         publish_many=lambda requests: list(range(1, len(requests) + 1)),
         trust_cache=False,
     )
@@ -59,7 +59,7 @@ def _claim(ids: list[int]) -> None:
 
     rows = commands_read(ids)
     holders = {r.command.target_device_endpoint_id: r.holder_id for r in rows if r.holder_id}
-    claimed = intents_claim([r.command for r in rows], timezone.now(), {}, holders)
+    claimed = commands_claim([r.command for r in rows], timezone.now(), {}, holders)
     assert len(claimed) == len(ids)
 
 
@@ -137,7 +137,7 @@ def _events(kits: list[FarmKit]) -> list[int]:
 
 def _evaluate(ids: list[int]) -> None:
     result = endpoint_events_evaluate(event_ids=ids)
-    assert len(result.pending_intent_ids) == len(ids)
+    assert len(result.pending_command_ids) == len(ids)
 
 
 def _answered(kits: list[FarmKit]) -> list[int]:
@@ -151,7 +151,7 @@ def _answered(kits: list[FarmKit]) -> list[int]:
 def _reconcile(ids: list[int]) -> None:
     # With what a worker runs after the commit: the stage times of the applied commands.
     with TestCase.captureOnCommitCallbacks(execute=True) as after_commit:
-        reached = command_intents_reconcile(intent_ids=ids)
+        reached = commands_reconcile(command_ids=ids)
     assert set(reached.values()) == {CommandStatus.APPLIED}
     assert after_commit, "nothing ran after the commit"
 

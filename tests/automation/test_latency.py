@@ -28,7 +28,7 @@ def test_an_applied_command_has_every_hop_in_order_in_timeline_and_metrics(
     with django_capture_on_commit_callbacks(execute=True):
         _stages(_farms(1, "lat"))
     intent = DeviceCommand.objects.get(status="applied")
-    times = command_stage_times(intent_ids=[intent.pk])[intent.pk]
+    times = command_stage_times(command_ids=[intent.pk])[intent.pk]
     hops = times.hops()
     assert [hop for hop, _ in hops] == [hop for hop, _, _ in HOPS]
     assert all(seconds >= 0 for _, seconds in hops), hops

@@ -226,7 +226,7 @@ def test_the_device_page_sets_a_value_once_per_form_and_cancels_the_hold(support
     assert cancelled.status_code == 302
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
     assert hold.cancelled_at is not None and hold.cancel_reason == "enough"
-    assert CommandTransition.objects.filter(intent=intent, reason_code="hold_cancelled").exists()
+    assert CommandTransition.objects.filter(command=intent, reason_code="hold_cancelled").exists()
 
 
 def test_the_device_page_is_scoped(tenants: tuple[Tenant, Tenant], client: Client) -> None:

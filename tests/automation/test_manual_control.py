@@ -27,7 +27,7 @@ from automation.models import (
     DeviceCommand,
     EndpointManualHold,
 )
-from automation.services.dispatch import command_intent_dispatch
+from automation.services.dispatch import command_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
 from automation.services.manual import (
@@ -36,7 +36,7 @@ from automation.services.manual import (
     endpoint_command_manual,
     endpoint_hold_cancel,
 )
-from automation.services.support import command_intent_mark_failed, command_intent_retry
+from automation.services.support import command_mark_failed, command_retry
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint, DeviceStatus, Farm
 from devices.mqtt.messages import InboundTelemetry
@@ -74,7 +74,7 @@ def _manual(
 
 def _send(intent: DeviceCommand) -> DeviceCommand:
     """Dispatch on the database's word alone (a test commits no on_commit release)."""
-    command_intent_dispatch(intent_id=intent.pk, publish=fake_publish, trust_cache=False)
+    command_dispatch(command_id=intent.pk, publish=fake_publish, trust_cache=False)
     return DeviceCommand.objects.get(pk=intent.pk)
 
 
@@ -84,7 +84,7 @@ def _crossing(kit: FarmKit, second: int = 0, temp: float = 31) -> list[int]:
     ids = telemetry_ingest(
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, NOW)]
     ).pending_event_ids
-    return endpoint_events_evaluate(event_ids=ids).pending_intent_ids
+    return endpoint_events_evaluate(event_ids=ids).pending_command_ids
 
 
 def _statuses(kit: FarmKit) -> list[tuple[str, Any, str, str]]:
@@ -98,7 +98,7 @@ def test_a_manual_command_is_a_manual_intent_sent_and_applied_like_a_rules(
     kit = make_farm()
     before = timezone.now()
     result = _manual(kit, operator, True)
-    intent = result.intent
+    intent = result.command
     assert result.created
     assert (intent.origin, intent.rule_id, intent.rule_execution_id) == ("manual", None, None)
     assert (intent.requested_by_id, intent.request_reason) == (
@@ -111,7 +111,7 @@ def test_a_manual_command_is_a_manual_intent_sent_and_applied_like_a_rules(
     assert result.hold_until is not None
     held = (result.hold_until - before).total_seconds()
     assert 30 * 60 - 5 < held <= 30 * 60 + 5
-    audit = CommandTransition.objects.get(intent=intent)
+    audit = CommandTransition.objects.get(command=intent)
     assert (audit.to_status, audit.reason_code) == ("pending_dispatch", "manual")
     assert "by olga: fan test before the harvest" in audit.detail
     # The normal dispatcher sends it; applied only on the device's word.
@@ -171,7 +171,7 @@ def test_a_retired_or_maintained_device_is_refused_as_a_conflict(
 
 def test_a_gate_failing_at_dispatch_fails_the_manual_command(operator: User) -> None:
     kit = make_farm()
-    intent = _manual(kit, operator).intent
+    intent = _manual(kit, operator).command
     DeviceInstanceEndpoint.objects.filter(pk=kit.io1.pk).update(is_enabled=False)
     sent = dispatch(intent)
     assert (sent.status, sent.status_reason) == ("failed", "target_disabled")
@@ -181,12 +181,12 @@ def test_a_manual_command_supersedes_a_rule_command_never_sent(operator: User) -
     kit = make_farm()
     kit.rule(target_value=True)
     rule_command = make_intent(kit)
-    manual = _manual(kit, operator, False).intent
+    manual = _manual(kit, operator, False).command
     assert _statuses(kit) == [
         ("rule", True, "expired", "superseded"),
         ("manual", False, "pending_dispatch", ""),
     ]
-    replaced = CommandTransition.objects.get(intent=rule_command)
+    replaced = CommandTransition.objects.get(command=rule_command)
     assert replaced.detail == f"replaced by command {manual.pk}"
 
 
@@ -196,12 +196,12 @@ def test_a_manual_command_waits_behind_a_sent_rule_command_one_live_at_a_time(
     kit = make_farm()
     kit.rule(target_value=True)
     rule_command = dispatch(make_intent(kit))
-    manual = _manual(kit, operator, False).intent
+    manual = _manual(kit, operator, False).command
     assert _statuses(kit) == [
         ("rule", True, "dispatched", "dispatched"),
         ("manual", False, "pending_dispatch", ""),
     ]
-    outcome = command_intent_dispatch(intent_id=manual.pk, publish=fake_publish, trust_cache=False)
+    outcome = command_dispatch(command_id=manual.pk, publish=fake_publish, trust_cache=False)
     assert outcome == "endpoint_busy"
     assert DeviceCommand.objects.filter(inflight_endpoint=kit.io1).count() == 1
     state(ack(rule_command), True)  # the sent command ends: the endpoint is free
@@ -215,22 +215,22 @@ def test_a_newer_manual_command_replaces_an_unsent_one_and_moves_the_hold(
     operator: User,
 ) -> None:
     kit = make_farm()
-    first = _manual(kit, operator, True).intent
+    first = _manual(kit, operator, True).command
     other = User.objects.create_user(username="piet")
-    second = _manual(kit, other, False).intent
+    second = _manual(kit, other, False).command
     assert _statuses(kit) == [
         ("manual", True, "expired", "superseded"),
         ("manual", False, "pending_dispatch", ""),
     ]
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
-    assert (hold.intent_id, hold.requested_by_id) == (second.pk, other.pk)
+    assert (hold.command_id, hold.requested_by_id) == (second.pk, other.pk)
     assert first.pk != second.pk
 
 
 def test_rule_decisions_during_the_hold_end_suppressed_manual_override(operator: User) -> None:
     kit = make_farm()
     rule = kit.rule(target_value=True)
-    manual = _manual(kit, operator, False).intent
+    manual = _manual(kit, operator, False).command
     assert _crossing(kit, 0) == []
     assert _crossing(kit, 1, temp=35) == []
     executions = AutomationRuleExecution.objects.filter(rule=rule)
@@ -260,7 +260,7 @@ def test_after_the_hold_expires_rules_act_again(operator: User) -> None:
 def test_a_cancelled_hold_lets_rules_act_again_and_is_audited(operator: User) -> None:
     kit = make_farm()
     kit.rule(target_value=True)
-    manual = dispatch(_manual(kit, operator, False).intent)
+    manual = dispatch(_manual(kit, operator, False).command)
     assert _crossing(kit, 0) == []
     boss = User.objects.create_user(username="bea")
     assert endpoint_hold_cancel(endpoint_id=kit.io1.pk, actor=boss, reason="harvest is over")
@@ -268,7 +268,7 @@ def test_a_cancelled_hold_lets_rules_act_again_and_is_audited(operator: User) ->
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
     assert hold.cancelled_at is not None and hold.cancelled_by_id == boss.pk
     assert hold.cancel_reason == "harvest is over"
-    note = CommandTransition.objects.get(intent=manual, reason_code=ReasonCode.HOLD_CANCELLED)
+    note = CommandTransition.objects.get(command=manual, reason_code=ReasonCode.HOLD_CANCELLED)
     assert "by bea: harvest is over" in note.detail
     # The manual command keeps its course (sent); the rule's new decision queues behind it.
     assert len(_crossing(kit, 1)) == 1
@@ -283,7 +283,7 @@ def test_a_repeated_request_creates_no_second_intent(operator: User) -> None:
     first = _manual(kit, operator, True, key="req-1")
     again = _manual(kit, operator, True, key="req-1")
     assert first.created and not again.created
-    assert again.intent.pk == first.intent.pk
+    assert again.command.pk == first.command.pk
     assert DeviceCommand.objects.count() == 1
     assert CommandTransition.objects.count() == 1
     assert again.hold_until == first.hold_until
@@ -294,9 +294,9 @@ def test_a_repeated_request_creates_no_second_intent(operator: User) -> None:
 
 def test_a_support_retry_of_a_manual_command_stays_manual(operator: User) -> None:
     kit = make_farm()
-    manual = dispatch(_manual(kit, operator, True).intent)
-    assert command_intent_mark_failed(intent_id=manual.pk, actor="sam", reason="stuck relay")
-    retry = command_intent_retry(intent_id=manual.pk, actor="sam", reason="relay fixed").intent
+    manual = dispatch(_manual(kit, operator, True).command)
+    assert command_mark_failed(command_id=manual.pk, actor="sam", reason="stuck relay")
+    retry = command_retry(command_id=manual.pk, actor="sam", reason="relay fixed").command
     assert (retry.origin, retry.rule_id, retry.rule_execution_id) == ("manual", None, None)
     assert retry.requested_by_id == operator.pk and retry.retry_of_id == manual.pk
     assert _send(retry).status == CommandStatus.DISPATCHED
@@ -304,8 +304,8 @@ def test_a_support_retry_of_a_manual_command_stays_manual(operator: User) -> Non
 
 def test_the_timeline_names_the_origin_and_who_asked(operator: User) -> None:
     kit = make_farm()
-    intent = dispatch(_manual(kit, operator, True).intent)
-    timeline = command_timeline(intent=intent)
+    intent = dispatch(_manual(kit, operator, True).command)
+    timeline = command_timeline(command=intent)
     assert timeline.ids["origin"] == "manual" and timeline.ids["requestedBy"] == "olga"
     assert timeline.ids["ruleId"] is None and timeline.ids["eventId"] is None
     stages = [e.stage for e in timeline.entries]
@@ -324,7 +324,7 @@ def test_the_timeline_names_the_origin_and_who_asked(operator: User) -> None:
 def test_a_rule_timeline_names_its_origin_too() -> None:
     kit = make_farm()
     kit.rule()
-    timeline = command_timeline(intent=make_intent(kit))
+    timeline = command_timeline(command=make_intent(kit))
     assert timeline.ids["origin"] == "rule" and timeline.ids["requestedBy"] is None
     assert [e.stage for e in timeline.entries] == ["telemetry", "event", "execution", "command"]
 
@@ -337,7 +337,7 @@ def test_the_database_refuses_a_rule_intent_without_its_rule(operator: User) -> 
         DeviceCommand.objects.filter(pk=intent.pk).update(rule_execution=None)
     with pytest.raises(IntegrityError), transaction.atomic():
         DeviceCommand.objects.filter(pk=intent.pk).update(rule=None)
-    manual = _manual(kit, operator).intent
+    manual = _manual(kit, operator).command
     with pytest.raises(IntegrityError), transaction.atomic():
         DeviceCommand.objects.filter(pk=manual.pk).update(origin=CommandOrigin.RULE)
 
@@ -359,7 +359,7 @@ def _held_batch(n: int, tag: str, user: User) -> int:
         messages=[InboundTelemetry(k.sensor.serial_number, payload, NOW) for k in kits]
     ).pending_event_ids
     cost, result = _counted(lambda: endpoint_events_evaluate(event_ids=events))
-    assert result.pending_intent_ids == []
+    assert result.pending_command_ids == []
     assert result.outcomes == {"suppressed": n}
     return cost
 

@@ -16,10 +16,10 @@ from automation.models import (
     CommandCooldown,
     DeviceCommand,
 )
-from automation.services.dispatch import command_intent_dispatch
+from automation.services.dispatch import command_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
-from automation.services.reconcile import command_intent_reconcile
+from automation.services.reconcile import command_reconcile
 from devices.mqtt.messages import InboundTelemetry
 from tests.automation.conftest import reply
 from tests.devices.factories import FarmKit, make_farm
@@ -47,20 +47,20 @@ def _reading(kit: FarmKit, temp: float) -> list[int]:
     """A sensor reading, evaluated; returns the intents created for it."""
     return endpoint_events_evaluate(
         event_ids=_telemetry(kit.sensor.serial_number, temp=temp)
-    ).pending_intent_ids
+    ).pending_command_ids
 
 
 def _relay(kit: FarmKit, **values: Any) -> None:
     """The relay's ordinary telemetry; commands it may prove are reconciled."""
     _telemetry(kit.actuator.serial_number, **values)
     for intent in DeviceCommand.objects.filter(status__in=["dispatched", "acknowledged"]):
-        command_intent_reconcile(intent_id=intent.pk)
+        command_reconcile(command_id=intent.pk)
 
 
 def _dispatch(intent_id: int) -> DeviceCommand:
     sent: list[str] = []
-    outcome = command_intent_dispatch(
-        intent_id=intent_id,
+    outcome = command_dispatch(
+        command_id=intent_id,
         publish=lambda topic, body: sent.append(topic) or len(sent),
         trust_cache=False,  # on_commit hooks (which clear the cache marker) wait for commit
     )
@@ -149,7 +149,7 @@ def test_a_reading_received_before_the_request_was_published_proves_nothing() ->
     received = timezone.now() - timedelta(seconds=5)
     payload = json.dumps({"ts": _ts(), "values": {"io1": True}})
     telemetry_ingest(messages=[InboundTelemetry(kit.actuator.serial_number, payload, received)])
-    assert command_intent_reconcile(intent_id=intent.pk) == "dispatched"
+    assert command_reconcile(command_id=intent.pk) == "dispatched"
 
 
 def test_a_command_whose_target_the_device_already_reported_needs_a_state_report() -> None:
@@ -161,7 +161,7 @@ def test_a_command_whose_target_the_device_already_reported_needs_a_state_report
     # As if the relay had reported "on" just before the request went out.
     DeviceCommand.objects.filter(pk=pk).update(prior_value=True, prior_value_at=timezone.now())
     _relay(kit, io1=True)
-    assert command_intent_reconcile(intent_id=intent.pk) == "dispatched"
+    assert command_reconcile(command_id=intent.pk) == "dispatched"
     assert _state(intent, True) == "applied/state_reported"
 
 
@@ -296,15 +296,15 @@ def test_a_cooldown_holds_only_its_value() -> None:
 
 
 def test_a_support_retry_lifts_the_cooldown() -> None:
-    from automation.services.support import command_intent_retry
+    from automation.services.support import command_retry
 
     kit = make_farm()
     kit.rule(operator="gt", threshold_value=30, target_value=True)
     failed = _failed_once(kit)
     assert _reading(kit, 31) == []
-    retry = command_intent_retry(intent_id=failed.pk, actor="sam", reason="firmware updated")
+    retry = command_retry(command_id=failed.pk, actor="sam", reason="firmware updated")
     assert retry.created and not CommandCooldown.objects.exists()
-    assert _refuse(_dispatch(retry.intent.pk)) == "failed/invalid_param"
+    assert _refuse(_dispatch(retry.command.pk)) == "failed/invalid_param"
     assert CommandCooldown.objects.get().failures == 1  # a new chain after the retry
 
 
@@ -407,8 +407,8 @@ def test_a_command_replaced_while_the_dispatcher_claims_it_never_goes_out(monkey
     def dispatcher() -> None:
         try:
             locked.wait(5)
-            command_intent_dispatch(
-                intent_id=on,
+            command_dispatch(
+                command_id=on,
                 publish=lambda topic, body: sent.append(topic) or 1,
                 trust_cache=False,
             )
@@ -435,7 +435,7 @@ def test_telemetry_the_device_sends_before_the_brokers_puback_proves_the_command
         _telemetry(kit.actuator.serial_number, io1=True)
         return 1
 
-    command_intent_dispatch(intent_id=pk, publish=publish, trust_cache=False)
-    command_intent_reconcile(intent_id=pk)
+    command_dispatch(command_id=pk, publish=publish, trust_cache=False)
+    command_reconcile(command_id=pk)
     intent = DeviceCommand.objects.get(pk=pk)
     assert (intent.status, intent.status_reason) == ("applied", "telemetry_matched")

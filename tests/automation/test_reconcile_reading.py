@@ -16,11 +16,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from automation.models import DeviceCommand
-from automation.services.dispatch import command_intents_dispatch
+from automation.services.dispatch import commands_dispatch
 from automation.services.ingest import telemetry_ingest
 from automation.services.reconcile import (
     Evidence,
-    command_intents_reconcile,
+    commands_reconcile,
     decide,
     reading_may_decide,
 )
@@ -64,7 +64,7 @@ def test_a_reading_changes_no_verdict_where_reconcile_does_not_read_one(status: 
 
 def _dispatched(n: int, tag: str) -> list[DeviceCommand]:
     ids = _commands(_farms(n, tag))
-    command_intents_dispatch(intent_ids=ids, publish_many=_publish_many, trust_cache=False)
+    commands_dispatch(command_ids=ids, publish_many=_publish_many, trust_cache=False)
     return list(DeviceCommand.objects.filter(pk__in=ids).order_by("pk"))
 
 
@@ -81,7 +81,7 @@ def test_a_reading_alone_applies_its_commands_through_the_hot_path(size: int) ->
     commands = _dispatched(size, f"rd{size}")
     _relay_reports(commands, True)
     with statements_counted() as count:
-        reached = command_intents_reconcile(intent_ids=[c.pk for c in commands])
+        reached = commands_reconcile(command_ids=[c.pk for c in commands])
     assert set(reached.values()) == {CommandStatus.APPLIED}
     assert orm_statements(count) == []
     assert sum(TELEMETRY in s for s in count.hot) == 1
@@ -92,7 +92,7 @@ def test_a_reading_alone_applies_its_commands_through_the_hot_path(size: int) ->
 def test_a_batch_settled_by_its_receipts_reads_no_telemetry() -> None:
     ids = _answered(_farms(3, "rs"))  # acknowledged and reported applied
     with statements_counted() as count:
-        reached = command_intents_reconcile(intent_ids=ids)
+        reached = commands_reconcile(command_ids=ids)
     assert set(reached.values()) == {CommandStatus.APPLIED}
     assert not [s for s in count.hot if TELEMETRY in s]
 
@@ -100,7 +100,7 @@ def test_a_batch_settled_by_its_receipts_reads_no_telemetry() -> None:
 def test_a_reading_of_another_value_proves_nothing() -> None:
     commands = _dispatched(2, "rn")
     _relay_reports(commands, False)
-    reached = command_intents_reconcile(intent_ids=[c.pk for c in commands])
+    reached = commands_reconcile(command_ids=[c.pk for c in commands])
     assert set(reached.values()) == {CommandStatus.DISPATCHED}
 
 
@@ -111,7 +111,7 @@ def test_the_telemetry_read_is_served_by_an_index() -> None:
     commands = _dispatched(3, "ri")
     _relay_reports(commands, True)
     with CaptureQueriesContext(connection) as queries:
-        command_intents_reconcile(intent_ids=[c.pk for c in commands])
+        commands_reconcile(command_ids=[c.pk for c in commands])
     reads = [q["sql"] for q in queries.captured_queries if TELEMETRY in q["sql"]]
     assert len(reads) == 1
     with connection.cursor() as cursor:

@@ -14,7 +14,7 @@ from automation.keys import target_value_key
 from automation.models import CommandCooldown, DeviceCommand, DeviceCommandReceipt
 from automation.services.cooldown import command_cooldowns_clear
 from automation.services.latency import StageTimes, command_stage_times
-from automation.services.reconcile import command_intents_reconcile
+from automation.services.reconcile import commands_reconcile
 from automation.services.reconcile_sql import commands_lock_read
 from common.hot_sql import statements_counted
 from tests.automation.conftest import make_intent
@@ -36,7 +36,7 @@ def _commands(n: int, tag: str) -> list[DeviceCommand]:
 
 def _receipt(command: DeviceCommand, kind: str, seconds: int, *, mismatch: bool = False) -> None:
     DeviceCommandReceipt.objects.create(
-        intent=command,
+        command=command,
         device=command.target_device,
         serial_number=command.target_serial_number,
         receipt_type=kind,
@@ -100,11 +100,11 @@ def test_the_cooldowns_of_applied_pairs_go_in_one_statement() -> None:
 
 def test_the_stage_times_are_read_in_one_statement_as_the_orm_reads_them() -> None:
     applied = _answered(_farms(2, "t"))
-    command_intents_reconcile(intent_ids=applied)
+    commands_reconcile(command_ids=applied)
     pending = [c.pk for c in _commands(1, "tp")]
     ids = [*applied, *pending, -1]
     with statements_counted() as count:
-        times = command_stage_times(intent_ids=ids)
+        times = command_stage_times(command_ids=ids)
     assert (len(count.hot), count.orm) == (1, [])
     through_orm = DeviceCommand.objects.filter(pk__in=ids).values_list(
         "pk",

@@ -93,7 +93,7 @@ def test_a_rule_edited_through_the_api_is_obeyed_by_the_next_reading(
     assert rule_set_loads() == loads  # nothing changed: no rule read
     patched = client.patch(f"/api/v1/rules/{rule.pk}/", {"threshold_value": 20}, format="json")
     assert patched.status_code == 200, patched.content
-    assert _reading(kit, 27, ago_s=1).pending_intent_ids  # 27 > 20: the edit decides
+    assert _reading(kit, 27, ago_s=1).pending_command_ids  # 27 > 20: the edit decides
     assert rule_set_loads() == loads + 1
 
 

@@ -53,7 +53,7 @@ def test_the_higher_priority_rule_wins_the_endpoint_and_the_other_names_it() -> 
     )
     evaluate(ingest(kit.sensor.serial_number, temp=31, humidity=90))
     winner = AutomationRuleExecution.objects.get(rule=cooling)
-    assert winner.outcome == ExecutionOutcome.INTENT_CREATED
+    assert winner.outcome == ExecutionOutcome.COMMAND_CREATED
     assert outcome_of(humid.pk) == ("discarded", ReasonCode.LOWER_PRIORITY, winner.pk)
     intent = DeviceCommand.objects.get()
     assert (intent.rule_id, intent.target_value) == (cooling.pk, True)
@@ -69,7 +69,7 @@ def test_equal_priorities_resolve_to_the_newest_reading() -> None:
     ids += ingest(kit.sensor.serial_number, ts="2026-11-29T11:59:00Z", humidity=90)
     evaluate(ids)
     newest = AutomationRuleExecution.objects.get(rule=by_humidity)
-    assert newest.outcome == ExecutionOutcome.INTENT_CREATED
+    assert newest.outcome == ExecutionOutcome.COMMAND_CREATED
     assert outcome_of(by_temp.pk) == ("discarded", ReasonCode.LOWER_PRIORITY, newest.pk)
     assert DeviceCommand.objects.get().target_value is False
 
@@ -135,7 +135,7 @@ def test_a_message_with_the_trigger_and_a_condition_decides_the_rule_once() -> N
     evaluate(ingest(kit.sensor.serial_number, temp=31, humidity=50))
     executions = list(AutomationRuleExecution.objects.filter(rule=rule).order_by("pk"))
     assert len(executions) == 2
-    (winner,) = [e for e in executions if e.outcome == ExecutionOutcome.INTENT_CREATED]
+    (winner,) = [e for e in executions if e.outcome == ExecutionOutcome.COMMAND_CREATED]
     (other,) = [e for e in executions if e is not winner]
     assert (other.outcome, other.failure_reason, other.won_by_id) == (
         ExecutionOutcome.DISCARDED,

@@ -126,7 +126,7 @@ def test_a_due_occurrence_sends_the_command_with_origin_schedule_once() -> None:
     assert run_due(at + timedelta(seconds=5)) == {}  # nothing more is due
     # The row, run again (a redelivered task, a second claim), finds it completed.
     assert DeviceCommand.objects.count() == 1
-    timeline = command_timeline(intent=intent)
+    timeline = command_timeline(command=intent)
     assert timeline.ids["origin"] == "schedule"
     assert timeline.ids["occurrenceId"] == execution.occurrence_id
     assert any("rule schedule occurrence" in e.what for e in timeline.entries)
@@ -224,7 +224,7 @@ def test_a_manual_hold_suppresses_the_scheduled_decision() -> None:
     assert (execution.outcome, execution.failure_reason, execution.suppressed_by_id) == (
         ExecutionOutcome.SUPPRESSED,
         ReasonCode.MANUAL_OVERRIDE,
-        manual.intent.pk,
+        manual.command.pk,
     )
     assert DeviceCommand.objects.filter(origin=CommandOrigin.SCHEDULE).count() == 0
 

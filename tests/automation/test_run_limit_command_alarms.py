@@ -1,5 +1,5 @@
 """A command that ends failed, expired or uncertain raises its alarm in the transaction of that
-move (``commands_transition``), as the farm's alarm policy chooses; one the system or a person
+move (``guarded_transitions_apply``), as the farm's alarm policy chooses; one the system or a person
 chose to end (superseded before it was sent, marked failed by support) raises none, and a
 batch of commands that end costs the same statements however many ended."""
 
@@ -17,8 +17,8 @@ from django.utils import timezone
 from alarms.models import Alarm, AlarmPolicy
 from automation.models import DeviceCommand
 from automation.services.manual import endpoint_command_manual
-from automation.services.support import command_intent_mark_failed
-from automation.services.transitions import GuardedTransition, Transition, commands_transition
+from automation.services.support import command_mark_failed
+from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ReasonCode
 from tests.automation.conftest import make_intent
 from tests.devices.factories import FarmKit, make_farm
@@ -33,7 +33,7 @@ def _pending(kit: FarmKit) -> DeviceCommand:
 
 def _end(commands: list[DeviceCommand], to: CommandStatus, reason: ReasonCode) -> None:
     moves = [GuardedTransition(c, [Transition(to, reason)]) for c in commands]
-    assert len(commands_transition(moves, now=timezone.now())) == len(commands)
+    assert len(guarded_transitions_apply(moves, now=timezone.now())) == len(commands)
 
 
 def _alarms() -> list[tuple[str, int, str, str]]:
@@ -78,10 +78,10 @@ def test_ends_the_system_or_a_person_chose_raise_nothing() -> None:
     # A manual command replaces the rule's unsent one (expired/superseded) ...
     manual = endpoint_command_manual(
         endpoint_id=kit.io1.pk, value=False, actor=user, reason="off for the harvest"
-    ).intent
+    ).command
     assert DeviceCommand.objects.get(pk=replaced.pk).status_reason == ReasonCode.SUPERSEDED
     # ... and support marks the manual one failed by hand.
-    assert command_intent_mark_failed(intent_id=manual.pk, actor="support", reason="stuck")
+    assert command_mark_failed(command_id=manual.pk, actor="support", reason="stuck")
     assert _alarms() == []
 
 
@@ -97,7 +97,7 @@ def test_an_applied_command_raises_nothing() -> None:
             {"applied_at": at},
         )
     ]
-    assert commands_transition(moves, now=at)
+    assert guarded_transitions_apply(moves, now=at)
     assert _alarms() == []
 
 
@@ -120,6 +120,6 @@ def test_a_batch_that_ends_without_alarms_or_limits_costs_no_extra_statement() -
             GuardedTransition(c, [Transition(CommandStatus.ACKNOWLEDGED, ReasonCode.ACKNOWLEDGED)])
             for c in fresh
         ]
-        return _counted(lambda: commands_transition(moves, now=timezone.now()) and None)
+        return _counted(lambda: guarded_transitions_apply(moves, now=timezone.now()) and None)
 
     assert moved(1) == moved(4) == 2  # one UPDATE, one INSERT of audit rows

@@ -16,10 +16,10 @@ from django.utils import timezone
 
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.commands import command_transition
-from automation.services.dispatch import command_intent_dispatch
+from automation.services.dispatch import command_dispatch
 from automation.services.manual import endpoint_command_manual
 from automation.services.run_limit_due import run_limit_run
-from automation.services.support import command_intent_mark_failed
+from automation.services.support import command_mark_failed
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from devices.models import DeviceInstanceEndpoint
 from scheduler.models import DueWork
@@ -45,7 +45,7 @@ def safe_farm(safe_value: Any = False) -> FarmKit:
 def applied(intent: DeviceCommand, value: Any = True) -> DeviceCommand:
     """Dispatched (on the database's word alone: a test commits no on_commit release of the
     endpoint), acknowledged and reported: the command is ``applied``."""
-    command_intent_dispatch(intent_id=intent.pk, publish=fake_publish, trust_cache=False)
+    command_dispatch(command_id=intent.pk, publish=fake_publish, trust_cache=False)
     done = state(ack(DeviceCommand.objects.get(pk=intent.pk)), value)
     assert done.status == CommandStatus.APPLIED
     return done
@@ -123,7 +123,7 @@ def test_the_follow_up_returns_to_the_safe_value_and_is_applied_once() -> None:
     # The normal dispatcher sends it; applied only on the device's word, once.
     done = applied(follow_up, False)
     assert done.origin == CommandOrigin.RUN_LIMIT
-    moves = CommandTransition.objects.filter(intent=done, to_status=CommandStatus.APPLIED)
+    moves = CommandTransition.objects.filter(command=done, to_status=CommandStatus.APPLIED)
     assert moves.count() == 1
     # The follow-up carries no limit of its own: no further row.
     assert not DueWork.objects.filter(scheduler_key=f"run-limit:{done.pk}").exists()
@@ -136,7 +136,7 @@ def test_the_limits_own_value_wins_over_the_safe_value() -> None:
     pe.save(update_fields=["safe_value"])
     kit.rule(target_endpoint=kit.fan, target_value=80, max_on_s=60, max_on_value=20)
     command = make_intent(kit)
-    command_intent_dispatch(intent_id=command.pk, publish=fake_publish, trust_cache=False)
+    command_dispatch(command_id=command.pk, publish=fake_publish, trust_cache=False)
     sent = ack(DeviceCommand.objects.get(pk=command.pk))
     body = {"commandId": sent.device_command_id, "reportedState": {"fan": 80}}
     command = reply(sent, "state", body | {"appliedAt": timezone.now().isoformat()})
@@ -152,7 +152,7 @@ def test_a_later_command_on_the_endpoint_drops_the_follow_up() -> None:
     user = User.objects.create_user(username="olga")
     later = endpoint_command_manual(
         endpoint_id=kit.io1.pk, value=True, actor=user, reason="keep it on"
-    ).intent
+    ).command
     assert run_due(row_of(command).scheduled_on).get("deactivated") == 1
     row = row_of(command)
     assert (row.status, row.failure_reason_code) == (
@@ -169,8 +169,8 @@ def test_a_later_command_that_failed_does_not_drop_the_follow_up() -> None:
     user = User.objects.create_user(username="olga")
     later = endpoint_command_manual(
         endpoint_id=kit.io1.pk, value=True, actor=user, reason="keep it on"
-    ).intent
-    assert command_intent_mark_failed(intent_id=later.pk, actor="support", reason="stuck")
+    ).command
+    assert command_mark_failed(command_id=later.pk, actor="support", reason="stuck")
     run_due(row_of(command).scheduled_on)
     assert [c.target_value for c in follow_ups(kit)] == [False]
 
@@ -190,8 +190,8 @@ def test_a_manual_command_carries_the_limit() -> None:
     result = endpoint_command_manual(
         endpoint_id=kit.io1.pk, value=True, actor=user, reason="dry run", max_on_s=120
     )
-    assert (result.intent.max_on_s, result.intent.max_on_value) == (120, None)
-    command = applied(result.intent)
+    assert (result.command.max_on_s, result.command.max_on_value) == (120, None)
+    command = applied(result.command)
     assert row_of(command).scheduled_on == command.applied_at + timedelta(seconds=120)
     run_due(row_of(command).scheduled_on)
     assert [c.target_value for c in follow_ups(kit)] == [False]
@@ -261,7 +261,7 @@ def test_handlers_and_workers_racing_on_the_row_create_and_apply_one_follow_up()
     [follow_up] = follow_ups(kit)
     assert row_of(command).status == SchedulerStatus.COMPLETED
     done = applied(follow_up, False)
-    assert CommandTransition.objects.filter(intent=done, to_status="applied").count() == 1
+    assert CommandTransition.objects.filter(command=done, to_status="applied").count() == 1
 
 
 def test_the_command_page_shows_the_limit(support: Client) -> None:

@@ -11,7 +11,12 @@ import pytest
 
 from automation.services import spine
 from automation.services.spine import Committed, Hop, hand_on, next_stages
-from common.handoff import COMMANDS_DISPATCH, COMMANDS_RECONCILE, EVENTS_EVALUATE, METRICS_TOUCHED
+from config.task_names import (
+    COMMANDS_DISPATCH,
+    COMMANDS_RECONCILE,
+    EVENTS_EVALUATE,
+    METRICS_TOUCHED,
+)
 
 TASKS = Path(__file__).resolve().parents[2] / "automation" / "tasks.py"
 # The tasks a crossing passes through, and the sweeps that stand in for a lost hand-off.
@@ -20,9 +25,9 @@ SPINE_TASKS = {
     "device_messages_reconcile_task",
     "endpoint_events_evaluate_task",
     "endpoint_events_sweep_task",
-    "command_intents_dispatch_task",
-    "command_intents_reconcile_task",
-    "command_intents_sweep_task",
+    "commands_dispatch_task",
+    "commands_reconcile_task",
+    "commands_sweep_task",
 }
 
 

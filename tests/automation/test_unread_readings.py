@@ -20,7 +20,8 @@ from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services import edge
 from automation.services.ingest import IngestResult, telemetry_ingest
 from automation.states import EventStatus
-from common.handoff import COMMANDS_RECONCILE, EVENTS_EVALUATE, Nudger
+from common.handoff import Nudger
+from config.task_names import COMMANDS_RECONCILE, EVENTS_EVALUATE
 from devices.models import DeviceMessageKind
 from devices.mqtt.messages import DeviceMessage, InboundTelemetry
 from devices.readings import device_readings

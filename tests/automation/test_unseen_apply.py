@@ -15,10 +15,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from automation.models import AutomationRuleExecution, DeviceCommand
-from automation.services.dispatch import command_intent_dispatch
+from automation.services.dispatch import command_dispatch
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import telemetry_ingest
-from automation.services.reconcile import command_intent_reconcile
+from automation.services.reconcile import command_reconcile
 from automation.services.targets import target_states_load
 from automation.states import CommandStatus
 from devices.mqtt.messages import InboundTelemetry
@@ -44,9 +44,9 @@ def _sent_and_never_answered(command: DeviceCommand) -> tuple[DeviceCommand, dat
     command and the time after its last sending."""
     now = timezone.now()
     for _ in range(2 * settings.COMMAND_MAX_ATTEMPTS):
-        command_intent_dispatch(intent_id=command.pk, publish=fake_publish, now=now)
+        command_dispatch(command_id=command.pk, publish=fake_publish, now=now)
         now += timedelta(seconds=1)
-        command_intent_reconcile(intent_id=command.pk, now=now)  # past the ack deadline
+        command_reconcile(command_id=command.pk, now=now)  # past the ack deadline
         now += timedelta(seconds=1)
         command = DeviceCommand.objects.get(pk=command.pk)
         if command.status == CommandStatus.EXPIRED:

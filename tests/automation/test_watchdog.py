@@ -119,13 +119,16 @@ def test_a_silence_fires_once_however_often_the_sweep_and_the_row_run() -> None:
         assert sweep(due + timedelta(seconds=5 * later)) == []
         assert run_due(due + timedelta(seconds=5 * later)) == {}
     assert commands_of(watchdog) == [(CommandOrigin.WATCHDOG, False)]
-    timeline = command_timeline(intent=DeviceCommand.objects.get(rule=watchdog))
+    timeline = command_timeline(command=DeviceCommand.objects.get(rule=watchdog))
     assert any("watchdog" in entry.detail for entry in timeline.entries)
     assert [e.what for e in timeline.entries if e.stage == "alarm"] == [
         "major watchdog alarm raised -> active"
     ]
     execution = AutomationRuleExecution.objects.get(rule=watchdog)
-    assert (execution.occurrence_id, execution.outcome) == (row.pk, ExecutionOutcome.INTENT_CREATED)
+    assert (execution.occurrence_id, execution.outcome) == (
+        row.pk,
+        ExecutionOutcome.COMMAND_CREATED,
+    )
     alarm = Alarm.objects.get()
     assert (alarm.source, alarm.source_id, alarm.type) == ("rule", watchdog.pk, "watchdog")
     assert (alarm.severity, alarm.status, alarm.count) == ("major", AlarmStatus.ACTIVE, 1)
@@ -237,7 +240,7 @@ def test_while_silent_it_holds_the_heater_against_a_lower_priority_rule() -> Non
     reading(kit, due + timedelta(seconds=30), temp=15)  # the probe is back: the hold ends
     reading(kit, due + timedelta(seconds=40), humidity=95)
     latest = AutomationRuleExecution.objects.filter(rule=humid).order_by("pk").last()
-    assert latest is not None and latest.outcome == ExecutionOutcome.INTENT_CREATED
+    assert latest is not None and latest.outcome == ExecutionOutcome.COMMAND_CREATED
 
 
 def test_an_edit_or_deactivation_before_due_time_deactivates_the_row() -> None:

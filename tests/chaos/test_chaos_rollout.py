@@ -297,8 +297,8 @@ def _problems(run: Run, rollout: Rollout) -> tuple[list[str], int, int]:
     per_endpoint = Counter(c.target_device_endpoint_id for c in ours)
     applied_moves = Counter(
         CommandTransition.objects.filter(
-            intent__in=[c.pk for c in commands.values()], to_status=CommandStatus.APPLIED
-        ).values_list("intent_id", flat=True)
+            command__in=[c.pk for c in commands.values()], to_status=CommandStatus.APPLIED
+        ).values_list("command_id", flat=True)
     )
     counters = counters_read(run.counters_path)
     seen: dict[str, set[str]] = {}

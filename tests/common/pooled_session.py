@@ -67,7 +67,7 @@ def hot_path() -> None:
         evaluated = endpoint_events_evaluate(event_ids=ingested.pending_event_ids)
         assert evaluated.processed == len(ingested.pending_event_ids), evaluated
         ts = (now - timedelta(seconds=4)).isoformat()
-    assert len(evaluated.pending_intent_ids) <= len(kits)
+    assert len(evaluated.pending_command_ids) <= len(kits)
     farm = kits[0].farm
     try:
         with transaction.atomic():

@@ -81,7 +81,7 @@ def _seed() -> tuple[int, int, int]:
         duration_ms=1,
         worker="w",
     )
-    return user.pk, made.intent.pk, row.pk
+    return user.pk, made.command.pk, row.pk
 
 
 @pytest.mark.postgres
@@ -117,7 +117,7 @@ def test_the_renamed_models_keep_their_tables_keys_rows_and_grants() -> None:
     assert after["nodes"] == catalog["nodes"]
     assert {name: after["keys"].get(name) for name in catalog["keys"]} == catalog["keys"]
     assert DeviceCommand.objects.get(pk=command_id).request_reason == "vent check"
-    assert CommandTransition.objects.filter(intent_id=command_id).exists()
+    assert CommandTransition.objects.filter(command_id=command_id).exists()
     assert DueWork.objects.get(pk=row_id).transitions.count() == 1
     assert TraceRecord.objects.filter(scheduler_id=row_id).count() == 1
     for app, old, new, _model in RENAMES:

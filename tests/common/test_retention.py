@@ -116,7 +116,7 @@ def test_an_ended_command_goes_with_its_transitions_and_frees_its_chain(
     alpha, _ = tenants
     alpha.kit.rule()
     ended = _ended_command(alpha)
-    assert CommandTransition.objects.filter(intent=ended).exists()
+    assert CommandTransition.objects.filter(command=ended).exists()
     # Past the raw retention only: the command and its execution stay, its event goes (an
     # execution outlives its reading: 180 days against 30), the reading waits for the rollups.
     retention_prune(now=_later(31))

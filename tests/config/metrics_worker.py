@@ -24,7 +24,7 @@ def main(count: int) -> None:
     for _ in range(count):
         task_postrun.send(sender=task, task=task, state="SUCCESS", retval=5)
         transition = CommandTransition(
-            intent=intent,
+            command=intent,
             from_status="dispatched",
             to_status="acknowledged",
             reason_code="acknowledged",

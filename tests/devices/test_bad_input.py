@@ -166,7 +166,7 @@ def intent(kit: FarmKit) -> DeviceCommand:
     ids = telemetry_ingest(
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, timezone.now())]
     ).pending_event_ids
-    pk = endpoint_events_evaluate(event_ids=ids).pending_intent_ids[0]
+    pk = endpoint_events_evaluate(event_ids=ids).pending_command_ids[0]
     DeviceCommand.objects.filter(pk=pk).update(
         device_command_id=KNOWN_COMMAND, status="dispatched", attempt_count=1
     )

@@ -18,6 +18,7 @@ from automation.models import AutomationEndpointEvent, DeviceCommandReceipt
 from automation.services import edge
 from automation.services.evaluate import endpoint_events_pending
 from common.handoff import Nudger
+from config.task_names import COMMANDS_RECONCILE
 from devices.models import DeviceMessageRejection, Telemetry
 from devices.mqtt.bridge import MqttBridge
 from devices.readings import Reading, device_readings
@@ -136,11 +137,11 @@ def test_replies_are_committed_as_receipts_and_refusals_as_rejections(
     )
 
     wait_for(lambda: bridge.stats.acked >= 3, "all three acknowledged")
-    assert DeviceCommandReceipt.objects.filter(intent=command).count() == 1
+    assert DeviceCommandReceipt.objects.filter(command=command).count() == 1
     reasons = set(
         DeviceMessageRejection.objects.filter(received_at__gte=command.created_at).values_list(
             "reason_code", flat=True
         )
     )
     assert {"invalid_json", "unknown_device"} <= reasons
-    assert "automation.command_intents_reconcile" in broker_down
+    assert COMMANDS_RECONCILE in broker_down

@@ -14,7 +14,7 @@ from automation.models import AutomationEndpointEvent, DeviceCommand
 from automation.services.evaluate import endpoint_events_evaluate
 from automation.services.ingest import MAX_TELEMETRY_BYTES, telemetry_accept, telemetry_ingest
 from automation.services.rule_cache import endpoints_read
-from common.handoff import EVENTS_EVALUATE
+from config.task_names import EVENTS_EVALUATE
 from devices.models import DeviceMessageRejection, DeviceStatus, Telemetry
 from devices.mqtt.messages import InboundTelemetry
 from devices.readings import device_readings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from common.handoff import COMMANDS_DISPATCH, COMMANDS_RECONCILE, EVENTS_EVALUATE
+from config.task_names import COMMANDS_DISPATCH, COMMANDS_RECONCILE, EVENTS_EVALUATE
 from devtools.bench.distributed.cost import Counters, StepCost
 from devtools.bench.distributed.ingest_phase import PRODUCT, IngestFigures
 from devtools.bench.distributed.results import APPLIED, StepResult

@@ -17,7 +17,7 @@ def main(intent_id: int) -> None:
     import django
 
     django.setup()
-    from automation.services.dispatch import command_intent_dispatch
+    from automation.services.dispatch import command_dispatch
     from devices.mqtt.publisher import Publisher
 
     publisher = Publisher()
@@ -31,7 +31,7 @@ def main(intent_id: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
         raise AssertionError("unreachable")
 
-    outcome = command_intent_dispatch(intent_id=intent_id, publish=publish_then_die)
+    outcome = command_dispatch(command_id=intent_id, publish=publish_then_die)
     print(f"not published: {outcome}", file=sys.stderr)  # the test shows why
 
 

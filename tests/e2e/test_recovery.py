@@ -59,7 +59,7 @@ def test_dispatcher_killed_after_publish_recovers_without_a_second_apply(
     ids = telemetry_ingest(  # evaluated here, not by the worker: the child process dispatches
         messages=[InboundTelemetry(kit.sensor.serial_number, payload, now)]
     ).pending_event_ids
-    (intent_id,) = endpoint_events_evaluate(event_ids=ids).pending_intent_ids
+    (intent_id,) = endpoint_events_evaluate(event_ids=ids).pending_command_ids
     child = subprocess.run(
         [sys.executable, str(ROOT / "tests/e2e/dispatch_then_die.py"), str(intent_id)],
         cwd=ROOT,

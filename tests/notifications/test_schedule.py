@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from common.handoff import NOTIFICATION_DELIVER
+from config.task_names import NOTIFICATION_DELIVER
 from notifications.models import (
     Notification,
     NotificationTransition,

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 from django.core import mail
 
-from common.handoff import NOTIFICATION_DELIVER
 from config.celery import app as celery_app
+from config.task_names import NOTIFICATION_DELIVER
 from devtools.runtime import in_process_worker
 from notifications.models import InboxItem, Notification
 from notifications.services import notification_schedule

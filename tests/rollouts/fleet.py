@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from automation.models import DeviceCommand
-from automation.services.transitions import GuardedTransition, Transition, commands_transition
+from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ReasonCode
 from common.models import Organization
 from devices.models import (
@@ -118,7 +118,7 @@ def finish(commands: Sequence[int], status: str, now: datetime) -> None:
     """Move ``commands`` to ``status`` as the pipeline would, each edge guarded and audited."""
     for to, reason in _PATHS[status]:
         rows = list(DeviceCommand.objects.filter(pk__in=list(commands)))
-        commands_transition(
+        guarded_transitions_apply(
             [GuardedTransition(c, [Transition(to, reason, "test device")]) for c in rows],
             now=now,
         )

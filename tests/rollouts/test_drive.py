@@ -253,9 +253,9 @@ def test_a_manual_hold_outranks_the_rollout(olga: User) -> None:
     rollout_tick(rollout.pk, now=_at(1))
     target = RolloutTarget.objects.get(rollout=rollout, endpoint=held)
     assert (target.step, target.reason) == (TargetStep.SKIPPED, SkipReason.MANUAL_OVERRIDE)
-    assert DeviceCommand.objects.get(pk=manual.intent.pk).status == CommandStatus.PENDING_DISPATCH
+    assert DeviceCommand.objects.get(pk=manual.command.pk).status == CommandStatus.PENDING_DISPATCH
     assert len(sent_commands(rollout)) == 3
-    assert CommandTransition.objects.filter(intent__rollout_target__rollout=rollout).count() == 3
+    assert CommandTransition.objects.filter(command__rollout_target__rollout=rollout).count() == 3
 
 
 def test_a_held_lease_keeps_a_second_driver_out_until_it_runs_out(olga: User) -> None:

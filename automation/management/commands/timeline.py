@@ -44,8 +44,10 @@ class Command(BaseCommand):
         self.stdout.write(
             format_table(("at (UTC)", "stage", "try", "what", "reason", "detail"), rows)
         )
-        intent_id = timeline.ids.get("commandIntentId")
-        times = command_stage_times(intent_ids=[intent_id]).get(intent_id) if intent_id else None
+        command_id = timeline.ids.get("commandIntentId")
+        times = (
+            command_stage_times(command_ids=[command_id]).get(command_id) if command_id else None
+        )
         hops = times.hops(HOPS + TOTALS) if times is not None else []
         if hops:
             self.stdout.write("")

@@ -104,25 +104,25 @@ def step_account(
             "event_id", "outcome"
         )
     )
-    intents_qs = DeviceCommand.objects.filter(
+    commands_qs = DeviceCommand.objects.filter(
         rule_execution__event__in=events_qs, retry_of__isnull=True
     )
-    intents = {
+    commands = {
         row[0]: row[1:]
-        for row in intents_qs.values_list(
+        for row in commands_qs.values_list(
             "rule_execution__event_id", "pk", "status", "status_reason", "device_command_id",
             "created_at", "first_dispatched_at", "acknowledged_at", "applied_at",
         )
     }  # fmt: skip
     acked = _firsts(
         CommandTransition.objects.filter(
-            intent__in=intents_qs, to_status=CommandStatus.ACKNOWLEDGED
+            command__in=commands_qs, to_status=CommandStatus.ACKNOWLEDGED
         ),
         "at",
     )
     states = _firsts(
         DeviceCommandReceipt.objects.filter(
-            intent__in=intents_qs, receipt_type=ReceiptType.STATE_REPORT
+            command__in=commands_qs, receipt_type=ReceiptType.STATE_REPORT
         ),
         "received_at",
     )
@@ -133,20 +133,20 @@ def step_account(
             result.outcomes[crossing_outcome(event_status=None)] += 1
             continue
         event_id, status, reason, created_at, processed_at, received_at = event
-        intent = intents.get(event_id)
+        command = commands.get(event_id)
         result.outcomes[
             crossing_outcome(
                 event_status=status,
                 event_reason=reason,
                 execution=executions.get(event_id),
-                intent_status=intent[1] if intent else None,
-                intent_reason=intent[2] if intent else "",
+                command_status=command[1] if command else None,
+                command_reason=command[2] if command else "",
             )
         ] += 1
-        if intent is None:
+        if command is None:
             continue
         result.created += 1
-        pk, status, _, command_id, intent_at, dispatched, ack_at, applied_at = intent
+        pk, status, _, command_id, command_created_at, dispatched, ack_at, applied_at = command
         seen = first_seen.get(command_id or "")
         if seen is not None:
             result.reached += 1
@@ -156,7 +156,7 @@ def step_account(
         samples.append(
             _moments(
                 reading=o.ts, bridge_received=received_at, ingest_started=created_at,
-                intent_created=intent_at, event_processed=processed_at,
+                command_created=command_created_at, event_processed=processed_at,
                 dispatch_started=dispatched, device_received=seen, ack_received=ack_at,
                 state_received=states.get(pk), ack_reconciled=acked.get(pk),
                 applied=applied_at,
@@ -173,8 +173,8 @@ def _moments(**moments: datetime | None) -> dict[str, datetime | None]:
 
 
 def _firsts(rows: QuerySet[Any], column: str) -> dict[int, datetime]:
-    firsts = rows.values("intent_id").annotate(first=Min(column))
-    return dict(firsts.values_list("intent_id", "first"))
+    firsts = rows.values("command_id").annotate(first=Min(column))
+    return dict(firsts.values_list("command_id", "first"))
 
 
 def _ms(start: datetime, end: datetime) -> float:

@@ -28,8 +28,8 @@ def crossing_outcome(
     event_status: str | None,
     event_reason: str = "",
     execution: str | None = None,
-    intent_status: str | None = None,
-    intent_reason: str = "",
+    command_status: str | None = None,
+    command_reason: str = "",
 ) -> str:
     """What became of one offered crossing: applied, superseded (a newer reading or decision
     replaced it before it was sent), not needed (a command already asks for, or the device
@@ -44,14 +44,14 @@ def crossing_outcome(
         return NOT_NEEDED
     if execution != "intent_created":
         return f"{LOST}: execution {execution or 'missing'}"
-    if intent_status == APPLIED:
+    if command_status == APPLIED:
         return APPLIED
-    if intent_status == "expired" and intent_reason == "superseded":
+    if command_status == "expired" and command_reason == "superseded":
         return SUPERSEDED
-    if intent_status in LIVE:
-        return f"{LOST}: command still {intent_status}"
-    return f"{LOST}: command {intent_status or 'missing'}" + (
-        f"/{intent_reason}" if intent_reason else ""
+    if command_status in LIVE:
+        return f"{LOST}: command still {command_status}"
+    return f"{LOST}: command {command_status or 'missing'}" + (
+        f"/{command_reason}" if command_reason else ""
     )
 
 

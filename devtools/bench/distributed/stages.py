@@ -24,7 +24,7 @@ TIMELINE: tuple[tuple[str, str], ...] = (
     ("ingest_started", "the ingest task began (AutomationEndpointEvent.created_at)"),
     ("ingest_committed", "ingest committed the event (not recorded)"),
     ("evaluate_started", "the evaluate task began (not recorded)"),
-    ("intent_created", "evaluation decided (DeviceCommand.created_at)"),
+    ("command_created", "evaluation decided (DeviceCommand.created_at)"),
     ("event_processed", "the event was marked processed (processed_at)"),
     ("dispatch_started", "the dispatch task began (first_dispatched_at)"),
     ("device_received", "the RPC request reached the device (device side)"),

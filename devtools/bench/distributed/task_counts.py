@@ -10,14 +10,14 @@ import contextlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from common.handoff import (
+from config.celery import app as celery_app
+from config.tables import format_table
+from config.task_names import (
     COMMANDS_DISPATCH,
     COMMANDS_RECONCILE,
     EVENTS_EVALUATE,
     METRICS_TOUCHED,
 )
-from config.celery import app as celery_app
-from config.tables import format_table
 from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK
 
 # The tasks on a crossing's way, in its order; a deployment of today sends only the first

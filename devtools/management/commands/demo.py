@@ -231,13 +231,13 @@ class Command(BaseCommand):
             sys.stderr.write("\n")
         # The rollouts' commands and the greenhouse heater's have tables of their own.
         everything = DeviceCommand.objects.filter(created_at__gte=since)
-        intents = list(
+        commands = list(
             everything.exclude(origin=CommandOrigin.ROLLOUT).exclude(target_serial_number=HEATER)
         )
-        by_state = Counter((i.status, i.status_reason) for i in intents)
+        by_state = Counter((i.status, i.status_reason) for i in commands)
         relay_fault = {r: _fault_name(f) for _, r, f in pairs}
         faults: dict[str, Counter[str]] = {name: Counter() for name in relay_fault.values()}
-        for i in intents:
+        for i in commands:
             faults[relay_fault[i.target_serial_number]][i.status] += 1
         held = Counter(
             relay_fault[serial]
@@ -272,7 +272,7 @@ class Command(BaseCommand):
             )
         )
         origins: dict[str, Counter[str]] = {}
-        for i in intents:
+        for i in commands:
             origins.setdefault(i.origin, Counter())[i.status] += 1
         self.stdout.write(
             "\nCommands by origin (manual: asked by an operator, with a reason; "
@@ -292,8 +292,8 @@ class Command(BaseCommand):
             format_table(
                 ["measure", "commands", "p50 ms", "p99 ms"],
                 [
-                    _latency("ack", [(i.acknowledged_at, i) for i in intents]),
-                    _latency("applied", [(i.applied_at, i) for i in intents]),
+                    _latency("ack", [(i.acknowledged_at, i) for i in commands]),
+                    _latency("applied", [(i.applied_at, i) for i in commands]),
                 ],
             )
         )
@@ -317,12 +317,12 @@ class Command(BaseCommand):
                     created_at__gte=since, processing_status=EventStatus.PENDING
                 ).exists(),
             ),
-            ("some commands were applied", any(i.status == "applied" for i in intents)),
+            ("some commands were applied", any(i.status == "applied" for i in commands)),
             (
                 "the manual command was applied",
-                any(i.origin == "manual" and i.status == "applied" for i in intents),
+                any(i.origin == "manual" and i.status == "applied" for i in commands),
             ),
-            ("the scheduled command was applied exactly once", _scheduled_once(intents, applies)),
+            ("the scheduled command was applied exactly once", _scheduled_once(commands, applies)),
             *lanes.checks,
         ]
         self.stdout.write("\nInvariants")
@@ -347,9 +347,9 @@ def _earlier_hold_cancel(relay: str) -> None:
     endpoint_hold_cancel(endpoint_id=endpoint.pk, actor=operator, reason="demo: a new run")
 
 
-def _scheduled_once(intents: list[DeviceCommand], applies: Counter[tuple[str, str]]) -> bool:
+def _scheduled_once(commands: list[DeviceCommand], applies: Counter[tuple[str, str]]) -> bool:
     """One command of origin schedule, applied, and applied once by the device."""
-    scheduled = [i for i in intents if i.origin == CommandOrigin.SCHEDULE]
+    scheduled = [i for i in commands if i.origin == CommandOrigin.SCHEDULE]
     return len(scheduled) == 1 and all(
         i.status == CommandStatus.APPLIED
         and applies[(i.target_serial_number, i.device_command_id or "")] == 1
@@ -369,8 +369,8 @@ def _fault_name(options: dict[str, Any]) -> str:
 
 def _latency(name: str, pairs: list[tuple[datetime | None, DeviceCommand]]) -> tuple:
     samples = []
-    for at, intent in pairs:
-        first = intent.transitions.filter(to_status="dispatched").order_by("at").first()
+    for at, command in pairs:
+        first = command.transitions.filter(to_status="dispatched").order_by("at").first()
         if at is not None and first is not None:
             samples.append((at - first.at).total_seconds() * 1000)
     if not samples:

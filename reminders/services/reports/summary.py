@@ -36,7 +36,7 @@ TIMEOUT_DEVICES_LISTED = 5
 
 @dataclass(frozen=True)
 class UncertainCommand:
-    intent_id: int
+    command_id: int
     device_serial: str
     endpoint_key: str
     created_at: datetime
@@ -64,12 +64,12 @@ class FarmReport:
 def farm_report_build(*, farm_id: int, period: ReportPeriod) -> FarmReport:
     farm = Farm.objects.get(pk=farm_id)
     span = (period.start_utc, period.end_utc)
-    intents = DeviceCommand.objects.filter(
+    commands = DeviceCommand.objects.filter(
         target_device__farm_id=farm_id, created_at__gte=span[0], created_at__lt=span[1]
     )
-    counts = dict(intents.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
+    counts = dict(commands.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
     by_state = [(s, counts.get(s, 0)) for s in CommandStatus.values]
-    uncertain = intents.filter(status=CommandStatus.UNCERTAIN)
+    uncertain = commands.filter(status=CommandStatus.UNCERTAIN)
     listed = uncertain.select_related("target_device_endpoint__profile_endpoint").order_by(
         "created_at", "id"
     )[:UNCERTAIN_LISTED]
@@ -136,7 +136,8 @@ def farm_report_context(report: FarmReport) -> dict[str, Any]:
         "uncertain_total": report.uncertain_total,
         "uncertain_commands": [
             {
-                "intent_id": u.intent_id,
+                # The key queued notifications store and the templates read: kept.
+                "intent_id": u.command_id,
                 "device_serial": u.device_serial,
                 "endpoint_key": u.endpoint_key,
                 "created_at": u.created_at,
@@ -178,7 +179,7 @@ def farm_report_csv(report: FarmReport) -> str:
     for u in report.uncertain:
         local = u.created_at.astimezone(zone).isoformat(timespec="seconds")
         writer.writerow(
-            ["uncertain_command", u.intent_id, f"{u.device_serial}/{u.endpoint_key} {local}"]
+            ["uncertain_command", u.command_id, f"{u.device_serial}/{u.endpoint_key} {local}"]
         )
     for serial, n in report.timeout_devices:
         writer.writerow(["timeouts_by_device", serial, n])
