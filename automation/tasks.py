@@ -18,39 +18,37 @@ from automation.services.ingest import telemetry_accept
 from automation.services.reconcile import commands_reconcile
 from automation.services.sweeps import commands_sweep, events_sweep
 from common.handoff import enqueue
-from config.celery import DB_RETRY, previous_name, routed_to
+from config.celery import DB_RETRY, previous_names_register, routed_to
 from config.task_names import (
     COMMANDS_DISPATCH,
     COMMANDS_RECONCILE,
     COMMANDS_SWEEP,
+    DEVICE_MESSAGES_RECONCILE,
     EVENTS_EVALUATE,
-    PREVIOUS_TASK_NAMES,
+    EVENTS_SWEEP,
+    RULE_SCHEDULES_ENSURE,
+    SCHEDULER_POLL_DUE,
+    TELEMETRY_INGEST,
+    WATCHDOGS_SWEEP,
 )
 from devices.mqtt.messages import (
-    DEVICE_MESSAGES_TASK,
-    TELEMETRY_TASK,
     DeviceMessage,
     InboundTelemetry,
     WireRow,
 )
 
 logger = logging.getLogger(__name__)
-SCHEDULER_POLL_DUE = "scheduler.poll_due"
 
 
 # Batches an older bridge queued before the upgrade, by the names it sent them under
 # (``devices.mqtt.messages``); the bridge now commits what it receives itself
 # (``automation.services.edge``) and sends only ids.
-@shared_task(name=TELEMETRY_TASK, **routed_to("ingest"), **DB_RETRY)
+@shared_task(name=TELEMETRY_INGEST, **routed_to("ingest"), **DB_RETRY)
 def telemetry_ingest_task(messages: list[WireRow]) -> int:
     return telemetry_accept(messages=[InboundTelemetry.from_task_arg(m) for m in messages]).events
 
 
-# Its name from when ingest lived in the devices app, for batches queued across the upgrade.
-previous_name(telemetry_ingest_task, "devices.telemetry_ingest")
-
-
-@shared_task(name=DEVICE_MESSAGES_TASK, **routed_to("reconcile"), **DB_RETRY)
+@shared_task(name=DEVICE_MESSAGES_RECONCILE, **routed_to("reconcile"), **DB_RETRY)
 def device_messages_reconcile_task(messages: list[WireRow]) -> int:
     return replies_accept(messages=[DeviceMessage.from_task_arg(m) for m in messages])
 
@@ -60,7 +58,7 @@ def endpoint_events_evaluate_task(event_ids: list[int]) -> int:
     return events_evaluate(event_ids=event_ids).executions
 
 
-@shared_task(name="automation.endpoint_events_sweep", **routed_to("evaluate"))
+@shared_task(name=EVENTS_SWEEP, **routed_to("evaluate"))
 def endpoint_events_sweep_task() -> int:
     return events_sweep(now=timezone.now())
 
@@ -75,7 +73,7 @@ def commands_reconcile_task(command_ids: list[int]) -> int:
     return len(commands_reconcile(command_ids=command_ids))
 
 
-@shared_task(name="automation.rule_schedules_ensure", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=RULE_SCHEDULES_ENSURE, **routed_to("scheduler"), **DB_RETRY)
 def rule_schedules_ensure_task() -> int:
     """Extend every scheduled rule's occurrence rows to the horizon."""
     from automation.services.rule_schedules import rule_schedules_ensure_due
@@ -83,7 +81,7 @@ def rule_schedules_ensure_task() -> int:
     return rule_schedules_ensure_due(now=timezone.now())
 
 
-@shared_task(name="automation.watchdogs_sweep", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=WATCHDOGS_SWEEP, **routed_to("scheduler"), **DB_RETRY)
 def watchdogs_sweep_task() -> int:
     """Ensure a row per silence that lasted its watchdog's seconds and clear the alarms of
     endpoints that reported again; a poll of due work follows at once when rows were written,
@@ -101,15 +99,11 @@ def commands_sweep_task() -> int:
     return commands_sweep(now=timezone.now())
 
 
-# The names these tasks had in the previous release run them too, for one release
+# Their names in earlier releases run them too, for one release
 # (``config.task_names.PREVIOUS_TASK_NAMES``).
-_RENAMED = {
-    COMMANDS_DISPATCH: commands_dispatch_task,
-    COMMANDS_RECONCILE: commands_reconcile_task,
-    COMMANDS_SWEEP: commands_sweep_task,
-}
-for _previous, _now in PREVIOUS_TASK_NAMES.items():
-    previous_name(_RENAMED[_now], _previous)
+previous_names_register(
+    telemetry_ingest_task, commands_dispatch_task, commands_reconcile_task, commands_sweep_task
+)
 
 
 from scheduler import tasks as scheduler_tasks  # noqa: E402, F401 (registers them)

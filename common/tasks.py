@@ -9,16 +9,17 @@ from common.api import idempotency_records_prune
 from common.retention import retention_prune
 from config.celery import DB_RETRY, routed_to
 from config.metrics import RETENTION_PRUNED
+from config.task_names import IDEMPOTENCY_RECORDS_PRUNE, RETENTION_PRUNE
 
 
-@shared_task(name="common.idempotency_records_prune", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=IDEMPOTENCY_RECORDS_PRUNE, **routed_to("scheduler"), **DB_RETRY)
 def idempotency_records_prune_task() -> int:
     """Expired Idempotency-Key records, in bounded batches; the next run takes any rest."""
     return idempotency_records_prune(now=timezone.now())
 
 
 @shared_task(
-    name="common.retention_prune",
+    name=RETENTION_PRUNE,
     **routed_to("scheduler"),
     **DB_RETRY,
 )

@@ -15,6 +15,7 @@ from kombu import Queue
 from config.db_connections import connection_reuse_install
 from config.env import setting_errors_exit
 from config.logging import celery_setup_logging, task_context_bind, task_context_unbind
+from config.task_names import PREVIOUS_TASK_NAMES, WORKER_WAKE
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
@@ -70,6 +71,15 @@ def previous_name(task: Any, name: str) -> Any:
     upgrade is still consumed. Kept for one release, then dropped."""
     options = {key: getattr(task, key) for key in _ALIAS_OPTIONS if hasattr(task, key)}
     return shared_task(name=name, **options)(task.__wrapped__)
+
+
+def previous_names_register(*tasks: Any) -> None:
+    """Register each task under the names ``PREVIOUS_TASK_NAMES`` gives it from earlier
+    releases (``previous_name``): called once by each tasks module for its renamed tasks."""
+    for task in tasks:
+        for old, new in PREVIOUS_TASK_NAMES.items():
+            if new == task.name:
+                previous_name(task, old)
 
 
 def task_stage(task: Any) -> str | None:
@@ -142,7 +152,7 @@ app.autodiscover_tasks()
 # Structured logs (config/logging.py): our handler, not Celery's, and the task bound per run.
 
 
-@app.task(name="config.worker_wake", ignore_result=True, soft_time_limit=5, time_limit=10)
+@app.task(name=WORKER_WAKE, ignore_result=True, soft_time_limit=5, time_limit=10)
 def worker_wake() -> None:
     """Does nothing: its message wakes an in-process worker blocked in a polling drain (the
     in-memory broker) so that it notices it should stop (``devtools.runtime``)."""

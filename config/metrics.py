@@ -45,7 +45,12 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from config.env import credentials_masked
-from config.task_names import COMMANDS_DISPATCH, EVENTS_EVALUATE, PREVIOUS_TASK_NAMES
+from config.task_names import (
+    COMMANDS_DISPATCH,
+    EVENTS_EVALUATE,
+    PREVIOUS_TASK_NAMES,
+    TELEMETRY_INGEST,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +126,7 @@ STAGE_LATENCY = Histogram(
 )
 
 _STAGE_OF_TASK = {
-    "automation.telemetry_ingest": "ingest",
+    TELEMETRY_INGEST: "ingest",
     EVENTS_EVALUATE: "evaluate",
     COMMANDS_DISPATCH: "dispatch",
 }

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from config.celery import DB_RETRY, routed_to
+from config.task_names import DEVICES_OFFLINE_SWEEP, TELEMETRY_ROLLUPS_ADVANCE
 from devices.services.health import devices_offline_sweep
 from devices.services.rollups import telemetry_rollups_advance
 
@@ -14,7 +15,7 @@ from devices.services.rollups import telemetry_rollups_advance
 # On the housekeeping queue with the other prunes, not ``ingest``: a run may take its whole
 # budget, and an ingest worker's slot is worth a reading's latency to the rules.
 @shared_task(
-    name="devices.telemetry_rollups_advance",
+    name=TELEMETRY_ROLLUPS_ADVANCE,
     **routed_to("scheduler"),
     **DB_RETRY,
 )
@@ -29,7 +30,7 @@ OFFLINE_SWEEP_BATCHES = 20  # per run: a fleet-wide outage moves 10,000 devices 
 
 # Housekeeping queue: a sweep is one indexed read when nothing is due.
 @shared_task(
-    name="devices.devices_offline_sweep",
+    name=DEVICES_OFFLINE_SWEEP,
     **routed_to("scheduler"),
     **DB_RETRY,
 )

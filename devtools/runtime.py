@@ -15,6 +15,7 @@ from kombu import pools as kombu_pools
 
 from config.beat import beat_schedule
 from config.celery import app as celery_app
+from config.task_names import WORKER_WAKE
 
 # Per-run AMQP queues expire this long after their last use (no consumer, no redeclare), so an
 # aborted run leaves nothing behind on a shared RabbitMQ for long.
@@ -71,7 +72,7 @@ def _wake_for_shutdown(worker: Any) -> None:
     else:
         # No event loop (the in-memory broker): the worker drains with a fixed 2 s timeout
         # between checks; any message ends the drain at once.
-        celery_app.send_task("config.worker_wake")
+        celery_app.send_task(WORKER_WAKE)
 
 
 @contextmanager

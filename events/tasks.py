@@ -8,11 +8,12 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from config.celery import DB_RETRY, routed_to
+from config.task_names import EVENTS_DELIVER
 from events.services import event_deliver, event_retry_delay_s
 
 
 @shared_task(
-    name="events.event_deliver",
+    name=EVENTS_DELIVER,
     **routed_to("events"),
     bind=True,
     **DB_RETRY,

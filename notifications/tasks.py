@@ -10,7 +10,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from config.celery import DB_RETRY, routed_to
-from config.task_names import NOTIFICATION_DELIVER
+from config.task_names import ALARMS_NOTIFY, NOTIFICATION_DELIVER, NOTIFICATIONS_SWEEP
 from notifications.services.alarms import alarms_notify
 from notifications.services.deliver import notification_deliver
 from notifications.services.sweep import notifications_sweep
@@ -29,7 +29,7 @@ def _enqueue(notification_id: int) -> None:
     notification_deliver_task.apply_async(args=[notification_id])
 
 
-@shared_task(name="notifications.sweep", **routed_to("notify"))
+@shared_task(name=NOTIFICATIONS_SWEEP, **routed_to("notify"))
 def notifications_sweep_task() -> int:
     """Recover lost claims and queue one delivery task per due notification."""
     result = notifications_sweep(now=timezone.now(), enqueue=_enqueue)
@@ -37,7 +37,7 @@ def notifications_sweep_task() -> int:
 
 
 @shared_task(
-    name="notifications.alarms_notify",
+    name=ALARMS_NOTIFY,
     **routed_to("notify", soft_time_limit=120, time_limit=150),
     **DB_RETRY,
 )

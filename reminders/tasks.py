@@ -9,7 +9,12 @@ from celery import shared_task
 from django.utils import timezone
 
 from config.celery import DB_RETRY, routed_to
-from config.task_names import METRICS_TOUCHED
+from config.task_names import (
+    METRICS_TOUCHED,
+    REMINDERS_RECONCILE,
+    REPORT_SUBSCRIPTIONS_ENSURE,
+    USER_MESSAGES_ENSURE,
+)
 from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
     endpoint_metrics_touched,
@@ -21,7 +26,7 @@ from reminders.services.user_messages import user_messages_ensure_due
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="reminders.reconcile", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=REMINDERS_RECONCILE, **routed_to("scheduler"), **DB_RETRY)
 def reminders_reconcile_task(provider: str | None = None) -> int:
     """One bounded pass per provider (or of ``provider``); how many rows it repaired."""
     now = timezone.now()
@@ -37,7 +42,7 @@ def reminders_reconcile_task(provider: str | None = None) -> int:
     return repaired
 
 
-@shared_task(name="reminders.report_subscriptions_ensure", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=REPORT_SUBSCRIPTIONS_ENSURE, **routed_to("scheduler"), **DB_RETRY)
 def report_subscriptions_ensure_task() -> int:
     """Make sure every active subscription has the row of its current period."""
     return report_subscriptions_ensure_due(now=timezone.now())
@@ -49,7 +54,7 @@ def endpoint_metrics_touched_task(endpoint_ids: list[int]) -> int:
     return endpoint_metrics_touched(endpoint_ids=endpoint_ids, now=timezone.now())
 
 
-@shared_task(name="reminders.user_messages_ensure", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=USER_MESSAGES_ENSURE, **routed_to("scheduler"), **DB_RETRY)
 def user_messages_ensure_task() -> int:
     """Extend every live user message's scheduler rows to the horizon."""
     return user_messages_ensure_due(now=timezone.now())

@@ -7,10 +7,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from config.celery import DB_RETRY, routed_to
+from config.task_names import ROLLOUTS_DRIVE
 from rollouts.services.drive import rollout_tick, rollouts_due
 
 
-@shared_task(name="rollouts.drive", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=ROLLOUTS_DRIVE, **routed_to("scheduler"), **DB_RETRY)
 def rollouts_drive_task() -> int:
     """Tick each rollout due (its lease free); a rollout another driver holds is skipped, so
     two beats or a redelivered task start nothing twice. Returns the commands started."""

@@ -12,7 +12,14 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from config.celery import DB_RETRY, previous_name, routed_to
+from config.celery import DB_RETRY, previous_names_register, routed_to
+from config.task_names import (
+    SCHEDULER_EXECUTE,
+    SCHEDULER_EXECUTE_BATCH,
+    SCHEDULER_POLL_DUE,
+    SCHEDULER_RELEASE_STALE,
+    SCHEDULER_TRACE_PRUNE,
+)
 from scheduler.services import (
     ClaimedRow,
     scheduler_due_fan_out,
@@ -22,14 +29,12 @@ from scheduler.services import (
     scheduler_trace_prune,
 )
 
-EXECUTE_TASK = "automation.scheduler_execute"
-
 
 def _enqueue(rows: list[ClaimedRow]) -> None:
     scheduler_execute_batch_task.apply_async(args=[[[r.scheduler_id, r.token] for r in rows]])
 
 
-@shared_task(name="scheduler.poll_due", **routed_to("scheduler"))
+@shared_task(name=SCHEDULER_POLL_DUE, **routed_to("scheduler"))
 def scheduler_poll_due_task() -> int:
     """Claim what is due, in bounded batches, and fan out one execute task per chunk; a poll
     that hit its bound queues the next at once (a backlog drains at worker speed, not at
@@ -40,7 +45,7 @@ def scheduler_poll_due_task() -> int:
     return claimed
 
 
-@shared_task(name="scheduler.execute_batch", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=SCHEDULER_EXECUTE_BATCH, **routed_to("scheduler"), **DB_RETRY)
 def scheduler_execute_batch_task(rows: list[list[int]]) -> dict[str, int]:
     """Each claimed row in its own transaction, then the chunk's trace in one INSERT."""
     outcomes = scheduler_execute_chunk(rows=[(pk, token) for pk, token in rows])
@@ -49,30 +54,30 @@ def scheduler_execute_batch_task(rows: list[list[int]]) -> dict[str, int]:
 
 # One row per task, as the poll fanned out before chunks: kept for messages queued across an
 # upgrade.
-@shared_task(name=EXECUTE_TASK, **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=SCHEDULER_EXECUTE, **routed_to("scheduler"), **DB_RETRY)
 def scheduler_execute_task(scheduler_id: int, token: int) -> str:
     return str(scheduler_execute(scheduler_id=scheduler_id, token=token))
 
 
-@shared_task(name="scheduler.release_stale", **routed_to("scheduler"))
+@shared_task(name=SCHEDULER_RELEASE_STALE, **routed_to("scheduler"))
 def scheduler_release_stale_task() -> int:
     """Return expired claims to Pending on the backoff ladder (or support hold)."""
     result = scheduler_release_stale(now=timezone.now())
     return result.released + result.held
 
 
-@shared_task(name="scheduler.trace_prune", **routed_to("scheduler"), **DB_RETRY)
+@shared_task(name=SCHEDULER_TRACE_PRUNE, **routed_to("scheduler"), **DB_RETRY)
 def scheduler_trace_prune_task() -> int:
     """Trace records past SCHEDULER_TRACE_RETENTION_DAYS and their blobs, in bounded batches."""
     return scheduler_trace_prune(now=timezone.now()).records
 
 
-# The names these tasks had while the scheduler lived in the automation app, for messages
-# queued across the upgrade (the beat entries move with ``sync_beat_schedule``).
-for _task, _short in (
-    (scheduler_poll_due_task, "poll_due"),
-    (scheduler_execute_batch_task, "execute_batch"),
-    (scheduler_release_stale_task, "release_stale"),
-    (scheduler_trace_prune_task, "trace_prune"),
-):
-    previous_name(_task, f"automation.scheduler_{_short}")
+# Their names from when the scheduler lived in the automation app, for one release
+# (``config.task_names.PREVIOUS_TASK_NAMES``; the beat entries move with
+# ``sync_beat_schedule``).
+previous_names_register(
+    scheduler_poll_due_task,
+    scheduler_execute_batch_task,
+    scheduler_release_stale_task,
+    scheduler_trace_prune_task,
+)

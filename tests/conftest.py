@@ -37,17 +37,15 @@ pytest_plugins = ["tests.mqtt_fixtures", "tests.browser"]
 
 # Under pytest-xdist (``make test`` runs two workers) each worker has its own test database,
 # coordination cache (config/settings/test.py), broker key space and MQTT broker
-# (``pytest_configure``). What they would still share runs as a unit of work, one test after
-# another on one worker (``pytest_xdist_make_scheduler``). There are two such units, each
-# with its own worker: the end-to-end and chaos modules (fixed Redis databases, the MQTT
-# broker the suite was pointed at, stacks whose timing a second stack beside them would
-# starve), which the first worker takes, and the other modules that start processes
-# (demo and bench runs on Redis databases of their own, entry points, private brokers),
-# which run beside them on the other. xdist's own ``xdist_group`` marker is not used:
-# pytest 9 no longer lets it rename node ids.
-SHARED_SERVERS = "shared-servers"
+# (``pytest_configure``). What would still collide or starve runs as a unit of work, one
+# test after another on one worker (``pytest_xdist_make_scheduler``): the end-to-end tests
+# (fixed Redis databases, whole stacks), the chaos tests (stacks on private servers whose
+# faults they time), and the other modules that start processes (demo and bench runs on
+# Redis databases of their own, entry points, private brokers). Each unit takes a worker of
+# its own while there are workers enough, and the single tests fill the rest. xdist's own
+# ``xdist_group`` marker is not used: pytest 9 no longer lets it rename node ids.
+UNIT_DIRECTORIES = ("e2e", "chaos")  # a unit each, by the directory's name
 STARTS_PROCESSES = "starts-processes"
-SHARED_SERVER_DIRECTORIES = ("e2e", "chaos")
 SHARES_SERVERS = re.compile(
     r"pytest\.mark\.(e2e|chaos)\b|\bsubprocess\b|\bPopen\b|\bmultiprocessing\b|"
     r"from tests\.(real_servers|chaos\.harness|devices\.deployed_broker|"
@@ -58,34 +56,28 @@ _WORKER_BROKER = pytest.StashKey["PrivateMosquitto"]()
 
 @functools.cache
 def module_unit(module: Path) -> str | None:
-    """The unit of work the tests of ``module`` belong to (``SHARED_SERVERS`` or
+    """The unit of work the tests of ``module`` belong to (``e2e``, ``chaos`` or
     ``STARTS_PROCESSES``), or None when each of its tests may run anywhere, alone."""
-    if module.parent.name in SHARED_SERVER_DIRECTORIES:
-        return SHARED_SERVERS
+    if module.parent.name in UNIT_DIRECTORIES:
+        return module.parent.name
     if module.is_file() and SHARES_SERVERS.search(module.read_text(encoding="utf-8")):
         return STARTS_PROCESSES
     return None
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Each test its own unit of work but for the two units above. The end-to-end and chaos
-    unit goes to the first worker, whose MQTT broker is the one the suite was pointed at
-    (the others get private ones), and the processes unit, the largest left, to the next."""
+    """Each test its own unit of work but for the units above. xdist hands the largest
+    units out first, so each goes to a worker of its own while there are enough."""
     from xdist.scheduler import LoadScopeScheduling
 
     root = config.rootpath
 
-    class SharedServersScheduling(LoadScopeScheduling):
+    class UnitScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = root / nodeid.split("::", 1)[0]
             return module_unit(module) or nodeid
 
-        def _assign_work_unit(self, node: Any) -> None:
-            if node.gateway.id == "gw0" and SHARED_SERVERS in self.workqueue:
-                self.workqueue.move_to_end(SHARED_SERVERS, last=False)
-            super()._assign_work_unit(node)
-
-    return SharedServersScheduling(config, log)
+    return UnitScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -70,7 +70,8 @@ def test_a_batch_queued_under_the_previous_ingest_name_is_consumed_and_stored(wo
 
 def test_the_only_task_names_that_say_intent_are_the_previous_names() -> None:
     celery_app.loader.import_default_modules()
-    assert {name for name in celery_app.tasks if "intent" in name} == set(PREVIOUS_TASK_NAMES)
+    intent_renames = {old for old in PREVIOUS_TASK_NAMES if "intent" in old}
+    assert {name for name in celery_app.tasks if "intent" in name} == intent_renames
 
 
 @pytest.mark.django_db(transaction=True)

@@ -24,11 +24,11 @@ from alarms.states import (
 )
 from common.handoff import enqueue_on_commit
 from common.sql import insert_ignore_returning
+from config.task_names import ALARMS_NOTIFY
 from devices.models import Farm
 
 # The notification sweep's task, started at once for a new alarm (beat's sweep would pick
 # it up anyway); named, not imported: alarms sits below notifications.
-ALARMS_NOTIFY = "notifications.alarms_notify"
 # A move lost to a concurrent bump of the version (a notification claimed) is re-read and
 # tried again this many times; a lost raise means the open alarm was just cleared.
 MOVE_ATTEMPTS = 5

@@ -24,8 +24,9 @@ from automation.services.receipts import device_messages_record
 from automation.services.spine import Committed, Hop, hand_on, hand_on_commit
 from common.handoff import Nudger
 from config.metrics import metrics_bridge_stored
+from config.task_names import TELEMETRY_INGEST
 from devices.directory import DeviceDirectory
-from devices.mqtt.messages import TELEMETRY_TASK, DeviceMessage, InboundTelemetry, WireRow
+from devices.mqtt.messages import DeviceMessage, InboundTelemetry, WireRow
 
 # One per process: its pause after a failed nudge spans every batch of the process, and the
 # directory spares each batch its device and endpoint reads while no configuration changed.
@@ -54,13 +55,13 @@ _flush = _Flush()
 
 
 def bridge_batch_store(group: str, batch: list[WireRow]) -> None:
-    """Commit one batch of the bridge's ``group`` (``TELEMETRY_TASK`` or
-    ``DEVICE_MESSAGES_TASK``), then nudge the next stage. Raises when the commit failed: the
+    """Commit one batch of the bridge's ``group`` (``TELEMETRY_INGEST`` or
+    ``DEVICE_MESSAGES_RECONCILE``), then nudge the next stage. Raises when the commit failed: the
     bridge then acknowledges nothing of the batch and retries it. A connection the database
     closed (a restart, a failover) is replaced first, as a long-running process must."""
     close_old_connections()
     try:
-        if group == TELEMETRY_TASK:
+        if group == TELEMETRY_INGEST:
             telemetry_store(messages=[InboundTelemetry.from_task_arg(row) for row in batch])
         else:
             replies_store(messages=[DeviceMessage.from_task_arg(row) for row in batch])

@@ -12,12 +12,6 @@ from datetime import datetime
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-# The tasks these messages are handed to, by name: the bridge's wire contract, so a batch
-# queued across an upgrade still finds its task. The tasks (``automation/tasks.py``) register
-# under these constants; ingest keeps the name from when it lived in this app.
-TELEMETRY_TASK = "automation.telemetry_ingest"
-DEVICE_MESSAGES_TASK = "automation.device_messages_reconcile"
-
 # One message as it travels in a task's JSON arguments: a positional row of text and flags
 # (the time as ISO text). A task takes a list of them; only this module builds or reads one.
 WireRow = list[str | bool]
@@ -34,7 +28,7 @@ def decode_payload(payload: bytes) -> tuple[str, bool]:
 @dataclass(frozen=True)
 class InboundTelemetry:
     """One telemetry message as the bridge (or an HTTP gateway) received it; for the task
-    ``TELEMETRY_TASK``."""
+    ``TELEMETRY_INGEST``."""
 
     serial: str
     payload: str
@@ -59,7 +53,7 @@ class InboundTelemetry:
 @dataclass(frozen=True)
 class DeviceMessage:
     """An rpc/response or state message as the bridge received it; for the task
-    ``DEVICE_MESSAGES_TASK``."""
+    ``DEVICE_MESSAGES_RECONCILE``."""
 
     serial: str
     kind: str  # DeviceMessageKind.RPC_RESPONSE or STATE

@@ -16,13 +16,13 @@ from django.utils import timezone
 
 from common.handoff import after_commit
 from common.json_types import JsonObject
+from config.task_names import EVENTS_DELIVER
 from events.envelope import Envelope, event_id_new, occurred_at_format
 from events.models import KEY_MAX_LENGTH
 from events.registry import EventType, P
 
 logger = logging.getLogger(__name__)
 
-DELIVER_TASK = "events.event_deliver"
 EVENTS_QUEUE = "events"
 
 EventTransport = Callable[[JsonObject], None]
@@ -37,7 +37,7 @@ def celery_transport(app: Celery) -> EventTransport:
     """Send each envelope as one ``events.event_deliver`` message on the ``events`` queue."""
 
     def send(message: JsonObject) -> None:
-        app.send_task(DELIVER_TASK, args=[message], queue=EVENTS_QUEUE)
+        app.send_task(EVENTS_DELIVER, args=[message], queue=EVENTS_QUEUE)
 
     return send
 

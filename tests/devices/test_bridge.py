@@ -23,8 +23,9 @@ from django.db import DatabaseError
 from django.test import override_settings
 
 from config.env import MqttConfig
+from config.task_names import DEVICE_MESSAGES_RECONCILE, TELEMETRY_INGEST
 from devices.models import BridgeSlot
-from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
+from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.bridge import batcher as bridge_module
 from devices.mqtt.client import forget_session
 from devices.mqtt.publisher import Publisher
@@ -83,7 +84,7 @@ def test_telemetry_is_handed_off_in_batches_each_message_once(
     publish_all(device, sent)
 
     wait_for(lambda: len(recorder.args(prefix)) >= 200, "200 hand-offs")
-    args = recorder.args(prefix, TELEMETRY_TASK)
+    args = recorder.args(prefix, TELEMETRY_INGEST)
     assert sorted(arg[1].encode() for arg in args) == sorted(p for _, p in sent)
     assert {(arg[0], arg[3]) for arg in args} == {(f"{prefix}-{n}", False) for n in range(10)}
     batches = recorder.batches_with(prefix)
@@ -110,7 +111,7 @@ def test_responses_and_state_reports_go_to_the_reconcile_task_with_their_kind(
     )
 
     args = wait_for(
-        lambda: (a := recorder.args(prefix, DEVICE_MESSAGES_TASK)) and len(a) >= 3 and a,
+        lambda: (a := recorder.args(prefix, DEVICE_MESSAGES_RECONCILE)) and len(a) >= 3 and a,
         "three device messages",
     )
     by_serial_kind = {(a[0], a[1]): a for a in args}
@@ -120,7 +121,7 @@ def test_responses_and_state_reports_go_to_the_reconcile_task_with_their_kind(
     assert by_serial_kind[(f"{prefix}-B", "state")][2] == "\\xff{not utf-8"
     assert by_serial_kind[(f"{prefix}-B", "state")][4] is True
     assert all("T" in a[3] for a in args)  # received_at as ISO-8601
-    assert recorder.args(prefix, TELEMETRY_TASK) == []
+    assert recorder.args(prefix, TELEMETRY_INGEST) == []
 
 
 def test_a_failing_commit_is_retried_and_acknowledged_only_after_it_succeeded(

@@ -14,9 +14,10 @@ import pytest
 from django.utils import timezone
 from prometheus_client import REGISTRY
 
+from config.task_names import TELEMETRY_INGEST
 from devices.models import DeviceMessageRejection
 from devices.models import DeviceMessageRejectionReason as Reason
-from devices.mqtt.bridge import TELEMETRY_TASK, MqttBridge
+from devices.mqtt.bridge import MqttBridge
 from devices.services import DroppedMessages, dropped_messages_record
 from tests.devices.test_bridge import Recorder, publish_all, telemetry
 from tests.waiting import wait_for
@@ -55,7 +56,7 @@ def test_a_flooding_device_is_limited_recorded_and_others_are_not(
 
     wait_for(settled, "every flood message handed off or dropped")
     elapsed = time.monotonic() - started
-    handed = len(recorder.args(flooder, TELEMETRY_TASK))
+    handed = len(recorder.args(flooder, TELEMETRY_INGEST))
     assert BURST <= handed <= BURST + RATE * elapsed + 5, (handed, elapsed)
     assert len(recorder.args(quiet)) == 40  # its own bucket: never limited
     dropped = 500 - handed

@@ -9,8 +9,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
+from config.task_names import DEVICE_MESSAGES_RECONCILE
 from devices.mqtt.bridge import MqttBridge
-from devices.mqtt.messages import DEVICE_MESSAGES_TASK
 from tests.devices.test_bridge import Recorder, publish_all, telemetry
 from tests.waiting import wait_for
 
@@ -31,8 +31,8 @@ def test_an_ack_waits_for_its_state_report_and_both_cross_in_one_batch(
     publish_all(device, [telemetry(f"{prefix}-T", 1)])  # gives the bridge's loop a few turns
     publish_all(device, [(f"devices/{prefix}-A/state", STATE)])
 
-    wait_for(lambda: len(recorder.args(prefix, DEVICE_MESSAGES_TASK)) == 2, "ack and state")
-    replies = [b for name, b in recorder.batches if name == DEVICE_MESSAGES_TASK]
+    wait_for(lambda: len(recorder.args(prefix, DEVICE_MESSAGES_RECONCILE)) == 2, "ack and state")
+    replies = [b for name, b in recorder.batches if name == DEVICE_MESSAGES_RECONCILE]
     assert [[a[1] for a in b] for b in replies if b[0][0].startswith(prefix)] == [
         ["rpc_response", "state"]
     ]
@@ -49,5 +49,5 @@ def test_an_ack_without_a_state_report_waits_no_longer_than_the_reply_wait(
     make_bridge(handoff=recorder, flush_ms=1)
     started = time.monotonic()
     publish_all(device, [(f"devices/{prefix}-A/rpc/response", RESPONSE)])
-    wait_for(lambda: recorder.args(prefix, DEVICE_MESSAGES_TASK), "the ack committed alone")
+    wait_for(lambda: recorder.args(prefix, DEVICE_MESSAGES_RECONCILE), "the ack committed alone")
     assert time.monotonic() - started >= 0.3

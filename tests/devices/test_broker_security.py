@@ -23,7 +23,8 @@ import paho.mqtt.client as paho
 import pytest
 
 from config.env import MqttConfig
-from devices.mqtt.bridge import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, MqttBridge
+from config.task_names import DEVICE_MESSAGES_RECONCILE, TELEMETRY_INGEST
+from devices.mqtt.bridge import MqttBridge
 from devices.mqtt.client import (
     backend_client_id,
     start_client,
@@ -99,7 +100,7 @@ class Handoffs:
 
     def __call__(self, task_name: str, batch: list[list[Any]]) -> None:
         for arg in batch:
-            kind = str(arg[1]) if task_name == DEVICE_MESSAGES_TASK else "telemetry"
+            kind = str(arg[1]) if task_name == DEVICE_MESSAGES_RECONCILE else "telemetry"
             self.messages.put((task_name, str(arg[0]), kind))
 
     def take(self, count: int) -> set[tuple[str, str, str]]:
@@ -193,9 +194,9 @@ def test_a_device_publishes_only_under_its_own_serial(
 
     # B's messages would have been handed off before A's own (same publisher, in order).
     assert handoffs.take(3) == {
-        (TELEMETRY_TASK, a, "telemetry"),
-        (DEVICE_MESSAGES_TASK, a, "rpc_response"),
-        (DEVICE_MESSAGES_TASK, a, "state"),
+        (TELEMETRY_INGEST, a, "telemetry"),
+        (DEVICE_MESSAGES_RECONCILE, a, "rpc_response"),
+        (DEVICE_MESSAGES_RECONCILE, a, "state"),
     }
     assert handoffs.messages.empty()
     assert inbox_b.until(b"sentinel") == [sentinel]  # no request forged by A reached B
@@ -234,7 +235,7 @@ def test_a_device_can_take_neither_the_bridges_client_id_nor_another_devices(
     device(broker, clients, broker.a, b)
     publish(device_b, f"devices/{b}/telemetry", b"{}")
 
-    assert handoffs.take(1) == {(TELEMETRY_TASK, b, "telemetry")}
+    assert handoffs.take(1) == {(TELEMETRY_INGEST, b, "telemetry")}
     assert bridge_.wait_connected(0) and bridge_.stats.reconnects == 0
     assert kicked == [] and device_b.is_connected()
 
@@ -267,9 +268,9 @@ def test_the_backend_receives_every_devices_messages_and_sends_each_its_requests
         (task, serial, kind)
         for serial in inboxes
         for task, kind in (
-            (TELEMETRY_TASK, "telemetry"),
-            (DEVICE_MESSAGES_TASK, "rpc_response"),
-            (DEVICE_MESSAGES_TASK, "state"),
+            (TELEMETRY_INGEST, "telemetry"),
+            (DEVICE_MESSAGES_RECONCILE, "rpc_response"),
+            (DEVICE_MESSAGES_RECONCILE, "state"),
         )
     }
     for serial, inbox in inboxes.items():

@@ -3,15 +3,13 @@
 floods, ``session`` keys the broker session and backs off when another client takes it
 over. The names other modules use are re-exported here."""
 
-from devices.mqtt.bridge.batcher import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, Handoff
+from devices.mqtt.bridge.batcher import Handoff
 from devices.mqtt.bridge.limits import DropRecorder
 from devices.mqtt.bridge.loop import MqttBridge
 from devices.mqtt.bridge.session import SessionTakenOver
 from devices.mqtt.bridge.stats import BridgeStats
 
 __all__ = [
-    "DEVICE_MESSAGES_TASK",
-    "TELEMETRY_TASK",
     "BridgeStats",
     "DropRecorder",
     "Handoff",

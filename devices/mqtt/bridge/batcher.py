@@ -19,9 +19,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils.module_loading import import_string
 
+from config.task_names import DEVICE_MESSAGES_RECONCILE, TELEMETRY_INGEST
 from devices.mqtt.bridge.stats import BridgeStats
 from devices.mqtt.contract import TopicKind
-from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK, WireRow
+from devices.mqtt.messages import WireRow
 
 logger = logging.getLogger("devices.mqtt.bridge")
 
@@ -29,7 +30,7 @@ STORE_FIRST_BACKOFF_S = 0.1
 STORE_MAX_BACKOFF_S = 5.0
 DEDUPE_KEY_PREFIX = "bridge:telemetry:"
 
-# The store commits one batch of one group (``TELEMETRY_TASK`` or ``DEVICE_MESSAGES_TASK``,
+# The store commits one batch of one group (``TELEMETRY_INGEST`` or ``DEVICE_MESSAGES_RECONCILE``,
 # the names the payload rows are shaped for) and returns after the commit, or raises.
 Handoff = Callable[[str, list[WireRow]], None]
 
@@ -101,8 +102,8 @@ class Batcher:
         self._dedupe_ttl_s = dedupe_ttl_s
         self._ack = ack
         self._groups = {
-            TELEMETRY_TASK: _Group(TELEMETRY_TASK),
-            DEVICE_MESSAGES_TASK: _Group(DEVICE_MESSAGES_TASK),
+            TELEMETRY_INGEST: _Group(TELEMETRY_INGEST),
+            DEVICE_MESSAGES_RECONCILE: _Group(DEVICE_MESSAGES_RECONCILE),
         }
         self._oldest_at = 0.0  # monotonic time of the oldest message waiting
         self._flushed_at = time.monotonic()  # of the last complete flush (or the start)
@@ -208,7 +209,7 @@ class Batcher:
         self._flushed_at = time.monotonic()
 
     def _flush_group(self, group: _Group) -> bool:
-        if group.task_name == TELEMETRY_TASK and self._dedupe_ttl_s > 0:
+        if group.task_name == TELEMETRY_INGEST and self._dedupe_ttl_s > 0:
             self._drop_duplicates(group.entries)
         while group.entries:
             chunk = group.entries[: self._batch_size]

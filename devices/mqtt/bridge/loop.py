@@ -33,8 +33,8 @@ from structlog.contextvars import bound_contextvars
 
 from config.env import MqttConfig
 from devices.mqtt.bridge.batcher import (
-    DEVICE_MESSAGES_TASK,
-    TELEMETRY_TASK,
+    DEVICE_MESSAGES_RECONCILE,
+    TELEMETRY_INGEST,
     Batcher,
     Entry,
     Handoff,
@@ -378,12 +378,12 @@ class MqttBridge:
             arg = InboundTelemetry.from_bytes(serial, payload, received_at).to_task_arg()
             key = dedupe_key(serial, payload) if self._batcher.dedupes else None
             self._batcher.add(
-                TELEMETRY_TASK, Entry(arg, message.mid, message.qos, self._connection, key)
+                TELEMETRY_INGEST, Entry(arg, message.mid, message.qos, self._connection, key)
             )
         else:
             arg = DeviceMessage.from_bytes(serial, kind.value, payload, received_at).to_task_arg()
             self._batcher.add(
-                DEVICE_MESSAGES_TASK,
+                DEVICE_MESSAGES_RECONCILE,
                 Entry(arg, message.mid, message.qos, self._connection),
                 reply=(serial, kind.value),
             )

@@ -14,6 +14,7 @@ from django.conf import settings
 
 from config.celery import app as celery_app
 from config.tables import format_table
+from config.task_names import SCHEDULER_POLL_DUE
 from devtools.bench import BenchError
 from devtools.bench.distributed.plan import WorkerSpec
 from devtools.bench.distributed.stack import Stack
@@ -22,7 +23,6 @@ from devtools.bench.scheduler import SchedulerBench, scheduler_unavailable
 from scheduler.models import DueWork
 from scheduler.states import SchedulerStatus
 
-POLL_TASK = "scheduler.poll_due"
 OPEN = (SchedulerStatus.PENDING, SchedulerStatus.PROCESSING)
 DRAIN_TIMEOUT_S = 600.0
 Write = Callable[[str], None]
@@ -86,7 +86,7 @@ def scheduler_phase(
             # One poll claims at most SCHEDULER_POLL_MAX_ROWS (beat sends one per period):
             # enough polls at once that every process has one and every row is claimed.
             for _ in range(math.ceil(rows / max_rows) + int(count)):
-                celery_app.send_task(POLL_TASK)
+                celery_app.send_task(SCHEDULER_POLL_DUE)
             statuses = _drained(bench, stack, rows)
             product_s = time.perf_counter() - started
             bench.rows_delete()

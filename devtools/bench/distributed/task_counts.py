@@ -15,10 +15,11 @@ from config.tables import format_table
 from config.task_names import (
     COMMANDS_DISPATCH,
     COMMANDS_RECONCILE,
+    DEVICE_MESSAGES_RECONCILE,
     EVENTS_EVALUATE,
     METRICS_TOUCHED,
+    TELEMETRY_INGEST,
 )
-from devices.mqtt.messages import DEVICE_MESSAGES_TASK, TELEMETRY_TASK
 
 # The tasks on a crossing's way, in its order; a deployment of today sends only the first
 # three (an older bridge sent the last two).
@@ -27,8 +28,8 @@ CROSSING_TASKS = (
     COMMANDS_DISPATCH,
     COMMANDS_RECONCILE,
     METRICS_TOUCHED,
-    TELEMETRY_TASK,
-    DEVICE_MESSAGES_TASK,
+    TELEMETRY_INGEST,
+    DEVICE_MESSAGES_RECONCILE,
 )
 INSPECT_TIMEOUT_S = 2.0
 BACKGROUND = "background (beat's sweeps, polls)"
