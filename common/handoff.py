@@ -20,7 +20,7 @@ from celery import Task
 from django.db import transaction
 
 from config.celery import app as celery_app
-from config.task_names import COMMANDS_DISPATCH, NOTIFICATION_DELIVER
+from config.task_names import NOTIFICATION_DELIVER
 
 logger = logging.getLogger(__name__)
 
@@ -99,12 +99,6 @@ def enqueue_on_commit(name: str, *args: Any, **kwargs: Any) -> None:
     """Queue the task once the current transaction commits (at once outside one); a worker
     must never read rows that are not committed yet."""
     after_commit(lambda: enqueue(name, *args, **kwargs))
-
-
-def commands_dispatch_on_commit(command_ids: Sequence[int]) -> None:
-    ids = list(command_ids)
-    if ids:
-        enqueue_on_commit(COMMANDS_DISPATCH, ids)
 
 
 def notifications_deliver_on_commit(notification_ids: Sequence[int]) -> None:

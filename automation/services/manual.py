@@ -40,10 +40,10 @@ from automation.models import CommandTransition, DeviceCommand, EndpointManualHo
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
+from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.audit.writes import audited_update
-from common.handoff import commands_dispatch_on_commit
 from common.json_types import JsonValue
 from devices.models import DeviceInstanceEndpoint
 from scheduler.services.support import support_note
@@ -155,7 +155,7 @@ def endpoint_command_manual(
             attempt=0,
             at=now,
         )
-        commands_dispatch_on_commit([command.pk])
+        hand_on_commit(Committed(commands=[command.pk]))
     return ManualCommand(command, True, until if until > now else None)
 
 

@@ -35,9 +35,9 @@ from automation.services.decisions import (
     decisions_persist,
     rule_actions,
 )
+from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.states import ExecutionOutcome, ReasonCode
-from common.handoff import commands_dispatch_on_commit
 from common.json_types import JsonValue
 from common.localtime import LocalTimeRule, local_to_utc
 from scheduler.keys import (
@@ -279,7 +279,7 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
         context = decision_context(targets, job.now)
         decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
         pending = decisions_persist(decisions, targets, job.now)
-        commands_dispatch_on_commit(pending)
+        hand_on_commit(Committed(commands=pending))
     outcomes = sorted({str(d.outcome) for d in decisions})
     # "intents" lists the commands made: the key these stored results have always had.
     return HandlerResult(

@@ -17,9 +17,9 @@ from automation.models import CommandTransition, DeviceCommand
 from automation.services.commands import command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import run_limit_input, run_limit_value
+from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
-from common.handoff import commands_dispatch_on_commit
 from common.sql import insert_ignore_returning
 from scheduler.keys import RunLimitKey, SchedulerKeyError, parse_scheduler_key, scheduler_input_hash
 from scheduler.registry import (
@@ -119,5 +119,5 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
         )
         state.replaced, state.creates = list(state.unsent), True
         pending = commands_supersede_unsent(targets, [(pk, endpoint.pk)], job.now)
-        commands_dispatch_on_commit(pending)
+        hand_on_commit(Committed(commands=pending))
     return HandlerResult({**coordinates, "outcome": "created", "intents": [pk]})

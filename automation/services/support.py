@@ -23,8 +23,8 @@ from automation.keys import retry_command_idempotency_key
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.commands import command_transition
 from automation.services.cooldown import command_cooldown_clear
+from automation.services.spine import Committed, hand_on_commit
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
-from common.handoff import commands_dispatch_on_commit
 from scheduler.services.support import support_note
 
 
@@ -130,5 +130,5 @@ def _retry_insert(
         command_cooldown_clear(
             endpoint_id=original.target_device_endpoint_id, value=original.target_value
         )
-        commands_dispatch_on_commit([new.pk])
+        hand_on_commit(Committed(commands=[new.pk]))
     return CommandRetry(new, created=True)

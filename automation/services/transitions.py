@@ -28,12 +28,12 @@ from automation import coordination
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
 from automation.services.run_limits import run_limits_ensure
+from automation.services.spine import Committed, hand_on
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
-from common.handoff import after_commit, enqueue
+from common.handoff import after_commit
 from common.json_types import JsonValue
 from common.sql import insert_ignore_returning, update_returning
 from config.metrics import metrics_transitions_recorded
-from config.task_names import COMMANDS_DISPATCH
 
 logger = logging.getLogger(__name__)
 
@@ -222,4 +222,4 @@ def endpoints_released(endpoint_ids: list[int]) -> None:
     coordination.inflights_clear(endpoint_ids)
     first = endpoints_next_waiting(endpoint_ids)
     if first:
-        enqueue(COMMANDS_DISPATCH, sorted(first.values()))
+        hand_on(Committed(commands=sorted(first.values())))

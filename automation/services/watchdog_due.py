@@ -30,10 +30,10 @@ from automation.services.decisions import (
     rule_actions,
 )
 from automation.services.rule_checks import silence_seconds
+from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import targets_and_readings_load, targets_lock
 from automation.services.watchdog import watchdog_input
 from automation.states import CommandOrigin
-from common.handoff import commands_dispatch_on_commit
 from common.json_types import JsonValue
 from scheduler.keys import (
     SchedulerKeyError,
@@ -111,7 +111,7 @@ def watchdog_silence_run(job: SchedulerJob) -> HandlerResult:
         context = decision_context(targets, job.now)
         decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
         pending = decisions_persist(decisions, targets, job.now)
-        commands_dispatch_on_commit(pending)
+        hand_on_commit(Committed(commands=pending))
         alarm = alarm_raise(
             farm_id=rule.farm_id,
             source=AlarmSource.RULE,

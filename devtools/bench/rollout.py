@@ -109,7 +109,7 @@ def _farm_sizes(relays: int) -> list[int]:
 def _no_handoff() -> Iterator[None]:
     """The wave's commands stay ``pending_dispatch``: no worker is to dispatch them, and a
     task left queued would name commands the bench deletes."""
-    with mock.patch("rollouts.services.drive.commands_dispatch_on_commit", lambda ids: None):
+    with mock.patch("rollouts.services.drive.hand_on_commit", lambda committed: None):
         yield
 
 

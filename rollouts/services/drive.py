@@ -24,7 +24,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from common.handoff import commands_dispatch_on_commit
+from automation.services.spine import Committed, hand_on_commit
 from common.json_types import JsonValue
 from rollouts.models import Rollout
 from rollouts.services.counts import Counts, rollout_count
@@ -145,7 +145,7 @@ def rollout_tick(rollout_id: int, *, now: datetime | None = None) -> Tick | None
     except LeaseLost:
         return Tick(rollout_id)
     if tick.commands:
-        commands_dispatch_on_commit(tick.commands)
+        hand_on_commit(Committed(commands=tick.commands))
     return tick
 
 

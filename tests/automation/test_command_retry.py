@@ -48,7 +48,9 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
 ) -> None:
     original = _expired(tenants[0].kit)
     nudged: list[tuple[str, list[int]]] = []
-    monkeypatch.setattr("common.handoff.enqueue", lambda name, ids: nudged.append((name, ids)))
+    monkeypatch.setattr(
+        "automation.services.spine.enqueue", lambda name, ids: nudged.append((name, ids))
+    )
     with django_capture_on_commit_callbacks(execute=True):
         result = command_retry(command_id=original.pk, actor="sam", reason="relay replaced")
     new = result.command

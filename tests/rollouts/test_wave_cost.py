@@ -62,7 +62,7 @@ def _wave_statements(user: User, size: int, on_commit: OnCommit) -> int:
 def test_a_wave_of_one_and_a_wave_of_fifty_take_the_same_statements(
     django_capture_on_commit_callbacks: OnCommit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("rollouts.services.drive.commands_dispatch_on_commit", lambda ids: None)
+    monkeypatch.setattr("rollouts.services.drive.hand_on_commit", lambda committed: None)
     user = User.objects.create_user(username="olga", password="pw")
     on_commit = django_capture_on_commit_callbacks
     _wave_statements(user, 2, on_commit)  # first-use lookups (content types, caches)
