@@ -89,6 +89,13 @@ class Nudger:
             )
 
 
+def send_now(name: str, *args: Any, queue: str) -> None:
+    """Queue the task ``name`` on ``queue`` now, and let a refusal raise: for the one sender
+    that must see it, the event bus, which records the lost event itself
+    (``EVENT_PUBLISH_FAILED``); every other hand-off is left to the sweeps."""
+    celery_app.send_task(name, args=args, queue=queue)
+
+
 def after_commit(run: Callable[[], object], *, using: str | None = None) -> None:
     """Run ``run`` once the current transaction (of ``using``) commits, at once outside one.
     Robust: what failed is logged, never raised into a caller whose work is committed."""

@@ -173,11 +173,7 @@ def test_no_service_module_imports_a_tasks_module_even_inside_a_function() -> No
 
 
 # Where a hand-off may be sent or wait for a commit besides ``common.handoff``, each with why.
-HANDOFF_EXCEPTIONS = {
-    # The event bus's transport sends by name and must see the broker's refusal (the event's
-    # EVENT_PUBLISH_FAILED line); ``common.handoff`` logs a failed send and swallows it.
-    ("events.services.publish", "send_task"),
-}
+HANDOFF_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def test_only_the_handoff_module_waits_for_a_commit_or_sends_by_name() -> None:

@@ -11,9 +11,7 @@ from events.services.deliver import DeliveryResult, event_deliver, event_retry_d
 from events.services.publish import (
     EventPayloadInvalid,
     EventTransport,
-    celery_transport,
     event_publish,
-    event_transport,
 )
 
 __all__ = [
@@ -22,11 +20,9 @@ __all__ = [
     "DeliveryResult",
     "EventPayloadInvalid",
     "EventTransport",
-    "celery_transport",
     "dead_letter_alert",
     "dead_letter_replay",
     "event_deliver",
     "event_publish",
     "event_retry_delay_s",
-    "event_transport",
 ]

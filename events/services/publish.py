@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime
 
-from celery import Celery
 from django.conf import settings
 from django.utils import timezone
 
-from common.handoff import after_commit
+from common.handoff import after_commit, send_now
 from common.json_types import JsonObject
 from config.task_names import EVENTS_DELIVER
 from events.envelope import Envelope, event_id_new, occurred_at_format
@@ -33,35 +31,16 @@ class EventPayloadInvalid(ValueError):
     at the call so it fails in tests, not in a consumer."""
 
 
-def celery_transport(app: Celery) -> EventTransport:
-    """Send each envelope as one ``events.event_deliver`` message on the ``events`` queue."""
-
-    def send(message: JsonObject) -> None:
-        app.send_task(EVENTS_DELIVER, args=[message], queue=EVENTS_QUEUE)
-
-    return send
-
-
-_transport_override: EventTransport | None = None
+def broker_send(message: JsonObject) -> None:
+    """Send one envelope as an ``events.event_deliver`` message on the ``events`` queue; a
+    refusal raises, for ``event_send`` to record."""
+    send_now(EVENTS_DELIVER, message, queue=EVENTS_QUEUE)
 
 
 def transport_current() -> EventTransport:
-    if _transport_override is not None:
-        return _transport_override
-    from config.celery import app as celery_app
-
-    return celery_transport(celery_app)
-
-
-@contextmanager
-def event_transport(transport: EventTransport) -> Iterator[None]:
-    """Send through ``transport`` inside the block (another broker, or a recorder in tests)."""
-    global _transport_override
-    saved, _transport_override = _transport_override, transport
-    try:
-        yield
-    finally:
-        _transport_override = saved
+    """How envelopes leave this process: the Celery broker (a test replaces this function
+    to record them, or to stand a refusing broker in)."""
+    return broker_send
 
 
 def event_publish(

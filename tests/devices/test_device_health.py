@@ -32,9 +32,9 @@ from devices.services import (
     devices_offline_sweep,
     profile_expected_interval_set,
 )
-from events.services import event_transport
 from tests.concurrency import race
 from tests.devices.factories import DeviceFactory, DeviceProfileFactory, FarmFactory, make_farm
+from tests.events.transport import event_transport
 
 T0 = datetime(2026, 12, 1, 8, 0, tzinfo=timezone.get_current_timezone())
 

@@ -15,14 +15,9 @@ from celery import Celery
 from common.models import Organization
 from events.envelope import Envelope
 from events.registry import EventRegistry, EventType, registry
-from events.services import (
-    DeliveryResult,
-    EventTransport,
-    celery_transport,
-    event_deliver,
-    event_transport,
-)
+from events.services import DeliveryResult, EventTransport, event_deliver
 from tests.common.factories import OrganizationFactory
+from tests.events.transport import celery_transport, event_transport
 
 UNREACHABLE_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 

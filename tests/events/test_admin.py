@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils import timezone
 
 from events.models import EventDeadLetter
-from events.services import event_transport
+from tests.events.transport import event_transport
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clock_at_fixture_dates")]
 

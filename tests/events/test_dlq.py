@@ -8,8 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from events.models import EventDeadLetter
-from events.services import event_publish, event_transport
+from events.services import event_publish
 from tests.events.conftest import effects
+from tests.events.transport import event_transport
 
 pytestmark = pytest.mark.django_db
 

@@ -13,8 +13,9 @@ from django.db import transaction
 from devices.models import Device, DeviceStatus
 from devices.services import device_status_change
 from events.envelope import Envelope
-from events.services import EventPayloadInvalid, event_publish, event_transport
+from events.services import EventPayloadInvalid, event_publish
 from tests.devices.factories import DeviceFactory
+from tests.events.transport import event_transport
 
 PAYLOAD = {"farm": "f", "level": 1}
 

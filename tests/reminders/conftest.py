@@ -16,7 +16,7 @@ import pytest
 import time_machine
 
 from devices.models import Farm
-from events.services import DeliveryResult, event_deliver, event_transport
+from events.services import DeliveryResult, event_deliver
 from notifications.models import Notification
 from reminders.models import Document, ReminderOccurrence, ReminderSetting, SourceType
 from reminders.services.settings import reminder_setting_create
@@ -24,6 +24,7 @@ from reminders.services.sources import document_create
 from scheduler.models import DueWork
 from scheduler.services import scheduler_process_due
 from tests.devices.factories import FarmFactory, FarmKit, make_farm
+from tests.events.transport import event_transport
 from tests.notifications.factories import ExternalContactFactory
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)  # a Monday
