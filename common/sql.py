@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import connection, models
-from django.db.models import F
 
 from common.hot_sql import hot_rows
 
@@ -209,20 +208,3 @@ def unnest_relation(
         f"AS u({', '.join(names)})) AS {alias}"
     )
     return relation, params
-
-
-def row_compare_and_set(row: Any, updates: Mapping[str, Any]) -> bool:
-    """Write ``updates`` to ``row`` only from the (status, version) it was read with, bumping
-    the version; False, with nothing written, if it moved meanwhile. The instance follows on
-    success. The row-by-row compare-and-set of the models that carry both columns."""
-    moved = (
-        type(row)
-        ._default_manager.filter(pk=row.pk, status=row.status, version=row.version)
-        .update(version=F("version") + 1, **updates)
-    )
-    if moved != 1:
-        return False
-    for name, value in updates.items():
-        setattr(row, name, value)
-    row.version += 1
-    return True
