@@ -90,7 +90,7 @@ def ledger_move(ledger: Ledger, moves: Iterable[Move], *, now: datetime) -> set[
     if not groups:
         return set()
     followed = audited_fields(ledger.model)
-    logged = [key for key in groups if followed & {_name(ledger, column) for column in key}]
+    logged = [key for key in groups if followed and followed & {_name(ledger, c) for c in key}]
     if connection.vendor == "postgresql" and len(groups) == 1 and not logged:
         # One statement is atomic on its own: no transaction of its own, no round trip more.
         ((key, members),) = groups.items()
@@ -101,9 +101,8 @@ def ledger_move(ledger: Ledger, moves: Iterable[Move], *, now: datetime) -> set[
     # savepoint costs two more round trips.
     with transaction.atomic(savepoint=False):
         for key, members in sorted(groups.items()):
-            pks = [move.pk for move, _ in members]
             if key in logged:
-                done, rows = _audited_group_move(ledger, key, members, now, pks)
+                done, rows = _audited_group_move(ledger, key, members, now)
             else:
                 done, rows = _group_move(ledger, key, members, now)
             moved |= done
@@ -145,7 +144,7 @@ def ledger_updates(ledger: Ledger, move: Move, *, now: datetime) -> dict[str, ob
     updates: dict[str, object] = {}
     if ledger.touched:
         updates[ledger.touched] = now
-    updates.update(move.sets)
+    updates |= move.sets
     if move.steps:
         updates[ledger.status] = move.to
     return updates
@@ -285,7 +284,6 @@ def _audited_group_move(
     key: tuple[str, ...],
     members: list[tuple[Move, dict[str, object]]],
     now: datetime,
-    pks: list[Any],
 ) -> tuple[set[Any], list[dict[str, object]]]:
     """A group that changes configuration the audit log follows (a rollout's status, a
     device's): its entries too, the rows' fields before and after."""
@@ -296,6 +294,7 @@ def _audited_group_move(
         written.extend(rows)
         return moved
 
+    pks = [move.pk for move, _ in members]
     return audited_write(ledger.model, pks, write), written
 
 
