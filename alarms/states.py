@@ -85,7 +85,3 @@ DEFAULT_REPEAT_EVERY_S = 900
 COMMENT_MAX_CHARS = 500
 ACTOR_MAX_CHARS = 150
 DETAIL_MAX_CHARS = 500
-
-
-def alarm_can_move(from_status: str, to_status: str) -> bool:
-    return to_status in ALARM_MOVES.get(from_status, frozenset())

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import connection, models
-from django.db.models import F
 
 from common.hot_sql import hot_rows
+
+# (match, set) pairs of a compare-and-set UPDATE: the values a row must still hold, the new ones.
+Pairs = Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]
 
 # SQLite allows 32,766 bound parameters per statement; stay well under it.
 MAX_PARAMS = 30_000
@@ -69,7 +72,7 @@ def _insert_unnest(
     rows it carries (a VALUES list of thousands of placeholders costs more to bind than to run)."""
     names = [f"c{i}" for i in range(len(fields))]
     columns = [[row[field.name] for row in rows] for field in fields]
-    relation, params = _unnest(fields, names, columns, json_none_is_null=False)
+    relation, params = unnest_relation(fields, names, columns, json_none_is_null=False)
     return hot_rows(f"{head}SELECT * FROM {relation}{tail}", params)
 
 
@@ -97,53 +100,92 @@ def update_returning(
     compare-and-set per row: id, status, version). Every pair carries the same keys.
     ``bump`` names an integer column incremented by one on every row that moves.
 
-    Returns the primary keys of the rows that moved, so a caller writes audit rows for
-    exactly those.
-    """
+    Returns the primary keys of the rows that moved. A state change with its audit rows is
+    ``common.ledger.ledger_move``, which builds on the same statement."""
     if not rows:
         return []
-    meta = model._meta
-    qn = connection.ops.quote_name
-    table = qn(meta.db_table)
-    matched: list[Any] = [meta.get_field(name) for name in rows[0][0]]
-    changed: list[Any] = [meta.get_field(name) for name in rows[0][1]]
-    fields = [*matched, *changed]
-    names = [*(f"m{i}" for i in range(len(matched))), *(f"s{i}" for i in range(len(changed)))]
-    sets = [f"{qn(f.column)} = v.s{i}" for i, f in enumerate(changed)]
-    if bump is not None:
-        bumped = qn(cast(Any, meta.get_field(bump)).column)
-        sets.append(f"{bumped} = {bumped} + 1")
-    where = " AND ".join(f"{table}.{qn(f.column)} = v.m{i}" for i, f in enumerate(matched))
-    flat = [{**match, **{f"set:{k}": v for k, v in change.items()}} for match, change in rows]
-    keys = [*rows[0][0], *(f"set:{k}" for k in rows[0][1])]
-    pk = qn(cast(Any, meta.pk).column)
-    tail = f"UPDATE {table} SET {', '.join(sets)} FROM v WHERE {where} RETURNING {table}.{pk}"
-    if connection.vendor == "postgresql":
-        columns = [[row[key] for row in flat] for key in keys]
-        relation, params = _unnest(fields, names, columns, json_none_is_null=True)
-        return [r[0] for r in hot_rows(f"WITH v AS (SELECT * FROM {relation}) {tail}", params)]
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    moved: list[Any] = []
-    per = max(1, MAX_PARAMS // len(fields))
-    for start in range(0, len(flat), per):
-        chunk = flat[start : start + per]
-        params = [
-            f.get_db_prep_save(row[key], connection)
-            for row in chunk
-            for key, f in zip(keys, fields, strict=True)
-        ]
-        tuples = ", ".join([one] * len(chunk))
-        sql = f"WITH v({', '.join(names)}) AS (VALUES {tuples}) {tail}"
-        moved.extend(r[0] for r in hot_rows(sql, params))
-    return moved
+    update = GuardedUpdate.of(model, list(rows[0][0]), list(rows[0][1]), bump=bump)
+    return [row[0] for row in update.run(rows)]
 
 
-def _unnest(
+@dataclass(frozen=True)
+class GuardedUpdate:
+    """The compare-and-set UPDATE of many rows, each with its own values, as text both
+    databases run: ``v`` is the relation of the rows' (match, set) values, ``sql`` the
+    ``UPDATE … FROM v … RETURNING`` of the primary key and the ``returning`` columns, read
+    from the rows as the update left them. The text depends on the columns only."""
+
+    fields: list[Any]
+    names: list[str]
+    keys: list[str]
+    sql: str
+
+    @classmethod
+    def of(
+        cls,
+        model: type[models.Model],
+        match: Sequence[str],
+        change: Sequence[str],
+        *,
+        bump: str | None = None,
+        returning: Sequence[str] = (),
+    ) -> GuardedUpdate:
+        meta = model._meta
+        qn = connection.ops.quote_name
+        table = qn(meta.db_table)
+        matched: list[Any] = [meta.get_field(name) for name in match]
+        changed: list[Any] = [meta.get_field(name) for name in change]
+        names = [*(f"m{i}" for i in range(len(matched))), *(f"s{i}" for i in range(len(changed)))]
+        sets = [f"{qn(f.column)} = v.s{i}" for i, f in enumerate(changed)]
+        if bump is not None:
+            bumped = qn(cast(Any, meta.get_field(bump)).column)
+            sets.append(f"{bumped} = {bumped} + 1")
+        where = " AND ".join(f"{table}.{qn(f.column)} = v.m{i}" for i, f in enumerate(matched))
+        back = [cast(Any, meta.pk), *(meta.get_field(name) for name in returning)]
+        ret = ", ".join(f"{table}.{qn(f.column)}" for f in back)
+        sql = f"UPDATE {table} SET {', '.join(sets)} FROM v WHERE {where} RETURNING {ret}"
+        keys = [*match, *(f"set:{k}" for k in change)]
+        return cls([*matched, *changed], names, keys, sql)
+
+    def flat(self, rows: Pairs) -> list[dict[str, Any]]:
+        return [{**match, **{f"set:{k}": v for k, v in change.items()}} for match, change in rows]
+
+    def relation(self, rows: Pairs) -> tuple[str, list[Any]]:
+        """PostgreSQL: ``v`` as one array parameter per column (see ``unnest_relation``)."""
+        flat = self.flat(rows)
+        columns = [[row[key] for row in flat] for key in self.keys]
+        return unnest_relation(self.fields, self.names, columns, json_none_is_null=True)
+
+    def run(self, rows: Pairs) -> list[tuple[Any, ...]]:
+        """The rows that moved, as ``RETURNING`` gives them: one statement on PostgreSQL,
+        one per ``MAX_PARAMS`` worth of values on SQLite."""
+        if connection.vendor == "postgresql":
+            relation, params = self.relation(rows)
+            return hot_rows(f"WITH v AS (SELECT * FROM {relation}) {self.sql}", params)
+        flat = self.flat(rows)
+        one = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        moved: list[tuple[Any, ...]] = []
+        per = max(1, MAX_PARAMS // len(self.fields))
+        for start in range(0, len(flat), per):
+            chunk = flat[start : start + per]
+            params = [
+                f.get_db_prep_save(row[key], connection)
+                for row in chunk
+                for key, f in zip(self.keys, self.fields, strict=True)
+            ]
+            tuples = ", ".join([one] * len(chunk))
+            sql = f"WITH v({', '.join(self.names)}) AS (VALUES {tuples}) {self.sql}"
+            moved.extend(hot_rows(sql, params))
+        return moved
+
+
+def unnest_relation(
     fields: Sequence[Any],
     names: Sequence[str],
     columns: Sequence[Sequence[Any]],
     *,
     json_none_is_null: bool,
+    alias: str = "rows_in",
 ) -> tuple[str, list[Any]]:
     """PostgreSQL: ``rows`` as a relation of one array parameter per column (JSON travels as
     text and is cast back), so a statement stays small however many rows it carries. A JSON
@@ -163,23 +205,6 @@ def _unnest(
             params.append(list(values))
     relation = (
         f"(SELECT {', '.join(selects)} FROM unnest({', '.join(casts)}) "
-        f"AS u({', '.join(names)})) AS rows_in"
+        f"AS u({', '.join(names)})) AS {alias}"
     )
     return relation, params
-
-
-def row_compare_and_set(row: Any, updates: Mapping[str, Any]) -> bool:
-    """Write ``updates`` to ``row`` only from the (status, version) it was read with, bumping
-    the version; False, with nothing written, if it moved meanwhile. The instance follows on
-    success. The row-by-row compare-and-set of the models that carry both columns."""
-    moved = (
-        type(row)
-        ._default_manager.filter(pk=row.pk, status=row.status, version=row.version)
-        .update(version=F("version") + 1, **updates)
-    )
-    if moved != 1:
-        return False
-    for name, value in updates.items():
-        setattr(row, name, value)
-    row.version += 1
-    return True

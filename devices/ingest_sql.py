@@ -115,14 +115,14 @@ def devices_online_set(
     device_ids: Sequence[int], *, online: bool, due_by: datetime | None
 ) -> list[tuple[Any, ...]]:
     """The compare-and-set of ``online`` (``devices.services.health``): written only on rows
-    that do not hold it yet (and, going offline, whose offline time has still come, which it
-    clears); returns (id, serial number, farm id, last seen) of exactly the rows moved."""
+    that do not hold it yet (and, going offline by the sweep, ``due_by``, whose offline time
+    has still come); going offline clears the offline time. Returns (id, serial number, farm
+    id, last seen) of exactly the rows moved."""
     ids_sql, params = in_list(list(device_ids))
-    sets = "online = %s"
+    sets = "online = %s" if online else "online = %s, offline_due_at = NULL"
     where = f"id IN {ids_sql} AND online = %s"
     args: list[Any] = [online, *params, not online]
     if due_by is not None:
-        sets += ", offline_due_at = NULL"
         where += " AND offline_due_at <= %s"
         args.append(db_time(due_by))
     return hot_rows(

@@ -26,7 +26,7 @@ from rollouts.models import Rollout, RolloutTarget
 from rollouts.services.counts import TARGET_STATES, Counts, rollout_count
 from rollouts.services.lifecycle import rollout_act
 from rollouts.services.plan import RolloutSpec, rollout_create
-from rollouts.states import ROLLOUT_ENDED, RolloutState, TargetStep
+from rollouts.states import ROLLOUT_ENDED, RolloutStatus, TargetStep
 
 CANARY = 2
 # The fault relay fails, the canary's other relay ends applied: 1 failed of 2 finished.
@@ -94,7 +94,7 @@ def _by_endpoint(serials: list[str]) -> list[str]:
 def _earlier_rollouts_cancel(operator: Any) -> None:
     """A demo rollout an interrupted run left live would hold its relays: no new rollout could
     target them."""
-    live = Rollout.objects.filter(name__startswith=NAME_PREFIX).exclude(state__in=ROLLOUT_ENDED)
+    live = Rollout.objects.filter(name__startswith=NAME_PREFIX).exclude(status__in=ROLLOUT_ENDED)
     for pk in live.values_list("pk", flat=True):
         rollout_act(rollout_id=pk, action="cancel", actor=operator, reason="demo: a new run")
 
@@ -132,8 +132,8 @@ def _run(
         rollout.refresh_from_db()
         counts = rollout_count(rollout.pk)
         shown = ", ".join(f"{s} {n}" for s, n in counts.as_dict().items() if n)
-        progress(f"rollout #{rollout.pk} ({name}) {rollout.state}: {shown}")
-        if rollout.state in ROLLOUT_ENDED and not counts.live:
+        progress(f"rollout #{rollout.pk} ({name}) {rollout.status}: {shown}")
+        if rollout.status in ROLLOUT_ENDED and not counts.live:
             break
         if time.monotonic() > deadline:
             raise CommandError(f"rollout #{rollout.pk} did not end within {timeout:.0f}s")
@@ -149,7 +149,7 @@ def _run(
 def rollouts_summary(completed: RolloutRun, aborted: RolloutRun | None, fault: str) -> LaneSummary:
     """The runs' counters per target state side by side, why each ended, and invariants."""
     runs = [completed, *([aborted] if aborted else [])]
-    headers = ["state", *(f"#{r.rollout.pk} {r.rollout.state}" for r in runs)]
+    headers = ["state", *(f"#{r.rollout.pk} {r.rollout.status}" for r in runs)]
     rows = [(state, *(r.counts[state] for r in runs)) for state in TARGET_STATES]
     lines = [
         f"#{r.rollout.pk} {r.rollout.name}: {r.counts.total} targets in {r.rollout.waves} "
@@ -198,7 +198,7 @@ def _commands(rollout: Rollout) -> list[DeviceCommand]:
 def _completed_clean(run: RolloutRun) -> bool:
     commands = _commands(run.rollout)
     return (
-        run.rollout.state == RolloutState.COMPLETED
+        run.rollout.status == RolloutStatus.COMPLETED
         and run.counts[TargetStep.PENDING] == 0
         and run.counts.live == 0
         and bool(commands)
@@ -214,7 +214,7 @@ def _aborted_on_fault(run: RolloutRun, fault: str) -> bool:
     commands = _commands(run.rollout)
     failed = [c for c in commands if c.status == CommandStatus.FAILED]
     return (
-        run.rollout.state == RolloutState.ABORTED
+        run.rollout.status == RolloutStatus.ABORTED
         and isinstance(tripped, dict)
         and tripped["criterion"] == ABORT_CRITERION
         and tripped["count"] == 1

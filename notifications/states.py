@@ -75,7 +75,3 @@ TEMPLATE_REASONS: frozenset[str] = frozenset(
         NotificationReason.TEMPLATE_ERROR,
     }
 )
-
-
-def notification_can_move(from_status: str, to_status: str) -> bool:
-    return to_status in NOTIFICATION_TRANSITIONS.get(from_status, frozenset())

@@ -24,17 +24,23 @@ from common.roles import Need
 from devices.display import endpoint_value_text
 from devices.models import DeviceProfileEndpoint
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
-from rollouts.services.counts import PRUNED, Counts, rollout_count, rollouts_count
+from rollouts.services.counts import (
+    PRUNED,
+    Counts,
+    rollout_count,
+    rollout_waves,
+    rollouts_count,
+)
 from rollouts.services.lifecycle import RolloutMoveRefused, rollout_act
-from rollouts.states import ROLLOUT_ENDED, RolloutState, TargetStep
+from rollouts.states import ROLLOUT_ENDED, RolloutStatus, TargetStep
 from scheduler.services.support import SupportReasonMissing
 
 TARGETS_URL = "admin:rollouts_rollouttarget_changelist"
 # The buttons a rollout's state offers: (action, title).
 BUTTONS: dict[str, list[tuple[str, str]]] = {
-    RolloutState.SCHEDULED: [("pause", "Pause…"), ("cancel", "Cancel…")],
-    RolloutState.RUNNING: [("pause", "Pause…"), ("cancel", "Cancel…")],
-    RolloutState.PAUSED: [("resume", "Resume…"), ("cancel", "Cancel…")],
+    RolloutStatus.SCHEDULED: [("pause", "Pause…"), ("cancel", "Cancel…")],
+    RolloutStatus.RUNNING: [("pause", "Pause…"), ("cancel", "Cancel…")],
+    RolloutStatus.PAUSED: [("resume", "Resume…"), ("cancel", "Cancel…")],
 }
 
 
@@ -46,8 +52,8 @@ def progress_of(counts: Counts) -> tuple[int, int]:
 
 # A rollout that stopped short: its bar says so, in its own colour, not as a full bar.
 STOPPED_SHORT: dict[str, str] = {
-    RolloutState.ABORTED: "#ba2121",
-    RolloutState.CANCELLED: "#767676",
+    RolloutStatus.ABORTED: "#ba2121",
+    RolloutStatus.CANCELLED: "#767676",
 }
 
 
@@ -116,31 +122,24 @@ def tripped_text(tripped: Any) -> str:
     )
 
 
-def _move_text(from_state: str, to_state: str) -> str:
-    """``created → scheduled``, ``running → paused``; a wave, which keeps the state, reads
-    as the state alone."""
-    if from_state == to_state:
-        return to_state
-    return f"{from_state or 'created'} → {to_state}"
+def _move_text(from_status: str, to_status: str) -> str:
+    """``created → scheduled``, ``running → paused``."""
+    return f"{from_status or 'created'} → {to_status}"
 
 
 def timeline_html(rollout: Rollout) -> SafeString:
-    rows = (
-        RolloutTransition.objects.filter(rollout=rollout)
-        .select_related("actor")
-        .order_by("at", "pk")
-    )
+    """The rollout's moves and, between them, its waves (as its targets record them)."""
+    moves = RolloutTransition.objects.filter(rollout=rollout).select_related("actor")
+    rows = [
+        (t.at, 0, t.pk, _move_text(t.from_status, t.to_status), _actor(t), t.reason) for t in moves
+    ]
+    rows += [(w.at, 1, w.wave, "wave", "driver", str(w)) for w in rollout_waves(rollout.pk)]
     body = format_html_join(
         "",
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
         (
-            (
-                t.at.strftime("%Y-%m-%d %H:%M:%S"),
-                _move_text(t.from_state, t.to_state),
-                t.actor.get_username() if t.actor else "driver",
-                t.reason,
-            )
-            for t in rows
+            (at.strftime("%Y-%m-%d %H:%M:%S"), move, by, reason)
+            for at, _, _, move, by, reason in sorted(rows)
         ),
     )
     return format_html(
@@ -148,6 +147,10 @@ def timeline_html(rollout: Rollout) -> SafeString:
         "</thead><tbody>{}</tbody></table>",
         body,
     )
+
+
+def _actor(move: RolloutTransition) -> str:
+    return move.actor.get_username() if move.actor else "driver"
 
 
 def rollout_action(
@@ -206,9 +209,9 @@ class RolloutChangeList(ChangeList):
 class RolloutAdmin(ReadOnlyAdmin):
     org_path = "organization_id"
     change_form_template = "admin/rollouts/rollout/change_form.html"
-    list_display = ("name", "organization", "state", "progress", "created_at")
+    list_display = ("name", "organization", "status", "progress", "created_at")
     list_display_links = ("name",)
-    list_filter = ("state", "organization")
+    list_filter = ("status", "organization")
     list_select_related = ("organization",)
     search_fields = ("name",)
     date_hierarchy = "created_at"
@@ -218,7 +221,7 @@ class RolloutAdmin(ReadOnlyAdmin):
         rollout_action("cancel", "Cancel…"),
     )
     fieldsets = (
-        (None, {"fields": ("name", "organization", "state", "reason", "requested_by")}),
+        (None, {"fields": ("name", "organization", "status", "reason", "requested_by")}),
         ("Progress", {"fields": ("progress", "counters", "tripped_criterion", "targets_link")}),
         (
             "Plan",
@@ -272,7 +275,7 @@ class RolloutAdmin(ReadOnlyAdmin):
 
     @admin.display(description="progress (finished + skipped)")
     def progress(self, obj: Rollout) -> SafeString:
-        return progress_html(self._counts(obj), obj.state)
+        return progress_html(self._counts(obj), obj.status)
 
     @admin.display(description="targets by state")
     def counters(self, obj: Rollout) -> SafeString:
@@ -315,10 +318,10 @@ class RolloutAdmin(ReadOnlyAdmin):
         buttons: list[tuple[str, str]] = []
         if (
             obj is not None
-            and obj.state not in ROLLOUT_ENDED
+            and obj.status not in ROLLOUT_ENDED
             and self.has_operate_permission(request, obj)
         ):
-            buttons = BUTTONS.get(obj.state, [])
+            buttons = BUTTONS.get(obj.status, [])
         context = {**(extra_context or {}), "rollout_buttons": buttons}
         return super().change_view(request, object_id, form_url, context)
 

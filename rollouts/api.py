@@ -4,7 +4,7 @@ rollouts with their counters, their targets and their timeline. Rows are scoped 
 caller's organisations (another organisation's rollout is a 404); a rollout's organisation
 is its farms'. Every check of a new rollout is ``rollout_create``'s, answered as a 400 naming
 the fields; a move the rollout's state refuses is a 409. Rollouts, their targets and their
-timelines page by cursor: a running rollout adds a timeline row per wave."""
+timelines page by cursor: a rollout adds a timeline row per status move."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ from rollouts.serializers import (
 from rollouts.services.counts import rollouts_count
 from rollouts.services.lifecycle import RolloutMoveRefused, rollout_act
 from rollouts.services.plan import RolloutInvalid, RolloutSpec, rollout_create
-from rollouts.states import RolloutState
+from rollouts.states import RolloutStatus
 from scheduler.services.support import SupportReasonMissing
 
 _REFUSED = OpenApiResponse(description="conflict: the rollout's state does not allow this move")
@@ -58,7 +58,8 @@ class OldestFirstCursor(CursorPagination):
 
 
 class RolloutFilter(django_filters.FilterSet):
-    state = django_filters.ChoiceFilter(choices=RolloutState.choices)
+    # ``?state=``: the parameter keeps its name (an external contract).
+    state = django_filters.ChoiceFilter(field_name="status", choices=RolloutStatus.choices)
 
     class Meta:
         model = Rollout
@@ -182,7 +183,7 @@ class RolloutViewSet(ScopedViewSet):
     @action(detail=True, methods=["get"], pagination_class=OldestFirstCursor, filterset_class=None)
     def targets(self, request: Request, pk: str | None = None) -> Response:
         """The rollout's targets in selection order, each with its device, farm, state and
-        the wave that sent it (one query per page)."""
+        the wave that sent or skipped it (one query per page)."""
         rollout: Rollout = self.get_object()
         rows = (
             RolloutTarget.objects.filter(rollout_id=rollout.pk)
@@ -199,7 +200,7 @@ class RolloutViewSet(ScopedViewSet):
     @extend_schema(responses=RolloutTransitionSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=OldestFirstCursor, filterset_class=None)
     def timeline(self, request: Request, pk: str | None = None) -> Response:
-        """Every state move with who made it and why, and every wave, oldest first."""
+        """Every status move with who made it and why, oldest first."""
         rollout: Rollout = self.get_object()
         rows = RolloutTransition.objects.filter(rollout_id=rollout.pk).select_related("actor")
         page = self.paginate_queryset(rows.order_by("pk")) or []

@@ -13,9 +13,9 @@ from prometheus_client.core import GaugeMetricFamily
 
 from rollouts.models import Rollout, RolloutTarget
 from rollouts.services.counts import PRUNED, Counts
-from rollouts.states import ROLLOUT_ENDED, RolloutState, TargetStep
+from rollouts.states import ROLLOUT_ENDED, RolloutStatus, TargetStep
 
-UNENDED = sorted(set(RolloutState.values) - ROLLOUT_ENDED)
+UNENDED = sorted(set(RolloutStatus.values) - ROLLOUT_ENDED)
 
 
 def rollouts_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
@@ -26,8 +26,8 @@ def rollouts_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
         "Fleet rollouts by state (ended ones until RETENTION_ROLLOUTS_DAYS prunes them).",
         labels=["state"],
     )
-    by_state = dict.fromkeys(RolloutState.values, 0)
-    for state, n in Rollout.objects.values_list("state").annotate(n=Count("id")).order_by():
+    by_state = dict.fromkeys(RolloutStatus.values, 0)
+    for state, n in Rollout.objects.values_list("status").annotate(n=Count("id")).order_by():
         by_state[state] = n
     for state, n in by_state.items():
         rollouts.add_metric([state], n)
@@ -40,7 +40,7 @@ def rollouts_gauges(now: datetime) -> Iterator[GaugeMetricFamily]:
     )
     tally: Counter[str] = Counter()
     rows = (
-        RolloutTarget.objects.filter(rollout__state__in=UNENDED)
+        RolloutTarget.objects.filter(rollout__status__in=UNENDED)
         .values_list("step", "command__status")
         .annotate(n=Count("id"))
         .order_by()

@@ -15,7 +15,7 @@ from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
 from common.models import Organization
 from common.validators import validate_json_bounds
 from devices.models import Device, DeviceInstanceEndpoint, DeviceProfile, Farm
-from rollouts.states import EndBehaviour, RolloutState, SkipReason, TargetMode, TargetStep
+from rollouts.states import EndBehaviour, RolloutStatus, SkipReason, TargetMode, TargetStep
 
 # Documented bounds (docs/rollouts.md); the API refuses a value outside them naming the field.
 CANARY_MAX = 1000
@@ -29,7 +29,8 @@ ABORT_CRITERIA_MAX = 8
 class Rollout(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=120)
-    state = models.CharField(max_length=16, choices=RolloutState.choices)
+    # The column keeps its first name; the code says status, like every other ledger.
+    status = models.CharField(max_length=16, choices=RolloutStatus.choices, db_column="state")
     # The selector: the profile's endpoint ``endpoint_key`` on its devices in ``farms``, or
     # only on ``devices`` when that list is given.
     mode = models.CharField(max_length=16, choices=TargetMode.choices, default=TargetMode.SNAPSHOT)
@@ -82,7 +83,7 @@ class Rollout(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["state"], name="rollout_state")]
+        indexes = [models.Index(fields=["status"], name="rollout_state")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(
@@ -99,12 +100,13 @@ class Rollout(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"rollout #{self.pk} {self.name} ({self.state})"
+        return f"rollout #{self.pk} {self.name} ({self.status})"
 
 
 class RolloutTarget(models.Model):
     """One endpoint of a rollout: ``pending`` until a wave sends it (``sent``, its command
-    linked, that command's state is the target's) or the rollout skips it (``reason``)."""
+    linked, that command's status is the target's) or the rollout skips it (``reason``);
+    ``wave`` is the wave that sent or skipped it (none: skipped by a stop)."""
 
     # No index of its own: the two below lead with it.
     rollout = models.ForeignKey(
@@ -134,11 +136,13 @@ class RolloutTarget(models.Model):
 
 
 class RolloutTransition(models.Model):
-    """The rollout's timeline: every state move with who and why, and each wave it started."""
+    """The rollout's timeline: every status move with who and why (the creation's from ""). A
+    wave moves its targets, not the rollout: each target records the wave that sent or
+    skipped it (``RolloutTarget.wave``)."""
 
     rollout = models.ForeignKey(Rollout, on_delete=models.CASCADE, related_name="transitions")
-    from_state = models.CharField(max_length=16)
-    to_state = models.CharField(max_length=16)
+    from_status = models.CharField(max_length=16, db_column="from_state")
+    to_status = models.CharField(max_length=16, db_column="to_state")
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
@@ -149,4 +153,4 @@ class RolloutTransition(models.Model):
         indexes = [models.Index(fields=["rollout", "at"], name="rollout_transition_at")]
 
     def __str__(self) -> str:
-        return f"rollout #{self.rollout_id} {self.from_state} → {self.to_state}"
+        return f"rollout #{self.rollout_id} {self.from_status} → {self.to_status}"

@@ -27,7 +27,7 @@ def rollouts_retention_register() -> None:
             "rollouts.Rollout",
             "RETENTION_ROLLOUTS_DAYS",
             "ended_at",
-            prunable=Q(state__in=sorted(ROLLOUT_ENDED)),
+            prunable=Q(status__in=sorted(ROLLOUT_ENDED)),
             children=("rollouts.RolloutTarget", "rollouts.RolloutTransition", *_selector_links()),
         )
     )

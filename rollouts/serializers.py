@@ -20,7 +20,7 @@ from rollouts import models as m
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
 from rollouts.services.counts import PRUNED, TARGET_STATES, Counts, rollout_count
 from rollouts.services.plan import RolloutSpec
-from rollouts.states import AbortOutcome, EndBehaviour, TargetMode, TargetStep
+from rollouts.states import AbortOutcome, EndBehaviour, RolloutStatus, TargetMode, TargetStep
 
 FARMS_MAX = 500  # farms one rollout names
 DEVICES_MAX = 10_000  # devices one rollout names (its selector, not its targets)
@@ -144,6 +144,8 @@ class RolloutSerializer(serializers.ModelSerializer[Rollout]):
     requested_by: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    # The API's field keeps its name (an external contract); the model says status.
+    state = serializers.ChoiceField(source="status", choices=RolloutStatus.choices, read_only=True)
     counters = serializers.SerializerMethodField(
         help_text=f"targets per state: {', '.join(TARGET_STATES)} (and {PRUNED}, a sent "
         "target whose command was pruned, when there is one)"
@@ -231,8 +233,12 @@ class RolloutTargetSerializer(serializers.ModelSerializer[RolloutTarget]):
 
 
 class RolloutTransitionSerializer(serializers.ModelSerializer[RolloutTransition]):
-    """A state move (``from_state`` blank: the creation) or a wave (same state), who made it
-    (null: the driver) and why."""
+    """A status move (``from_state`` blank: the creation), who made it (null: the driver) and
+    why."""
+
+    # The API's fields keep their names (an external contract); the model says status.
+    from_state = serializers.CharField(source="from_status", read_only=True)
+    to_state = serializers.CharField(source="to_status", read_only=True)
 
     actor: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True

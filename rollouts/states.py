@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import TextChoices
 
 
-class RolloutState(TextChoices):
+class RolloutStatus(TextChoices):
     SCHEDULED = "scheduled"  # waiting for its start time in some farm
     RUNNING = "running"
     PAUSED = "paused"
@@ -14,7 +14,7 @@ class RolloutState(TextChoices):
     CANCELLED = "cancelled"
 
 
-R = RolloutState
+R = RolloutStatus
 ROLLOUT_MOVES: dict[str, frozenset[str]] = {
     R.SCHEDULED: frozenset({R.RUNNING, R.PAUSED, R.CANCELLED}),
     R.RUNNING: frozenset({R.PAUSED, R.COMPLETED, R.ABORTED, R.CANCELLED}),
@@ -25,16 +25,17 @@ ROLLOUT_ENDED: frozenset[str] = frozenset({R.COMPLETED, R.ABORTED, R.CANCELLED})
 ROLLOUT_DRIVEN: frozenset[str] = frozenset({R.SCHEDULED, R.RUNNING})
 
 
-def rollout_can_move(from_state: str, to_state: str) -> bool:
-    return to_state in ROLLOUT_MOVES.get(from_state, frozenset())
-
-
 class TargetStep(TextChoices):
-    """What the rollout did with a target; once ``sent``, its state is its command's."""
+    """What the rollout did with a target; once ``sent``, its status is its command's."""
 
     PENDING = "pending"
     SENT = "sent"
     SKIPPED = "skipped"
+
+
+T = TargetStep
+# A target moves once: a wave sends or skips it, or a stop skips it.
+TARGET_MOVES: dict[str, frozenset[str]] = {T.PENDING: frozenset({T.SENT, T.SKIPPED})}
 
 
 class SkipReason(TextChoices):

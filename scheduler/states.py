@@ -76,7 +76,3 @@ SCHEDULER_DEACTIVATION_REASONS: frozenset[str] = frozenset(
         SchedulerReason.TOO_LATE,
     }
 )
-
-
-def scheduler_can_move(from_status: str, to_status: str) -> bool:
-    return to_status in SCHEDULER_TRANSITIONS.get(from_status, frozenset())

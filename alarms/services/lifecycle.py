@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import Case, F, When
 
 from alarms.models import Alarm
-from alarms.services.moves import AlarmFields, alarm_move, alarm_transition_write
+from alarms.services.moves import ALARMS, AlarmFields, alarm_move, alarm_step
 from alarms.states import (
     ACTOR_MAX_CHARS,
     DETAIL_MAX_CHARS,
@@ -23,6 +23,7 @@ from alarms.states import (
     AlarmType,
 )
 from common.handoff import enqueue_on_commit
+from common.ledger import ledger_created
 from common.sql import insert_ignore_returning
 from config.task_names import ALARMS_NOTIFY
 from devices.models import Farm
@@ -108,18 +109,13 @@ def alarm_raise(
                 ],
             )
             if inserted:
-                alarm = Alarm(pk=inserted[0][0], type=type)
-                alarm_transition_write(
-                    alarm,
-                    "",
-                    AlarmStatus.ACTIVE,
-                    AlarmReason.RAISED,
-                    actor=actor,
-                    comment=detail,
-                    now=now,
+                alarm_id = int(inserted[0][0])
+                step = alarm_step(
+                    AlarmStatus.ACTIVE, AlarmReason.RAISED, actor=actor, comment=detail
                 )
+                ledger_created(ALARMS, [(alarm_id, step)], now=now)
                 enqueue_on_commit(ALARMS_NOTIFY)
-                return alarm.pk
+                return alarm_id
         # Another raiser's insert won the unique key: count this raise on its alarm.
     raise RuntimeError(f"alarm {source}:{source_id} {type}: raise lost {MOVE_ATTEMPTS} times")
 

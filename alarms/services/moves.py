@@ -1,6 +1,7 @@
-"""The one way an alarm changes status: a compare-and-set on (status, version) that writes
-its transition row in the same transaction. Zero rows changed means someone else moved it
-first: nothing is written and the caller stops (or re-reads and tries again)."""
+"""The one way an alarm changes status: a move of its ledger (``common.ledger``), a
+compare-and-set on (status, version) with its transition row in the same statement. Zero
+rows changed means someone else moved it first: nothing is written and the caller stops (or
+re-reads and tries again)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,18 @@ import logging
 from datetime import datetime
 from typing import TypedDict, Unpack
 
-from django.db import transaction
-
 from alarms.models import Alarm, AlarmTransition
 from alarms.states import (
     ACTOR_MAX_CHARS,
+    ALARM_MOVES,
     COMMENT_MAX_CHARS,
     AlarmReason,
     AlarmStatus,
-    alarm_can_move,
 )
-from common.sql import row_compare_and_set
+from common.ledger import Ledger, Step, ledger_move_row
 
 logger = logging.getLogger(__name__)
+ALARMS = Ledger(Alarm, audit=AlarmTransition, audit_row="alarm", edges=ALARM_MOVES)
 
 
 class AlarmFields(TypedDict, total=False):
@@ -47,13 +47,9 @@ def alarm_move(
 ) -> bool:
     """Move ``alarm`` from the status and version it was read with; False if it moved
     meanwhile or the move is not allowed. Updates the instance in place on success."""
-    if not alarm_can_move(alarm.status, to):
+    step = alarm_step(to, reason, actor=actor, comment=comment)
+    if not ledger_move_row(ALARMS, alarm, steps=[step], sets=fields, now=now):
         return False
-    before = alarm.status
-    with transaction.atomic():
-        if not row_compare_and_set(alarm, {"status": to, **fields}):
-            return False
-        alarm_transition_write(alarm, before, to, reason, actor=actor, comment=comment, now=now)
     logger.info(
         "alarm %s -> %s (%s by %s)",
         alarm.pk,
@@ -65,24 +61,14 @@ def alarm_move(
     return True
 
 
-def alarm_transition_write(
-    alarm: Alarm,
-    before: str,
-    to: str,
-    reason: AlarmReason,
-    *,
-    actor: str,
-    comment: str,
-    now: datetime,
-) -> None:
-    """The audit row of a move; only ``alarm_move`` and the raise that opens an alarm (its
-    insert is the compare-and-set) write one."""
-    AlarmTransition.objects.create(
-        alarm_id=alarm.pk,
-        from_status=before,
-        to_status=to,
-        reason=reason,
-        actor=actor[:ACTOR_MAX_CHARS],
-        comment=comment[:COMMENT_MAX_CHARS],
-        at=now,
+def alarm_step(to: str, reason: AlarmReason, *, actor: str, comment: str) -> Step:
+    """A move's audit row: why, and who (a person) or what (a cause) moved it; the raise
+    that opens an alarm writes one too (``ledger_created``: its insert is the guard)."""
+    return Step(
+        to,
+        {
+            "reason": reason,
+            "actor": actor[:ACTOR_MAX_CHARS],
+            "comment": comment[:COMMENT_MAX_CHARS],
+        },
     )

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from alarms.models import Alarm
+from alarms.services.moves import ALARMS
 from alarms.services.policy import Policy, alarm_policy_get
 from alarms.states import AlarmStatus
-from common.sql import row_compare_and_set
+from common.ledger import ledger_move_row
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,11 @@ def alarm_notify_claim(
         return None
     policy = policy or alarm_policy_get(alarm.farm_id)
     repeat = alarm.notify_count + 1
-    claimed = row_compare_and_set(
-        alarm,
-        {
-            "notify_count": repeat,
-            "next_notify_at": now + timedelta(seconds=policy.repeat_every_s),
-        },
-    )
+    sets = {
+        "notify_count": repeat,
+        "next_notify_at": now + timedelta(seconds=policy.repeat_every_s),
+    }
+    claimed = ledger_move_row(ALARMS, alarm, sets=sets, now=now)
     if not claimed:
         return None
     return AlarmNotice(

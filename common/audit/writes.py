@@ -8,7 +8,7 @@ A model the log does not follow costs nothing more than the plain write."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, TypeVar
 
 from auditlog.diff import model_instance_diff
@@ -46,6 +46,24 @@ def audited_update(rows: QuerySet[M], /, **fields: Any) -> int:
         count = rows.filter(pk__in=list(before)).update(**fields)
         _log_moves(rows.model, before)
     return count
+
+
+def audited_fields(model: type[Model]) -> frozenset[str]:
+    """The fields of ``model`` the log follows (none: it is not followed)."""
+    if not auditlog.contains(model):
+        return frozenset()
+    return frozenset(auditlog.get_model_fields(model)["include_fields"])
+
+
+def audited_write(model: type[M], pks: Collection[Any], write: Callable[[], set[Any]]) -> set[Any]:
+    """Run ``write``, a guarded write of the rows ``pks`` that returns the keys of the rows it
+    changed, with an entry per changed row: the rows are read and locked first (PostgreSQL),
+    so an entry's "before" is what the write replaced (``common.ledger``'s moves)."""
+    with transaction.atomic(savepoint=False):
+        before = model._base_manager.select_for_update().in_bulk(list(pks))
+        moved = write()
+        _log_moves(model, {pk: before[pk] for pk in moved if pk in before})
+    return moved
 
 
 def audited_bulk_update(model: type[M], objs: Sequence[M], fields: Sequence[str]) -> int:

@@ -142,25 +142,24 @@ def _aware(value: datetime | str | None) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
+def device_retired_offline(*, device_id: int, now: datetime) -> None:
+    """A retired device sends nothing more: it leaves the online devices with its status
+    change (its transition says why), so the sweep never reports it silent. No
+    ``DeviceWentOffline``: ``DeviceStatusChanged`` tells consumers."""
+    _transitions_write(
+        _online_set([device_id], online=False),
+        online=False,
+        cause=DeviceHealthCause.RETIRED,
+        now=now,
+    )
+
+
 def _moves_record(moves: Sequence[HealthMove], *, online: bool, cause: str, now: datetime) -> None:
-    """The moves' audit rows (one INSERT; the unique key absorbs a repeat) and their events
-    after commit, keyed by the fact: going offline after this last message, or coming back
-    with this message."""
+    """The moves' audit rows and their events after commit, keyed by the fact: going offline
+    after this last message, or coming back with this message."""
     if not moves:
         return
-    DeviceHealthTransition.objects.bulk_create(
-        [
-            DeviceHealthTransition(
-                device_id=m.device_id,
-                online=online,
-                cause=cause,
-                last_seen_at=m.last_seen_at,
-                recorded_at=now,
-            )
-            for m in moves
-        ],
-        ignore_conflicts=True,
-    )
+    _transitions_write(moves, online=online, cause=cause, now=now)
     event_type, key = (
         (DEVICE_CAME_BACK, "device-back")
         if online
@@ -184,3 +183,24 @@ def _moves_record(moves: Sequence[HealthMove], *, online: bool, cause: str, now:
             ),
             occurred_at=now,
         )
+
+
+def _transitions_write(
+    moves: Sequence[HealthMove], *, online: bool, cause: str, now: datetime
+) -> None:
+    """The moves' audit rows: one INSERT, the unique key absorbing a repeat."""
+    if not moves:
+        return
+    DeviceHealthTransition.objects.bulk_create(
+        [
+            DeviceHealthTransition(
+                device_id=m.device_id,
+                online=online,
+                cause=cause,
+                last_seen_at=m.last_seen_at,
+                recorded_at=now,
+            )
+            for m in moves
+        ],
+        ignore_conflicts=True,
+    )

@@ -11,12 +11,17 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from common.audit.writes import audited_update
-from devices.models import Device, DeviceHealthCause, DeviceHealthTransition, DeviceStatus
+from common.ledger import Ledger, Move, Step, ledger_move
+from devices.models import Device, DeviceStatus
 from devices.services.credentials import device_credentials_revoke
+from devices.services.health import device_retired_offline
 from events.envelope import occurred_at_format
 from events.event_types import DEVICE_STATUS_CHANGED, DeviceStatusChangedPayload
 from events.services.publish import event_publish
+
+# A device's status is support's to move (no version: the status read is the guard); the
+# audit log follows the device, so each move is an entry with its actor.
+DEVICES = Ledger(Device, version=None)
 
 
 def device_status_change(
@@ -33,13 +38,12 @@ def device_status_change(
     if device.status == status:
         return False
     with transaction.atomic():
-        current = Device.objects.filter(pk=device.pk, status=device.status)
-        moved = audited_update(current, status=status)
-        if moved != 1:
+        move = Move(device.pk, device.status, steps=[Step(status)])
+        if not ledger_move(DEVICES, [move], now=now):
             return False
         if status == DeviceStatus.RETIRED:
             device_credentials_revoke(serial_number=device.serial_number)
-            _retired_offline(device=device, now=now)
+            device_retired_offline(device_id=device.pk, now=now)
         event_publish(
             DEVICE_STATUS_CHANGED,
             # One change of one device is one fact: its time makes it distinct from a later
@@ -58,25 +62,3 @@ def device_status_change(
             occurred_at=now,
         )
     return True
-
-
-def _retired_offline(*, device: Device, now: datetime) -> None:
-    """A retired device sends nothing more: it leaves the online devices with the status
-    change (its transition says why), so the health sweep never reports it silent (no
-    ``DeviceWentOffline``: ``DeviceStatusChanged`` tells consumers)."""
-    moved = Device.objects.filter(pk=device.pk, online=True).update(
-        online=False, offline_due_at=None
-    )
-    if moved:
-        DeviceHealthTransition.objects.bulk_create(
-            [
-                DeviceHealthTransition(
-                    device_id=device.pk,
-                    online=False,
-                    cause=DeviceHealthCause.RETIRED,
-                    last_seen_at=device.last_seen_at,
-                    recorded_at=now,
-                )
-            ],
-            ignore_conflicts=True,
-        )

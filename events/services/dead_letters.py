@@ -9,20 +9,27 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from common.handoff import after_commit
+from common.ledger import Ledger, Move, Step, ledger_move, ledger_move_row
 from common.sql import insert_ignore_returning
 from events.envelope import Envelope
 from events.models import TYPE_MAX_LENGTH, EventDeadLetter, EventHandlerAttempt
 from events.registry import DeadLetterAlert, registry
 from events.services.publish import event_send_on_commit
-from events.states import DEAD_LETTER_NOT_REPLAYABLE, DeadLetterReason, DeadLetterStatus
+from events.states import (
+    DEAD_LETTER_NOT_REPLAYABLE,
+    DEAD_LETTER_TRANSITIONS,
+    DeadLetterReason,
+    DeadLetterStatus,
+)
 
 logger = logging.getLogger(__name__)
 
 LAST_ERROR_MAX_CHARS = 4000
+# A replay and its undoing are the moves; who replayed it and when are on the row.
+DEAD_LETTERS = Ledger(EventDeadLetter, edges=DEAD_LETTER_TRANSITIONS)
 
 
 class DeadLetterNotFound(LookupError):
@@ -119,38 +126,33 @@ def dead_letter_replay(
     if dead.status != DeadLetterStatus.OPEN:
         return None
     envelope = Envelope.from_message(dead.envelope).republished()
+    replayed = {
+        "replayed_at": now,
+        "replayed_by": actor[:150],
+        "replay_event_id": envelope.event_id,
+    }
     with transaction.atomic():
-        moved = EventDeadLetter.objects.filter(
-            pk=dead.pk, status=DeadLetterStatus.OPEN, version=dead.version
-        ).update(
-            status=DeadLetterStatus.REPLAYED,
-            replayed_at=now,
-            replayed_by=actor[:150],
-            replay_event_id=envelope.event_id,
-            version=F("version") + 1,
-        )
-        if moved != 1:
+        step = Step(DeadLetterStatus.REPLAYED)
+        if not ledger_move_row(DEAD_LETTERS, dead, steps=[step], sets=replayed, now=now):
             return None
         EventHandlerAttempt.objects.filter(
             handler=dead.handler, idempotency_key=dead.idempotency_key
         ).delete()
-        replayed_version = dead.version + 1
+        replayed_version = dead.version
         event_send_on_commit(
-            envelope, on_failure=lambda: _dead_letter_reopen(dead.pk, replayed_version)
+            envelope, on_failure=lambda: _dead_letter_reopen(dead.pk, replayed_version, now)
         )
     logger.info("dead letter %s replayed by %s as event %s", dead.pk, actor, envelope.event_id)
     return envelope
 
 
-def _dead_letter_reopen(dead_letter_id: int, version: int) -> None:
-    reopened = EventDeadLetter.objects.filter(
-        pk=dead_letter_id, status=DeadLetterStatus.REPLAYED, version=version
-    ).update(
-        status=DeadLetterStatus.OPEN,
-        replayed_at=None,
-        replayed_by="",
-        replay_event_id="",
-        version=F("version") + 1,
+def _dead_letter_reopen(dead_letter_id: int, version: int, now: datetime) -> None:
+    reopen = Move(
+        dead_letter_id,
+        DeadLetterStatus.REPLAYED,
+        version,
+        [Step(DeadLetterStatus.OPEN)],
+        {"replayed_at": None, "replayed_by": "", "replay_event_id": ""},
     )
-    if reopened:
+    if ledger_move(DEAD_LETTERS, [reopen], now=now):
         logger.warning("dead letter %s reopened: its replay could not be published", dead_letter_id)

@@ -1,6 +1,6 @@
-"""The one way a notification changes status: a compare-and-set on (status, version) that
-writes its transition row in the same transaction. Zero rows changed means someone else moved
-it first: nothing is written and the caller stops."""
+"""The one way a notification changes status: a move of its ledger (``common.ledger``), a
+compare-and-set on (status, version) with its transition row in the same statement. Zero
+rows changed means someone else moved it first: nothing is written and the caller stops."""
 
 from __future__ import annotations
 
@@ -8,20 +8,27 @@ import logging
 from datetime import datetime
 from typing import TypedDict, Unpack
 
-from django.db import transaction
-
-from common.sql import row_compare_and_set
+from common.ledger import Ledger, Step, ledger_move_row
 from notifications.models import Notification, NotificationTransition
 from notifications.states import (
     NOTIFICATION_TERMINAL,
+    NOTIFICATION_TRANSITIONS,
     NotificationReason,
     NotificationStatus,
-    notification_can_move,
 )
 
 logger = logging.getLogger(__name__)
 
 DETAIL_MAX_CHARS = 500
+# Each audit row records the attempt the move left on the row.
+NOTIFICATIONS = Ledger(
+    Notification,
+    touched="updated_at",
+    audit=NotificationTransition,
+    audit_row="notification",
+    copies={"attempt": "attempt_count"},
+    edges=NOTIFICATION_TRANSITIONS,
+)
 
 
 class NotificationFields(TypedDict, total=False):
@@ -51,33 +58,15 @@ def notification_move(
     **fields: Unpack[NotificationFields],
 ) -> bool:
     """Move ``notification`` from the status and version it was read with; False if it moved
-    meanwhile. Updates the instance in place on success."""
-    if not notification_can_move(notification.status, to):
-        return False
+    meanwhile or the move is not allowed. Updates the instance in place on success."""
     if to in NOTIFICATION_TERMINAL:
         fields.setdefault("lease_expires_at", None)
         fields.setdefault("next_attempt_at", None)
-    updates = {
-        "status": to,
-        "status_reason": reason,
-        "status_detail": detail[:DETAIL_MAX_CHARS],
-        "updated_at": now,
-        **fields,
-    }
-    before = notification.status
-    with transaction.atomic():
-        if not row_compare_and_set(notification, updates):
-            return False
-        NotificationTransition.objects.create(
-            notification_id=notification.pk,
-            from_status=before,
-            to_status=to,
-            reason=reason,
-            detail=detail[:DETAIL_MAX_CHARS],
-            actor=actor[:150],
-            attempt=notification.attempt_count,
-            at=now,
-        )
+    detail = detail[:DETAIL_MAX_CHARS]
+    sets = {"status_reason": reason, "status_detail": detail, **fields}
+    step = Step(to, {"reason": reason, "detail": detail, "actor": actor[:150]})
+    if not ledger_move_row(NOTIFICATIONS, notification, steps=[step], sets=sets, now=now):
+        return False
     logger.info(
         "notification %s -> %s (%s)",
         notification.pk,
@@ -92,4 +81,4 @@ def notification_touch(
     notification: Notification, *, now: datetime, **fields: Unpack[NotificationFields]
 ) -> bool:
     """Compare-and-set of non-status fields (the rendered text) on the version read."""
-    return row_compare_and_set(notification, {"updated_at": now, **fields})
+    return ledger_move_row(NOTIFICATIONS, notification, sets=fields, now=now)

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.handoff import notifications_deliver_on_commit
+from common.ledger import Step, ledger_created
 from common.sql import insert_ignore_returning
 from devices.models import Farm
 from notifications.channels import Attachment, Recipient, channel_get
@@ -23,9 +24,9 @@ from notifications.models import (
     SOURCE_KEY_MAX_LENGTH,
     Notification,
     NotificationProfile,
-    NotificationTransition,
 )
 from notifications.services.context import ContextValue, context_encode
+from notifications.services.moves import DETAIL_MAX_CHARS, NOTIFICATIONS
 from notifications.services.recipients import (
     ChannelChoice,
     channel_choices,
@@ -142,16 +143,14 @@ def notifications_create(
             )
     with transaction.atomic():
         inserted = insert_ignore_returning(Notification, rows, ("id", "status", "status_reason"))
-        NotificationTransition.objects.bulk_create(
-            NotificationTransition(
-                notification_id=pk,
-                from_status="",
-                to_status=status,
-                reason=reason,
-                detail=f"hand-off from {source_key}"[:500],
-                at=now,
-            )
-            for pk, status, reason in inserted
+        detail = f"hand-off from {source_key}"[:DETAIL_MAX_CHARS]
+        ledger_created(
+            NOTIFICATIONS,
+            [
+                (pk, Step(status, {"reason": reason, "detail": detail}))
+                for pk, status, reason in inserted
+            ],
+            now=now,
         )
         notifications_deliver_on_commit(
             [pk for pk, status, _ in inserted if status == NotificationStatus.QUEUED]

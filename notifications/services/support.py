@@ -47,7 +47,7 @@ def notification_retry(
         "lease_expires_at": None,
     }
     if notification.status_reason in TEMPLATE_REASONS:
-        fields.update({"subject": "", "body": "", "body_html": "", "rendered_at": None})
+        fields |= {"subject": "", "body": "", "body_html": "", "rendered_at": None}
     with transaction.atomic():
         moved = notification_move(
             notification,

@@ -140,11 +140,11 @@ def _candidates_by_setting(
         except SETTING_ROW_ERRORS as exc:
             failed[setting.pk] = _setting_failed(setting, source, exc)
             continue
-        wanted.update((c.key_text, c) for c in candidates)
+        wanted |= {c.key_text: c for c in candidates}
         live = [c for c in candidates if c.scheduled_local_date >= today]
         seen = {c.key_text for c in live}
         ensure += [(setting, c) for c in live + [e for e in extra if e.key_text not in seen]]
-        wanted.update((c.key_text, c) for c in extra)
+        wanted |= {c.key_text: c for c in extra}
     return _SourcePlan(wanted, ensure, failed)
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
-from django.db.models import Count
+from django.db.models import Count, Min, Q
 
 from automation.states import COMMAND_LIVE, COMMAND_TERMINAL, CommandStatus
 from rollouts.models import RolloutTarget
@@ -72,3 +73,32 @@ def rollouts_count(rollout_ids: Iterable[int]) -> dict[int, Counts]:
 
 def rollout_count(rollout_id: int) -> Counts:
     return rollouts_count([rollout_id])[rollout_id]
+
+
+@dataclass(frozen=True)
+class WaveCount:
+    """One wave as its targets record it: when, how many it sent and how many it skipped."""
+
+    wave: int
+    at: datetime
+    started: int
+    skipped: int
+
+    def __str__(self) -> str:
+        return f"wave {self.wave}: {self.started} started, {self.skipped} skipped"
+
+
+def rollout_waves(rollout_id: int) -> list[WaveCount]:
+    """A rollout's waves, oldest first (one grouped query): a wave is no move of the rollout,
+    its record is the targets it sent or skipped (``RolloutTarget.wave``)."""
+    rows = (
+        RolloutTarget.objects.filter(rollout_id=rollout_id, wave__isnull=False)
+        .values_list("wave")
+        .annotate(
+            at=Min("updated_at"),
+            started=Count("id", filter=Q(step=TargetStep.SENT)),
+            skipped=Count("id", filter=Q(step=TargetStep.SKIPPED)),
+        )
+        .order_by("wave")
+    )
+    return [WaveCount(wave, at, started, skipped) for wave, at, started, skipped in rows]

@@ -26,16 +26,18 @@ from django.utils import timezone
 
 from automation.services.spine import Committed, hand_on_commit
 from common.json_types import JsonValue
+from common.ledger import ledger_move_row
 from rollouts.models import Rollout
 from rollouts.services.counts import Counts, rollout_count
 from rollouts.services.lifecycle import rollout_move, unsent_stop
+from rollouts.services.moves import ROLLOUTS
 from rollouts.services.plan import local_instant
 from rollouts.services.selection import rollout_selector, selector_endpoints, targets_insert
 from rollouts.services.waves import wave_start
 from rollouts.states import (
     ROLLOUT_DRIVEN,
     EndBehaviour,
-    RolloutState,
+    RolloutStatus,
     SkipReason,
     TargetMode,
     TargetStep,
@@ -58,20 +60,23 @@ def rollouts_due(*, now: datetime, limit: int) -> list[int]:
     """Rollouts the driver should tick, least recently ticked first (bounded)."""
     free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     return list(
-        Rollout.objects.filter(free, state__in=ROLLOUT_DRIVEN)
+        Rollout.objects.filter(free, status__in=ROLLOUT_DRIVEN)
         .order_by(F("ticked_at").asc(nulls_first=True), "pk")
         .values_list("pk", flat=True)[:limit]
     )
 
 
 def rollout_claim(rollout_id: int, now: datetime) -> Rollout | None:
-    """Take the rollout's lease (a guarded UPDATE; None when another driver holds it)."""
-    free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    lease = now + timedelta(seconds=settings.ROLLOUTS.lease_s)
-    moved = Rollout.objects.filter(free, pk=rollout_id, state__in=ROLLOUT_DRIVEN).update(
-        lease_expires_at=lease, version=F("version") + 1
-    )
-    return Rollout.objects.get(pk=rollout_id) if moved else None
+    """Take the rollout's lease (None when another driver holds it): a guarded update of the
+    rollout as read with its lease free. Every write of the lease bumps the version, so the
+    version read proves the lease is still free when the update lands."""
+    rollout = Rollout.objects.filter(pk=rollout_id, status__in=ROLLOUT_DRIVEN).first()
+    if rollout is None or (
+        rollout.lease_expires_at is not None and rollout.lease_expires_at >= now
+    ):
+        return None
+    lease = {"lease_expires_at": now + timedelta(seconds=settings.ROLLOUTS.lease_s)}
+    return rollout if ledger_move_row(ROLLOUTS, rollout, sets=lease, now=now) else None
 
 
 @dataclass(frozen=True)
@@ -126,21 +131,7 @@ def rollout_tick(rollout_id: int, *, now: datetime | None = None) -> Tick | None
             if not mine.exists():
                 raise LeaseLost(f"rollout {rollout.pk} moved before its tick")
             _step(rollout, tick, now)
-            released = Rollout.objects.filter(pk=rollout.pk, version=rollout.version).update(
-                lease_expires_at=None,
-                ticked_at=now,
-                updated_at=now,
-                version=F("version") + 1,
-                canary_left=rollout.canary_left,
-                rate_per_minute=rollout.rate_per_minute,
-                rate_budget=rollout.rate_budget,
-                recent_starts=rollout.recent_starts,
-                ramp_next_applied=rollout.ramp_next_applied,
-                ramping=rollout.ramping,
-                waves=rollout.waves,
-                targets_through_endpoint=rollout.targets_through_endpoint,
-            )
-            if released != 1:
+            if not ledger_move_row(ROLLOUTS, rollout, sets=_released(rollout, now), now=now):
                 raise LeaseLost(f"rollout {rollout.pk} moved during its tick")
     except LeaseLost:
         return Tick(rollout_id)
@@ -149,26 +140,44 @@ def rollout_tick(rollout_id: int, *, now: datetime | None = None) -> Tick | None
     return tick
 
 
+def _released(rollout: Rollout, now: datetime) -> dict[str, object]:
+    """The tick's end: the lease given back and the driver's position in the plan as the
+    tick left it."""
+    position = (
+        "canary_left",
+        "rate_per_minute",
+        "rate_budget",
+        "recent_starts",
+        "ramp_next_applied",
+        "ramping",
+        "waves",
+        "targets_through_endpoint",
+    )
+    return {"lease_expires_at": None, "ticked_at": now} | {
+        name: getattr(rollout, name) for name in position
+    }
+
+
 def _step(rollout: Rollout, tick: Tick, now: datetime) -> None:
     windows = farm_windows(rollout, now)
-    if rollout.state == RolloutState.SCHEDULED:
+    if rollout.status == RolloutStatus.SCHEDULED:
         if not windows.open:
             return
-        rollout_move(rollout, RolloutState.RUNNING, reason="start time reached", now=now)
-        tick.moved_to = RolloutState.RUNNING
+        rollout_move(rollout, RolloutStatus.RUNNING, reason="start time reached", now=now)
+        tick.moved_to = RolloutStatus.RUNNING
     counts = rollout_count(rollout.pk)
     tripped = abort_tripped(rollout, counts)
     if tripped is not None:
         reason = "abort criterion tripped: {outcome} ≥ {threshold_pct}% of ≥ {min_finished}"
         rollout_move(
             rollout,
-            RolloutState.ABORTED,
+            RolloutStatus.ABORTED,
             reason=reason.format(**tripped["criterion"]),  # type: ignore[arg-type]
             now=now,
             tripped=tripped,
         )
         tick.skipped += unsent_stop(rollout, SkipReason.ABORTED, now)
-        tick.moved_to = RolloutState.ABORTED
+        tick.moved_to = RolloutStatus.ABORTED
         return
     if windows.closed and counts[TargetStep.PENDING]:
         tick.skipped += unsent_stop(rollout, SkipReason.WINDOW_CLOSED, now, farm_ids=windows.closed)
@@ -181,8 +190,8 @@ def _step(rollout: Rollout, tick: Tick, now: datetime) -> None:
     pending = counts[TargetStep.PENDING]
     if not pending and not counts.live:
         if rollout.mode == TargetMode.SNAPSHOT:
-            rollout_move(rollout, RolloutState.COMPLETED, reason="every target finished", now=now)
-            tick.moved_to = RolloutState.COMPLETED
+            rollout_move(rollout, RolloutStatus.COMPLETED, reason="every target finished", now=now)
+            tick.moved_to = RolloutStatus.COMPLETED
         return
     quota = _quota(rollout, counts, now)
     if quota and pending and windows.open:
@@ -228,11 +237,11 @@ def _window_end(rollout: Rollout, tick: Tick, counts: Counts, now: datetime) -> 
     """Every farm's window has closed: ``cancel`` ends the rollout now, ``stop`` once its
     sent commands have finished."""
     if rollout.end_behaviour == EndBehaviour.CANCEL:
-        rollout_move(rollout, RolloutState.CANCELLED, reason="window closed", now=now)
-        tick.moved_to = RolloutState.CANCELLED
+        rollout_move(rollout, RolloutStatus.CANCELLED, reason="window closed", now=now)
+        tick.moved_to = RolloutStatus.CANCELLED
     elif not counts.live:
-        rollout_move(rollout, RolloutState.COMPLETED, reason="window closed", now=now)
-        tick.moved_to = RolloutState.COMPLETED
+        rollout_move(rollout, RolloutStatus.COMPLETED, reason="window closed", now=now)
+        tick.moved_to = RolloutStatus.COMPLETED
 
 
 def _pick_up(rollout: Rollout, now: datetime) -> None:

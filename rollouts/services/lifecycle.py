@@ -1,14 +1,14 @@
-"""A rollout's state moves: each one a compare-and-set on (state, version) with its audit
-row in the same transaction. Stopping (abort, cancel, a closed window) skips the targets not
-yet sent and expires their commands that were made but never sent; commands already sent
-run to their end (a device cannot be un-sent a command)."""
+"""A rollout's status moves: each one a move of its ledger (``rollouts.services.moves``), a
+compare-and-set on (status, version) with its timeline row in the same statement. Stopping
+(abort, cancel, a closed window) skips the targets not yet sent and expires their commands
+that were made but never sent; commands already sent run to their end (a device cannot be
+un-sent a command)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from alarms.services import alarm_raise
@@ -18,10 +18,11 @@ from automation.services.manual import Actor
 from automation.services.targets import targets_lock
 from automation.services.transitions import GuardedTransition, Transition, guarded_transitions_apply
 from automation.states import CommandStatus, ReasonCode
-from common.audit.writes import audited_update
 from common.json_types import JsonValue
-from rollouts.models import Rollout, RolloutTarget, RolloutTransition
-from rollouts.states import ROLLOUT_ENDED, RolloutState, SkipReason, TargetStep, rollout_can_move
+from common.ledger import Move, Step, ledger_move, ledger_move_row
+from rollouts.models import Rollout, RolloutTarget
+from rollouts.services.moves import ROLLOUT_TARGETS, ROLLOUTS, rollout_step
+from rollouts.states import ROLLOUT_ENDED, RolloutStatus, SkipReason, TargetStep
 from scheduler.services.support import support_note
 
 
@@ -31,7 +32,7 @@ class RolloutMoveRefused(ValueError):
 
 def rollout_move(
     rollout: Rollout,
-    to: RolloutState,
+    to: RolloutStatus,
     *,
     reason: str,
     now: datetime,
@@ -39,34 +40,20 @@ def rollout_move(
     tripped: JsonValue = None,
 ) -> bool:
     """Move ``rollout`` (as read) to ``to``; False when another writer moved it first."""
-    if not rollout_can_move(rollout.state, to):
-        return False
     # A move ends any tick in progress (its release no longer matches the version), so the
     # lease goes with it and the next tick need not wait for the lease to run out.
-    fields: dict[str, object] = {"state": to, "updated_at": now, "lease_expires_at": None}
+    sets: dict[str, object] = {"lease_expires_at": None}
     if to in ROLLOUT_ENDED:
-        fields["ended_at"] = now
+        sets["ended_at"] = now
     if tripped is not None:
-        fields["tripped"] = tripped
-    if to == RolloutState.RUNNING:
-        fields["ticked_at"] = now  # the rate budget accrues from here, not across the pause
-        fields["rate_budget"] = 0.0
-    current = Rollout.objects.filter(pk=rollout.pk, state=rollout.state, version=rollout.version)
-    moved = audited_update(current, version=F("version") + 1, **fields)
-    if moved != 1:
+        sets["tripped"] = tripped
+    if to == RolloutStatus.RUNNING:
+        sets["ticked_at"] = now  # the rate budget accrues from here, not across the pause
+        sets["rate_budget"] = 0.0
+    step = rollout_step(to, reason=reason, actor_id=actor_id)
+    if not ledger_move_row(ROLLOUTS, rollout, steps=[step], sets=sets, now=now):
         return False
-    RolloutTransition.objects.create(
-        rollout=rollout,
-        from_state=rollout.state,
-        to_state=to,
-        actor_id=actor_id,
-        reason=reason[:400],
-        at=now,
-    )
-    rollout.state, rollout.version = to, rollout.version + 1
-    if to == RolloutState.RUNNING:
-        rollout.ticked_at, rollout.rate_budget = now, 0.0
-    if to == RolloutState.ABORTED:
+    if to == RolloutStatus.ABORTED:
         _aborted_alarm_raise(rollout, reason=reason, now=now)
     return True
 
@@ -102,7 +89,12 @@ def unsent_stop(
     if farm_ids is not None:
         pending = pending.filter(endpoint__device__farm_id__in=farm_ids)
         unsent = unsent.filter(target_device__farm_id__in=farm_ids)
-    skipped = pending.update(step=TargetStep.SKIPPED, reason=reason, updated_at=now)
+    skip, sets = Step(TargetStep.SKIPPED), {"reason": reason}
+    moves = [
+        Move(pk, TargetStep.PENDING, None, [skip], sets)
+        for pk in pending.values_list("pk", flat=True)
+    ]
+    skipped = len(ledger_move(ROLLOUT_TARGETS, moves, now=now))
     commands = list(unsent)
     targets_lock([c.target_device_endpoint_id for c in commands])
     detail = f"rollout #{rollout.pk} {reason}"
@@ -118,10 +110,10 @@ def unsent_stop(
     return skipped + len(commands)
 
 
-_ACTIONS: dict[str, tuple[RolloutState, SkipReason | None]] = {
-    "pause": (RolloutState.PAUSED, None),
-    "resume": (RolloutState.RUNNING, None),
-    "cancel": (RolloutState.CANCELLED, SkipReason.CANCELLED),
+_ACTIONS: dict[str, tuple[RolloutStatus, SkipReason | None]] = {
+    "pause": (RolloutStatus.PAUSED, None),
+    "resume": (RolloutStatus.RUNNING, None),
+    "cancel": (RolloutStatus.CANCELLED, SkipReason.CANCELLED),
 }
 
 
@@ -136,11 +128,11 @@ def rollout_act(
     to, skip = _ACTIONS[action]
     with transaction.atomic():
         rollout = Rollout.objects.select_for_update().get(pk=rollout_id)
-        if action == "resume" and rollout.state != RolloutState.PAUSED:
-            raise RolloutMoveRefused(f"a {rollout.state} rollout cannot be resumed")
+        if action == "resume" and rollout.status != RolloutStatus.PAUSED:
+            raise RolloutMoveRefused(f"a {rollout.status} rollout cannot be resumed")
         actor_id = actor.pk if actor.is_authenticated else None
         if not rollout_move(rollout, to, reason=note, now=now, actor_id=actor_id):
-            raise RolloutMoveRefused(f"a {rollout.state} rollout cannot be {to}")
+            raise RolloutMoveRefused(f"a {rollout.status} rollout cannot be {to}")
         if skip is not None:
             unsent_stop(rollout, skip, now)
     return rollout

@@ -16,19 +16,21 @@ from django.utils import timezone
 from automation.models.rules import PRIORITY_MAX, PRIORITY_MIN
 from automation.services.manual import Actor
 from common.json_types import JsonValue
+from common.ledger import ledger_created
 from common.localtime import local_to_utc
 from common.models import Organization
 from devices.models import Device, DeviceProfile, DeviceProfileEndpoint, Farm
 from devices.values import value_has_type
 from rollouts import models as m
-from rollouts.models import Rollout, RolloutTransition
+from rollouts.models import Rollout
+from rollouts.services.moves import ROLLOUTS, rollout_step
 from rollouts.services.selection import (
     Selector,
     endpoints_in_other_rollouts,
     selector_endpoints,
     targets_insert,
 )
-from rollouts.states import AbortOutcome, EndBehaviour, RolloutState, TargetMode
+from rollouts.states import AbortOutcome, EndBehaviour, RolloutStatus, TargetMode
 
 
 class RolloutInvalid(ValueError):
@@ -215,12 +217,12 @@ def rollout_create(
     if errors:
         raise RolloutInvalid({k: [v] for k, v in errors.items()})
     user_id = actor.pk if actor.is_authenticated else None
-    state = RolloutState.SCHEDULED if spec.start_local else RolloutState.RUNNING
+    status = RolloutStatus.SCHEDULED if spec.start_local else RolloutStatus.RUNNING
     with transaction.atomic():
         rollout = Rollout.objects.create(
             organization=organization,
             name=spec.name.strip()[:120],
-            state=state,
+            status=status,
             mode=spec.mode,
             profile_id=spec.profile_id,
             endpoint_key=spec.endpoint_key,
@@ -249,12 +251,8 @@ def rollout_create(
         if spec.device_ids:
             rollout.devices.set(list(spec.device_ids))
         targets_insert(rollout, endpoints, now)
-        RolloutTransition.objects.create(
-            rollout=rollout,
-            from_state="",
-            to_state=state,
-            actor_id=user_id,
-            reason=f"created: {len(endpoints)} targets; {rollout.reason}"[:400],
-            at=now,
+        reason = f"created: {len(endpoints)} targets; {rollout.reason}"
+        ledger_created(
+            ROLLOUTS, [(rollout.pk, rollout_step(status, reason=reason, actor_id=user_id))], now=now
         )
     return rollout

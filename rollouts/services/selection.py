@@ -61,7 +61,7 @@ def rollout_selector(rollout: Rollout) -> Selector:
 def endpoints_in_other_rollouts(endpoint_ids: Sequence[int], *, but: int | None) -> dict[int, int]:
     """Endpoint → the unended rollout other than ``but`` that already targets it (one query)."""
     rows = RolloutTarget.objects.filter(endpoint_id__in=list(endpoint_ids)).exclude(
-        rollout__state__in=ROLLOUT_ENDED
+        rollout__status__in=ROLLOUT_ENDED
     )
     if but is not None:
         rows = rows.exclude(rollout_id=but)

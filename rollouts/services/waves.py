@@ -5,7 +5,8 @@ statements do not grow with the wave (``tests/rollouts/test_wave_cost.py``).
 
 A target's command key is ``rollout:{rolloutId}:{endpointId}``: whatever re-runs a wave (a
 redelivered task, a killed worker's successor, a second beat), the ledger holds one command
-per target, and the target's move to ``sent`` commits with it."""
+per target, and the target's move to ``sent`` commits with it. A wave is no move of the
+rollout: its record is its targets', each sent or skipped with the wave's number."""
 
 from __future__ import annotations
 
@@ -29,12 +30,16 @@ from automation.services.targets import (
 )
 from automation.states import COMMAND_LIVE, CommandOrigin, CommandStatus, ReasonCode
 from common.handoff import after_commit
-from common.sql import insert_ignore_returning, update_returning
+from common.ledger import Move, Step, ledger_move
+from common.sql import insert_ignore_returning
 from config.metrics import metrics_transitions_recorded
 from devices.models import DeviceInstanceEndpoint
-from rollouts.models import Rollout, RolloutTarget, RolloutTransition
+from rollouts.models import Rollout, RolloutTarget
+from rollouts.services.moves import ROLLOUT_TARGETS
 from rollouts.services.selection import skip_reason
 from rollouts.states import SkipReason, TargetStep
+
+SEND, SKIP = Step(TargetStep.SENT), Step(TargetStep.SKIPPED)
 
 
 @dataclass(frozen=True)
@@ -113,28 +118,18 @@ def wave_start(rollout: Rollout, quota: int, farm_ids: Sequence[int], now: datet
         state.replaced, state.creates = list(state.unsent), True
     created = sorted((commands[e.pk], e.pk) for _, e in sending)
     dispatch = commands_supersede_unsent({e.pk: states[e.pk] for _, e in sending}, created, now)
-    update_returning(
-        RolloutTarget,
-        [
-            (
-                {"id": target_id, "step": TargetStep.PENDING},
-                {"step": TargetStep.SENT, "command_id": command, "wave": wave, "updated_at": now},
-            )
-            for target_id, command in sent.items()
-        ],
-    )
-    for reason, ids in skips.items():
-        RolloutTarget.objects.filter(pk__in=ids, step=TargetStep.PENDING).update(
-            step=TargetStep.SKIPPED, reason=reason, updated_at=now
-        )
+    # The targets record the wave: sent with their commands, or skipped with why.
+    moves = [
+        Move(target_id, TargetStep.PENDING, None, [SEND], {"command_id": command, "wave": wave})
+        for target_id, command in sent.items()
+    ]
+    moves += [
+        Move(target_id, TargetStep.PENDING, None, [SKIP], {"reason": reason, "wave": wave})
+        for reason, ids in skips.items()
+        for target_id in ids
+    ]
+    ledger_move(ROLLOUT_TARGETS, moves, now=now)
     skipped = sum(len(ids) for ids in skips.values())
-    RolloutTransition.objects.create(
-        rollout=rollout,
-        from_state=rollout.state,
-        to_state=rollout.state,
-        reason=f"wave {wave}: {len(sent)} started, {skipped} skipped",
-        at=now,
-    )
     rollout.waves = wave
     return Wave(dispatch, skipped)
 

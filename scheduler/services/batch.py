@@ -24,8 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from common.json_types import JsonObject, JsonValue
-from common.sql import insert_ignore_returning, update_returning
-from scheduler.models import DueWork, DueWorkTransition
+from common.ledger import ledger_move
 from scheduler.registry import (
     Deactivate,
     HandlerResult,
@@ -36,7 +35,12 @@ from scheduler.registry import (
     SchedulerOutcome,
 )
 from scheduler.services.finish import COMPLETE, DEACTIVATE, FAIL, HOLD, RETRY, Ending
-from scheduler.services.moves import DueWorkFields, scheduler_backoff
+from scheduler.services.moves import (
+    DUE_WORK,
+    DueWorkFields,
+    scheduler_backoff,
+    scheduler_moving,
+)
 from scheduler.services.trace import TraceBatch
 from scheduler.states import FinishOutcome, SchedulerReason, SchedulerStatus
 from scheduler.trace_storage import trace_blob_save
@@ -172,44 +176,18 @@ def scheduler_plan_outcome(
 
 def scheduler_finish_batch(plans: Sequence[PlannedEnd], *, now: datetime) -> set[int]:
     """End every planned row from Processing at its token: one guarded UPDATE per kind of end
-    (the kinds, not the rows, decide how many), then one INSERT of the audit rows of the rows
-    that moved, each copied from what the move wrote. The ids that moved."""
-    groups: dict[tuple[SchedulerStatus, tuple[str, ...]], list[PlannedEnd]] = {}
-    for plan in plans:
-        sets = _sets(plan, now)
-        groups.setdefault((plan.ending.to, tuple(sorted(sets))), []).append(plan)
-    moved: set[int] = set()
-    for group in groups.values():
-        pairs = [
-            ({"id": p.job.scheduler_id, "status": P, "version": p.job.token}, _sets(p, now))
-            for p in group
-        ]
-        moved.update(int(pk) for pk in update_returning(DueWork, pairs, bump="version"))
-    audit = [
-        {
-            "scheduler": p.job.scheduler_id,
-            "from_status": P,
-            "to_status": p.ending.to,
-            "reason_code": p.reason,
-            "version": p.job.token + 1,
-            "retry_count": p.fields.get("retry_count", p.job.retry_count),
-            "detail": (p.detail or p.ending.detail)[:500],
-            "at": now,
-        }
-        for p in plans
-        if p.job.scheduler_id in moved
+    (the kinds, not the rows, decide how many) with the audit rows of the rows that moved,
+    each copying what the move wrote (``common.ledger``). The ids that moved."""
+    moves = [
+        scheduler_moving(
+            plan.job.scheduler_id,
+            plan.job.token,
+            P,
+            plan.ending.to,
+            plan.reason,
+            plan.detail or plan.ending.detail,
+            plan.ending.columns(plan.reason, plan.blob, plan.fields),
+        )
+        for plan in plans
     ]
-    insert_ignore_returning(DueWorkTransition, audit)
-    return moved
-
-
-def _sets(plan: PlannedEnd, now: datetime) -> dict[str, object]:
-    """The columns a row's end writes, key for key as ``services.finish._end`` writes them."""
-    sets: dict[str, object] = {"status": plan.ending.to, "updated_on": now}
-    sets.update(plan.ending.sets)
-    sets.update(plan.fields)
-    if not plan.ending.keeps_reason:
-        sets.pop("failure_reason_code", None)
-    if plan.blob:
-        sets["trace_blob_name"] = plan.blob
-    return sets
+    return {int(pk) for pk in ledger_move(DUE_WORK, moves, now=now)}

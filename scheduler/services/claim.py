@@ -3,9 +3,12 @@
 
 PostgreSQL claims a bounded batch in one statement: the due select takes row locks with
 ``FOR UPDATE SKIP LOCKED`` (concurrent workers take disjoint rows without waiting) and the
-update still compares each row's version with the one selected. Elsewhere (SQLite) the ORM
-selects candidates and compare-and-sets them one by one. Either way a row is returned only if
-this claim changed it, and the returned version is the token every later change must match.
+update still compares each row's version with the one selected; it picks and moves in one
+statement, which a move of rows already read (``common.ledger``) cannot, so it is the one
+claim written here (docs/architecture.md, "State changes"). Elsewhere (SQLite) the ORM
+selects candidates and the ledger compare-and-sets them in one move. Either way a row is
+returned only if this claim changed it, and the returned version is the token every later
+change must match.
 """
 
 from __future__ import annotations
@@ -15,17 +18,17 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F
+from django.db import connection
 
-from scheduler.models import DueWork
+from common.ledger import Move, Step, ledger_move
 from scheduler.selectors import DUE_SKIP_LOCKED_SQL, TABLE, scheduler_due_candidates
+from scheduler.services.moves import DUE_WORK
 from scheduler.states import SchedulerStatus
 
 
 class ClaimStrategy(StrEnum):
     SKIP_LOCKED = "skip_locked"  # PostgreSQL: one statement per batch
-    ROWWISE = "rowwise"  # ORM select + one compare-and-set per row
+    ROWWISE = "rowwise"  # ORM select + the ledger's compare-and-set of each row read
 
 
 @dataclass(frozen=True)
@@ -80,19 +83,20 @@ def _claim_skip_locked(now: datetime, limit: int, lease: datetime) -> list[Claim
 
 
 def _claim_rowwise(now: datetime, limit: int, lease: datetime) -> list[ClaimedRow]:
-    claimed: list[ClaimedRow] = []
-    with transaction.atomic():
-        for pk, version, kind, key in scheduler_due_candidates(now=now, limit=limit):
-            # Version alone proves nothing changed since the read (a hold bumps it too);
-            # no hold predicate, so the lookup stays on the primary key.
-            moved = DueWork.objects.filter(
-                pk=pk, status=SchedulerStatus.PENDING, version=version
-            ).update(
-                status=SchedulerStatus.PROCESSING,
-                processing_lease_expires_on=lease,
-                version=F("version") + 1,
-                updated_on=now,
-            )
-            if moved == 1:  # exactly one row changed: this claim owns it
-                claimed.append(ClaimedRow(pk, version + 1, kind, key, lease))
-    return claimed
+    """The candidates read, then claimed by one move of the ledger, each row on the version
+    read: version alone proves nothing changed since the read (a hold bumps it too), so no
+    hold predicate, and the lookup stays on the primary key. A claim writes no audit row:
+    the end of its attempt does (with the attempt's token)."""
+    candidates = scheduler_due_candidates(now=now, limit=limit)
+    claim = Step(SchedulerStatus.PROCESSING, audit=None)
+    sets = {"processing_lease_expires_on": lease}
+    moves = [
+        Move(pk, SchedulerStatus.PENDING, version, [claim], sets)
+        for pk, version, _, _ in candidates
+    ]
+    moved = ledger_move(DUE_WORK, moves, now=now)
+    return [
+        ClaimedRow(pk, version + 1, kind, key, lease)
+        for pk, version, kind, key in candidates
+        if pk in moved  # this claim changed the row: it owns it
+    ]

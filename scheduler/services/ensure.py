@@ -28,10 +28,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.json_types import JsonObject
+from common.ledger import Step, ledger_created
 from common.sql import insert_ignore_returning
 from scheduler.keys import SchedulerKeySpec, scheduler_key
 from scheduler.models import DueWork
-from scheduler.services.moves import DueWorkFields, scheduler_audit, scheduler_move
+from scheduler.services.moves import DUE_WORK, DueWorkFields, scheduler_move
 from scheduler.states import SCHEDULER_ENSURE_COMPATIBLE, SchedulerReason, SchedulerStatus
 
 S = SchedulerStatus
@@ -159,7 +160,8 @@ def _insert(wanted: _Wanted, now: datetime) -> EnsureResult | None:
         if not inserted:
             return None  # someone else inserted it: re-read and decide
         pk = int(inserted[0][0])
-        scheduler_audit(scheduler_id=pk, from_status="", reason="", detail="ensured", at=now)
+        audit = {"detail": "ensured", "version": 0, "retry_count": 0}
+        ledger_created(DUE_WORK, [(pk, Step(S.PENDING, audit))], now=now)
     return EnsureResult(EnsureOutcome.INSERTED, pk, wanted.key, S.PENDING, 0, False, None)
 
 

@@ -54,6 +54,18 @@ class Ending:
     keeps_reason: bool = False
     detail: str = ""
 
+    def columns(self, reason: str, blob: str, extra: DueWorkFields) -> DueWorkFields:
+        """What this end writes beside the status: its own columns, the caller's, the reason
+        where it keeps one and the trace blob's name where there is one."""
+        fields: DueWorkFields = {**self.sets, **extra}
+        if self.keeps_reason:
+            fields["failure_reason_code"] = reason
+        else:
+            fields.pop("failure_reason_code", None)
+        if blob:
+            fields["trace_blob_name"] = blob
+        return fields
+
 
 # Every end of an attempt clears the lease; only support's release leaves it (none is held).
 COMPLETE = Ending(S.COMPLETED, {"next_retry_on": None, "processing_lease_expires_on": None})
@@ -78,12 +90,7 @@ def _end(
 ) -> bool:
     """One guarded move with its audit row (``scheduler_move``) along ``ending``; the trace
     blob's name is set only when there is one. False: someone else moved the row first."""
-    fields = ending.sets.copy()
-    fields.update(extra)
-    if ending.keeps_reason:
-        fields["failure_reason_code"] = reason
-    if row.get("trace_blob_name"):
-        fields["trace_blob_name"] = row["trace_blob_name"]
+    fields = ending.columns(reason, row.get("trace_blob_name", ""), extra)
     moved = scheduler_move(
         scheduler_id=row["scheduler_id"], token=row["token"], from_status=from_status,
         to=ending.to, now=row["now"], reason=reason,

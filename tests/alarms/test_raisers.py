@@ -15,7 +15,7 @@ from alarms.services import alarm_clear, alarm_raise
 from automation.states import CommandStatus
 from common.retention import retention_prune
 from rollouts.services.drive import rollout_tick
-from rollouts.states import RolloutState
+from rollouts.states import RolloutStatus
 from tests.devices.factories import FarmFactory
 from tests.rollouts.fleet import finish, make_fleet, sent_commands
 
@@ -31,7 +31,7 @@ def test_an_aborted_rollout_raises_one_alarm_on_its_first_farm() -> None:
     rollout_tick(rollout.pk, now=T0)
     finish(sent_commands(rollout), CommandStatus.FAILED, T0 + timedelta(seconds=1))
     tick = rollout_tick(rollout.pk, now=T0 + timedelta(seconds=2))
-    assert tick.moved_to == RolloutState.ABORTED
+    assert tick.moved_to == RolloutStatus.ABORTED
     # Its failed commands raised their own alarms (the farm's default policy).
     alarm = Alarm.objects.get(source="rollout")
     assert (alarm.source, alarm.source_id, alarm.type, alarm.severity) == (

@@ -34,7 +34,7 @@ from automation.states import (
 )
 from rollouts.models import Rollout, RolloutTarget
 from rollouts.services.counts import rollout_count
-from rollouts.states import RolloutState, TargetStep
+from rollouts.states import RolloutStatus, TargetStep
 from tests.chaos.conftest import START_TIMEOUT_S, stack_running
 from tests.chaos.harness import Proc, Stack, counters_read
 from tests.chaos.report import SUMMARY
@@ -142,9 +142,9 @@ def _kill_mid_wave(run: Run, rollout: Rollout, total: int) -> Kills:
     deadline = time.monotonic() + KILL_WAIT_S
     while scheduler.alive:
         assert time.monotonic() < deadline, f"no mid-wave moment within {KILL_WAIT_S:.0f}s"
-        state = Rollout.objects.values_list("state", flat=True).get(pk=rollout.pk)
+        state = Rollout.objects.values_list("status", flat=True).get(pk=rollout.pk)
         sent = _sent(rollout)
-        assert state == RolloutState.RUNNING and sent < total, (
+        assert state == RolloutStatus.RUNNING and sent < total, (
             f"the rollout ran ({state}, {sent}/{total} sent) before the kills"
         )
         late = sent >= KILL_BY_SENT
@@ -175,11 +175,11 @@ def _wait_ready(worker: Proc) -> None:
 
 def _settle(run: Run, rollout: Rollout) -> None:
     def settled() -> bool:
-        state = Rollout.objects.values_list("state", flat=True).get(pk=rollout.pk)
+        state = Rollout.objects.values_list("status", flat=True).get(pk=rollout.pk)
         live = DeviceCommand.objects.filter(
             rollout_target__rollout=rollout, status__in=COMMAND_LIVE
         ).exists()
-        return state != RolloutState.RUNNING and not live
+        return state != RolloutStatus.RUNNING and not live
 
     try:
         wait_for(settled, "the rollout ended and its commands final", SETTLE_TIMEOUT_S, 0.2)
@@ -214,7 +214,7 @@ def test_a_rollout_survives_a_killed_driver_and_dispatcher_under_two_beats(
     problems, redelivered, duplicated = _problems(run, rollout)
     _summary_add(rollout, kills, total, duplicated, seconds)
     print(
-        f"rollout #{rollout.pk}: {rollout.state} in {seconds:.1f}s, {rollout.waves} waves; "
+        f"rollout #{rollout.pk}: {rollout.status} in {seconds:.1f}s, {rollout.waves} waves; "
         f"dispatch killed at {kills.dispatch_at}/{total} sent holding {kills.claims_lost} "
         f"claims, scheduler at {kills.scheduler_at}/{total} sent "
         f"({'mid-tick' if kills.tick_cut else 'between ticks'}); {redelivered} commands "
@@ -280,8 +280,8 @@ def _problems(run: Run, rollout: Rollout) -> tuple[list[str], int, int]:
     """(problems, commands the simulator received more than once, duplicates: a target with
     a second command or a command applied twice on its device)."""
     problems: list[str] = []
-    if rollout.state != RolloutState.COMPLETED:
-        problems.append(f"rollout #{rollout.pk} ended {rollout.state}, not completed")
+    if rollout.status != RolloutStatus.COMPLETED:
+        problems.append(f"rollout #{rollout.pk} ended {rollout.status}, not completed")
     counted = {state: n for state, n in rollout_count(rollout.pk).by_state.items() if n}
     direct = _ledger_count(rollout)
     if counted != direct:

@@ -17,7 +17,7 @@ from automation.states import CommandStatus
 from common.models import MemberRole, OrganizationMember
 from rollouts.models import Rollout, RolloutTransition
 from rollouts.services.drive import rollout_tick
-from rollouts.states import RolloutState
+from rollouts.states import RolloutStatus
 from tests.rollouts.fleet import Fleet, finish, make_fleet, sent_commands
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("staff_groups")]
@@ -51,7 +51,7 @@ def _act(client: Client, action: str, rollout: Rollout, reason: str) -> Any:
 
 
 def _state(rollout: Rollout) -> str:
-    return Rollout.objects.get(pk=rollout.pk).state
+    return Rollout.objects.get(pk=rollout.pk).status
 
 
 def _half_done(olga: User) -> tuple[Fleet, Rollout]:
@@ -98,20 +98,20 @@ def test_pause_then_resume_with_a_reason(olga: User) -> None:
     assert asked.status_code == 200 and b'name="reason"' in asked.content
     done = _act(operator, "pause", rollout, "farm visit tomorrow")
     assert b"Pause: 1 done, 0 refused" in done.content
-    assert _state(rollout) == RolloutState.PAUSED
+    assert _state(rollout) == RolloutStatus.PAUSED
     page = operator.get(f"{URL}{rollout.pk}/change/").content.decode()
     assert "Resume…" in page and "Pause…" not in page
     assert "running → paused" in page and "farm visit tomorrow" in page
     assert "created → running" in page and "wave 1: 3 started" in page
     _act(operator, "resume", rollout, "visit done")
-    assert _state(rollout) == RolloutState.RUNNING
+    assert _state(rollout) == RolloutStatus.RUNNING
     move = RolloutTransition.objects.filter(rollout=rollout).order_by("-pk").first()
-    assert move is not None and move.to_state == RolloutState.RUNNING
+    assert move is not None and move.to_status == RolloutStatus.RUNNING
     assert move.actor is not None and move.actor.username.startswith("operator")
     assert move.reason.endswith("visit done")
     refused = _act(operator, "resume", rollout, "again")
     assert b"0 done, 1 refused" in refused.content
-    assert _state(rollout) == RolloutState.RUNNING
+    assert _state(rollout) == RolloutStatus.RUNNING
 
 
 def test_a_move_without_a_reason_is_refused(olga: User) -> None:
@@ -120,8 +120,8 @@ def test_a_move_without_a_reason_is_refused(olga: User) -> None:
     for blank in ("", "   "):
         page = _act(operator, "cancel", rollout, blank)
         assert page.status_code == 200 and b"This field is required" in page.content
-    assert _state(rollout) == RolloutState.RUNNING
-    assert not RolloutTransition.objects.filter(rollout=rollout, to_state="cancelled").exists()
+    assert _state(rollout) == RolloutStatus.RUNNING
+    assert not RolloutTransition.objects.filter(rollout=rollout, to_status="cancelled").exists()
 
 
 def test_a_viewer_sees_but_cannot_act(olga: User) -> None:
@@ -133,12 +133,12 @@ def test_a_viewer_sees_but_cannot_act(olga: User) -> None:
     assert listing.status_code == 200 and b'value="pause"' not in listing.content
     _act(viewer, "pause", rollout, "not mine to pause")
     _act(viewer, "cancel", rollout, "not mine to cancel")
-    assert _state(rollout) == RolloutState.RUNNING
+    assert _state(rollout) == RolloutStatus.RUNNING
     # Another organisation's operator does not even see it.
     other = _staff(make_fleet(per_farm=1), MemberRole.OPERATOR)
     assert other.get(f"{URL}{rollout.pk}/change/").status_code in (302, 404)
     _act(other, "pause", rollout, "not ours")
-    assert _state(rollout) == RolloutState.RUNNING
+    assert _state(rollout) == RolloutStatus.RUNNING
 
 
 def test_an_aborted_rollout_shows_its_criterion_and_no_buttons(olga: User) -> None:
@@ -149,7 +149,7 @@ def test_an_aborted_rollout_shows_its_criterion_and_no_buttons(olga: User) -> No
     rollout_tick(rollout.pk, now=now + timedelta(seconds=1))
     finish(sent_commands(rollout), CommandStatus.FAILED, now + timedelta(seconds=2))
     rollout_tick(rollout.pk, now=now + timedelta(seconds=3))
-    assert _state(rollout) == RolloutState.ABORTED
+    assert _state(rollout) == RolloutStatus.ABORTED
     operator = _staff(fleet, MemberRole.OPERATOR)
     html = operator.get(f"{URL}{rollout.pk}/change/").content.decode()
     assert "failed ≥ 50% of ≥ 2 finished: 2 of 2 finished (100.0%)" in html
@@ -168,7 +168,7 @@ def test_a_cancelled_rollouts_bar_says_so_and_a_running_ones_does_not(olga: User
     running = operator.get(URL).content.decode()
     assert 'class="rollout-progress rollout-running"><progress' in running
     _act(operator, "cancel", rollout, "wrong value")
-    assert _state(rollout) == RolloutState.CANCELLED
+    assert _state(rollout) == RolloutStatus.CANCELLED
     html = operator.get(f"{URL}{rollout.pk}/change/").content.decode()
     assert 'class="rollout-progress rollout-cancelled"' in html and ">cancelled </strong>" in html
 

@@ -17,7 +17,7 @@ from automation.states import CommandStatus
 from common.models import MemberRole, OrganizationMember
 from rollouts.models import Rollout, RolloutTarget
 from rollouts.services.drive import rollout_tick
-from rollouts.states import RolloutState
+from rollouts.states import RolloutStatus
 from tests.common.auth import token_client
 from tests.conftest import FIXTURE_NOW
 from tests.rollouts.fleet import Fleet, finish, make_fleet, sent_commands
@@ -199,7 +199,7 @@ def test_a_viewer_reads_but_may_not_write(
     assert viewer.get(f"{URL}{rollout['id']}/targets/").status_code == 200
     paused = viewer.post(f"{URL}{rollout['id']}/pause/", {"reason": "x"}, format="json")
     assert paused.status_code == 403 and paused.json()["code"] == "permission_denied"
-    assert Rollout.objects.get().state == RolloutState.RUNNING
+    assert Rollout.objects.get().status == RolloutStatus.RUNNING
 
 
 def test_pause_resume_and_cancel_with_reasons(fleet: Fleet, operator: APIClient) -> None:
@@ -276,4 +276,4 @@ def test_another_organisations_rollout_is_not_found(fleet: Fleet, operator: APIC
     assert moved.status_code == 404 and moved.json()["code"] == "not_found"
     # Nor may an outsider aim a rollout at the farms.
     assert "farm_ids" in _refused(_create(outsider, _body(fleet)))
-    assert Rollout.objects.get().state == RolloutState.RUNNING
+    assert Rollout.objects.get().status == RolloutStatus.RUNNING

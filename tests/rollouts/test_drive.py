@@ -16,7 +16,7 @@ from rollouts.models import Rollout, RolloutTarget, RolloutTransition
 from rollouts.services.counts import rollout_count
 from rollouts.services.drive import rollout_tick
 from rollouts.services.lifecycle import RolloutMoveRefused, rollout_act
-from rollouts.states import RolloutState, SkipReason, TargetStep
+from rollouts.states import RolloutStatus, SkipReason, TargetStep
 from tests.rollouts.fleet import finish, make_fleet, sent_commands
 
 pytestmark = [pytest.mark.django_db(transaction=False)]
@@ -89,7 +89,7 @@ def test_waves_respect_the_rate_and_the_per_farm_cap(olga: User) -> None:
             break
         starts.append((at, len(tick.commands)))
         finish(tick.commands, CommandStatus.APPLIED, _at(at))
-    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.COMPLETED
+    assert Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.COMPLETED
     for begin, _ in starts:
         window = sum(n for at, n in starts if begin <= at < begin + 60)
         assert window <= 30
@@ -160,7 +160,7 @@ def test_each_abort_criterion_trips_exactly_at_its_threshold(
     finish(canary[:2], status, _at(1))
     finish(canary[2:9], CommandStatus.APPLIED, _at(1))
     rollout_tick(rollout.pk, now=_at(2))
-    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.RUNNING
+    assert Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.RUNNING
     if outcome == "any":  # the other bad ends count too
         finish(canary[9:], CommandStatus.UNCERTAIN, _at(3))
         bad = 3
@@ -170,7 +170,7 @@ def test_each_abort_criterion_trips_exactly_at_its_threshold(
     # 10 finished, 2 (or 3) bad: 20% (30%) reaches the threshold.
     tick = rollout_tick(rollout.pk, now=_at(4))
     rollout.refresh_from_db()
-    assert tick.moved_to == RolloutState.ABORTED == rollout.state
+    assert tick.moved_to == RolloutStatus.ABORTED == rollout.status
     assert rollout.tripped["criterion"] == criterion
     assert rollout.tripped["count"] == bad and rollout.tripped["finished"] == 10
     counts = rollout_count(rollout.pk)
@@ -181,7 +181,7 @@ def test_each_abort_criterion_trips_exactly_at_its_threshold(
         )
     ) == {SkipReason.ABORTED}
     transition = RolloutTransition.objects.filter(rollout=rollout).latest("pk")
-    assert transition.to_state == RolloutState.ABORTED and outcome in transition.reason
+    assert transition.to_status == RolloutStatus.ABORTED and outcome in transition.reason
 
 
 def test_one_under_the_threshold_does_not_trip(olga: User) -> None:
@@ -193,7 +193,7 @@ def test_one_under_the_threshold_does_not_trip(olga: User) -> None:
     finish(canary[:1], CommandStatus.FAILED, _at(1))  # 10%
     finish(canary[1:], CommandStatus.APPLIED, _at(1))
     rollout_tick(rollout.pk, now=_at(2))
-    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.RUNNING
+    assert Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.RUNNING
 
 
 def test_pause_and_resume_keep_the_plan(olga: User) -> None:
@@ -221,8 +221,8 @@ def test_pause_and_resume_keep_the_plan(olga: User) -> None:
     assert len(sent_commands(rollout)) > sent_before
     moves = list(
         RolloutTransition.objects.filter(rollout=rollout, actor=olga)
-        .exclude(from_state="")
-        .values_list("from_state", "to_state")
+        .exclude(from_status="")
+        .values_list("from_status", "to_status")
     )
     assert moves == [("running", "paused"), ("paused", "running")]
 
@@ -233,7 +233,7 @@ def test_a_continuous_rollout_takes_in_a_device_provisioned_mid_run(olga: User) 
     rollout_tick(rollout.pk, now=_at(0))
     finish(sent_commands(rollout), CommandStatus.APPLIED, _at(1))
     rollout_tick(rollout.pk, now=_at(2))
-    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.RUNNING  # still open
+    assert Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.RUNNING  # still open
     late = fleet.add_device(fleet.farms[0], "VENT-LATE")
     for s in (12, 22, 32):
         rollout_tick(rollout.pk, now=_at(s))
@@ -292,3 +292,24 @@ def test_a_pause_during_a_tick_rolls_the_tick_back(olga: User) -> None:
     assert tick is not None and tick.commands == []
     assert not DeviceCommand.objects.filter(rollout_target__rollout=rollout).exists()
     assert rollout_count(rollout.pk)["pending"] == 5
+
+
+def test_a_pause_is_in_the_audit_log_and_the_drivers_ticks_are_not(olga: User) -> None:
+    """The rollout is configuration the audit log follows: a person's move is an entry; the
+    driver's lease and position are run-time columns, which write none."""
+    from common.audit.models import AuditEntry
+
+    fleet = make_fleet(per_farm=3)
+    rollout = fleet.rollout(olga, now=T0, canary_size=2)
+
+    def entries() -> list[dict[str, list[str]]]:
+        rows = AuditEntry.objects.get_for_object(Rollout(pk=rollout.pk)).order_by("pk")
+        return [e.changes for e in rows]
+
+    before = entries()
+    rollout_tick(rollout.pk, now=_at(0))
+    assert entries() == before
+    rollout_act(rollout_id=rollout.pk, action="pause", actor=olga, reason="wind", now=_at(3))
+    assert entries()[-1]["status"] == ["running", "paused"]
+    waves = RolloutTarget.objects.filter(rollout=rollout, wave=1)
+    assert waves.filter(step=TargetStep.SENT).count() == 2  # the wave's record: its targets

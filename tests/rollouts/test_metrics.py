@@ -18,7 +18,7 @@ from rollouts.metrics import rollouts_gauges
 from rollouts.services.counts import TARGET_STATES
 from rollouts.services.drive import rollout_tick
 from rollouts.services.lifecycle import rollout_act
-from rollouts.states import RolloutState
+from rollouts.states import RolloutStatus
 from tests.rollouts.fleet import finish, make_fleet, sent_commands
 
 pytestmark = [pytest.mark.django_db]
@@ -48,7 +48,7 @@ def test_the_gauges_show_rollouts_and_targets_by_state(
     olga: User, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
-    assert _gauges(client, "farm_rollouts") == dict.fromkeys(RolloutState.values, 0.0)
+    assert _gauges(client, "farm_rollouts") == dict.fromkeys(RolloutStatus.values, 0.0)
     assert _gauges(client, "farm_rollout_targets") == dict.fromkeys(TARGET_STATES, 0.0)
     now = _now()
     running = make_fleet(per_farm=5).rollout(olga, now=now, canary_size=3)

@@ -11,9 +11,10 @@ from django.contrib.auth.models import User
 
 from devices.models import Device, DeviceStatus
 from rollouts.models import Rollout, RolloutTarget, RolloutTransition
+from rollouts.services.counts import rollout_waves
 from rollouts.services.drive import rollout_tick
 from rollouts.services.plan import RolloutInvalid
-from rollouts.states import RolloutState, SkipReason, TargetStep
+from rollouts.states import RolloutStatus, SkipReason, TargetStep
 from tests.devices.factories import FarmFactory
 from tests.rollouts.fleet import Fleet, make_fleet
 
@@ -92,7 +93,7 @@ def test_a_second_rollout_on_endpoints_a_live_one_targets_is_refused(
         fleet.rollout(olga, now=T0, device_ids=[fleet.devices[0].pk])
     assert f"#{first.pk}" in refused.value.errors["endpoint_key"][0]
     assert Rollout.objects.count() == 1
-    Rollout.objects.filter(pk=first.pk).update(state=RolloutState.CANCELLED)
+    Rollout.objects.filter(pk=first.pk).update(status=RolloutStatus.CANCELLED)
     assert fleet.rollout(olga, now=T0).pk != first.pk  # an ended one no longer holds them
 
 
@@ -114,18 +115,18 @@ def test_each_farm_starts_at_its_own_wall_clock(olga: User) -> None:
     for n in range(2):
         berlin.add_device(york, f"NY-{n}")
     rollout = berlin.rollout(olga, now=T0, start_local="2026-12-04T14:00", canary_size=10)
-    assert rollout.state == RolloutState.SCHEDULED
+    assert rollout.status == RolloutStatus.SCHEDULED
     assert rollout_tick(rollout.pk, now=T0 + timedelta(minutes=30)).commands == []
-    assert Rollout.objects.get(pk=rollout.pk).state == RolloutState.SCHEDULED
+    assert Rollout.objects.get(pk=rollout.pk).status == RolloutStatus.SCHEDULED
     at_two_in_berlin = rollout_tick(rollout.pk, now=T0 + timedelta(hours=1, minutes=1))
     assert len(at_two_in_berlin.commands) == 2  # only Berlin's devices
-    assert at_two_in_berlin.moved_to == RolloutState.RUNNING
+    assert at_two_in_berlin.moved_to == RolloutStatus.RUNNING
     at_two_in_york = rollout_tick(rollout.pk, now=T0 + timedelta(hours=7, minutes=1))
     assert len(at_two_in_york.commands) == 2
 
 
 @pytest.mark.parametrize(
-    ("behaviour", "ends"), [("stop", RolloutState.COMPLETED), ("cancel", RolloutState.CANCELLED)]
+    ("behaviour", "ends"), [("stop", RolloutStatus.COMPLETED), ("cancel", RolloutStatus.CANCELLED)]
 )
 def test_when_the_window_closes_the_unsent_targets_are_skipped(
     fleet: Fleet, olga: User, behaviour: str, ends: str
@@ -139,8 +140,12 @@ def test_when_the_window_closes_the_unsent_targets_are_skipped(
     skipped = RolloutTarget.objects.filter(rollout=rollout, reason=SkipReason.WINDOW_CLOSED)
     assert skipped.count() == 4
     if behaviour == "cancel":
-        assert tick.moved_to == ends == rollout.state
+        assert tick.moved_to == ends == rollout.status
     else:  # stop: the two sent run to their end first
-        assert rollout.state == RolloutState.RUNNING
+        assert rollout.status == RolloutStatus.RUNNING
     last = RolloutTransition.objects.filter(rollout=rollout).latest("pk")
-    assert "window" in last.reason or "wave" in last.reason
+    if behaviour == "cancel":
+        assert "window" in last.reason
+    else:  # no move since the creation: the canary's wave is on its targets
+        assert "created" in last.reason
+        assert [str(w) for w in rollout_waves(rollout.pk)] == ["wave 1: 2 started, 0 skipped"]

@@ -15,9 +15,9 @@ from datetime import date, datetime, time
 from typing import TypedDict, Unpack
 
 from django.db import models, transaction
-from django.db.models import F
 from django.utils import timezone
 
+from common.ledger import Ledger, Step, ledger_move_row
 from common.validators import time_zones_known
 from common.writes import row_create
 from devices.models import Farm
@@ -32,6 +32,12 @@ CONTENT_FIELDS = frozenset({"subject", "text", "channels", "recipients_policy"})
 RECIPIENT_FIELDS = frozenset({"recipient_users", "recipient_contacts"})
 SCHEDULE_FIELDS = frozenset({"recurrence", "starts_on", "send_time", "until", "count"})
 ENSURE_BATCH = 200
+# An edit moves nothing but the version; a cancel is the one move, and the last.
+USER_MESSAGES = Ledger(
+    UserMessage,
+    touched="updated_at",
+    edges={UserMessageStatus.ACTIVE: frozenset({UserMessageStatus.CANCELLED})},
+)
 
 
 class UserMessageChanges(TypedDict, total=False):
@@ -144,16 +150,13 @@ def user_message_update(
         fields = {name: given[name] for name in changed if name in given}
         if retimed:
             fields |= {"schedule_changed_at": now, "last_occurrence_on": last}
-        updated = UserMessage.objects.filter(
-            pk=message.pk, status=UserMessageStatus.ACTIVE, version=message.version
-        ).update(**fields, version=F("version") + 1, updated_at=now)
-        if not updated:  # not reachable under the lock; kept as the compare-and-set's guard
+        # Not lost under the lock; kept as the compare-and-set's guard.
+        if not ledger_move_row(USER_MESSAGES, message, sets=fields, now=now):
             return [], RowsSynced()
         message.recipient_users.set(users)
         message.recipient_contacts.set(contacts)
         if not retimed:
             return changed, RowsSynced()
-        message.refresh_from_db()
         return changed, user_message_rows_sync(message=message, now=now)
 
 
@@ -165,17 +168,10 @@ def user_message_cancel(
     now = now or timezone.now()
     with transaction.atomic():
         message = UserMessage.objects.select_for_update().select_related("farm").get(pk=message_id)
-        cancelled = UserMessage.objects.filter(
-            pk=message.pk, status=UserMessageStatus.ACTIVE, version=message.version
-        ).update(
-            status=UserMessageStatus.CANCELLED,
-            version=F("version") + 1,
-            cancelled_at=now,
-            updated_at=now,
-        )
-        if not cancelled:
+        cancel = Step(UserMessageStatus.CANCELLED)
+        sets = {"cancelled_at": now}
+        if not ledger_move_row(USER_MESSAGES, message, steps=[cancel], sets=sets, now=now):
             return False
-        message.refresh_from_db()
         who = f" by {actor}" if actor else ""
         detail = f"user message cancelled{who}" + (f": {reason}" if reason else "")
         user_message_rows_sync(message=message, now=now, detail=detail[:500])
