@@ -40,7 +40,7 @@ COMMANDS = Ledger(
     DeviceCommand,
     touched="updated_at",
     audit=CommandTransition,
-    audit_row="intent",
+    audit_row="command",
     copies={"attempt": "attempt_count"},
 )
 
@@ -54,7 +54,7 @@ def _step(to: str, reason: str, detail: str = "") -> Step:
 
 
 def _trail(command: DeviceCommand) -> list[tuple[str, str, str, int]]:
-    rows = CommandTransition.objects.filter(intent=command).order_by("pk")
+    rows = CommandTransition.objects.filter(command=command).order_by("pk")
     return list(rows.values_list("from_status", "to_status", "reason_code", "attempt"))
 
 
@@ -193,7 +193,7 @@ def _statements(kit: FarmKit, n: int) -> list[str]:
     ]
     with CaptureQueriesContext(connection) as queries:
         assert len(ledger_move(COMMANDS, moves, now=NOW)) == n
-    assert CommandTransition.objects.filter(intent__in=commands).count() == n
+    assert CommandTransition.objects.filter(command__in=commands).count() == n
     return [q["sql"] for q in queries.captured_queries]
 
 
