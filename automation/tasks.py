@@ -17,7 +17,6 @@ from automation.services.evaluate import events_evaluate
 from automation.services.ingest import telemetry_accept
 from automation.services.reconcile import commands_reconcile
 from automation.services.sweeps import commands_sweep, events_sweep
-from common.handoff import enqueue
 from config.celery import DB_RETRY, previous_names_register, routed_to
 from config.task_names import (
     COMMANDS_DISPATCH,
@@ -27,7 +26,6 @@ from config.task_names import (
     EVENTS_EVALUATE,
     EVENTS_SWEEP,
     RULE_SCHEDULES_ENSURE,
-    SCHEDULER_POLL_DUE,
     TELEMETRY_INGEST,
     WATCHDOGS_SWEEP,
 )
@@ -84,14 +82,10 @@ def rule_schedules_ensure_task() -> int:
 @shared_task(name=WATCHDOGS_SWEEP, **routed_to("scheduler"), **DB_RETRY)
 def watchdogs_sweep_task() -> int:
     """Ensure a row per silence that lasted its watchdog's seconds and clear the alarms of
-    endpoints that reported again; a poll of due work follows at once when rows were written,
-    so a silence fires within one sweep, not one sweep plus one poll."""
+    endpoints that reported again."""
     from automation.services.watchdog import watchdogs_sweep
 
-    result = watchdogs_sweep(now=timezone.now())
-    if result.ensured:
-        enqueue(SCHEDULER_POLL_DUE)
-    return len(result.ensured)
+    return len(watchdogs_sweep(now=timezone.now()).ensured)
 
 
 @shared_task(name=COMMANDS_SWEEP, **routed_to("dispatch"))

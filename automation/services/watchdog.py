@@ -38,6 +38,8 @@ from alarms.services import alarm_clear_by_cause
 from automation.models import AutomationRule, AutomationRuleAction, Operator
 from automation.services.conditions import RULES_DECIDING
 from automation.services.rule_checks import silence_seconds
+from common.handoff import enqueue_on_commit
+from config.task_names import SCHEDULER_POLL_DUE
 from scheduler.key_parts import epoch_ms, epoch_ms_time
 from scheduler.keys import scheduler_input_hash, scheduler_key, watchdog_key
 from scheduler.models import DueWork, TriggerType
@@ -130,6 +132,10 @@ def watchdogs_sweep(*, now: datetime, batch: int = SWEEP_BATCH) -> WatchdogSweep
     # An open alarm raised since the silence began: this silence has fired (no row to read).
     unfired = [w for w in silent if not _fired(w, alarmed.get(w.rule_id))]
     result.ensured = _silences_ensure(unfired, now)
+    if result.ensured:
+        # The rows are claimed at once, not at the next due poll: a silence fires within one
+        # sweep, not one sweep plus one poll.
+        enqueue_on_commit(SCHEDULER_POLL_DUE)
     by_rule = {w.rule_id: w for w in watchdogs}
     for rule_id, raised_at in alarmed.items():
         watchdog = by_rule.get(rule_id)

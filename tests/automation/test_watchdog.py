@@ -24,6 +24,7 @@ from automation.services.ingest import telemetry_ingest
 from automation.services.rules import rule_create
 from automation.services.watchdog import READINGS_RESUMED, watchdogs_sweep
 from automation.states import CommandOrigin, CommandStatus, ExecutionOutcome, ReasonCode
+from config.task_names import SCHEDULER_POLL_DUE
 from devices.models import DeviceInstanceEndpoint
 from devices.mqtt.messages import InboundTelemetry
 from scheduler.keys import epoch_ms
@@ -329,7 +330,10 @@ def test_the_sweep_task_queues_a_poll_only_when_it_wrote_a_row(
     """The row is claimed at once, not at the next due poll: a silence fires within one
     sweep."""
     sent: list[str] = []
-    monkeypatch.setattr(tasks, "enqueue", lambda name, *args, **kwargs: sent.append(name))
+    monkeypatch.setattr(
+        "automation.services.watchdog.enqueue_on_commit",
+        lambda name, *args, **kwargs: sent.append(name),
+    )
     kit = make_farm()
     heater_watchdog(kit)
     reading(kit, T0, temp=15)
@@ -338,4 +342,4 @@ def test_the_sweep_task_queues_a_poll_only_when_it_wrote_a_row(
         assert tasks.watchdogs_sweep_task() == 1
     with clock(due + timedelta(seconds=5)):
         assert tasks.watchdogs_sweep_task() == 0
-    assert sent == [tasks.SCHEDULER_POLL_DUE]
+    assert sent == [SCHEDULER_POLL_DUE]
