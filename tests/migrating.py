@@ -7,6 +7,8 @@ is back at the latest state."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -25,3 +27,29 @@ def migrate_to(targets: list[tuple[str, str]] | None = None) -> MigrationExecuto
     if targets is None:
         config_version_triggers_install()
     return executor
+
+
+def schema_catalog(tables: list[str]) -> dict[str, Any]:
+    """What a rename must leave alone, for ``tables``: each table's file node (a rewrite
+    changes it), the oids of the foreign keys that leave or reach it (a key dropped and added
+    again gets a new one), and each table's columns in order."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, relfilenode FROM pg_class WHERE relname = ANY(%s)", [tables]
+        )
+        nodes = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT conname, oid FROM pg_constraint WHERE contype = 'f' AND "
+            "(conrelid::regclass::text = ANY(%s) OR confrelid::regclass::text = ANY(%s))",
+            [tables, tables],
+        )
+        keys = dict(cursor.fetchall())
+        cursor.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_name = ANY(%s) ORDER BY table_name, ordinal_position",
+            [tables],
+        )
+        columns: dict[str, list[str]] = {}
+        for table, column in cursor.fetchall():
+            columns.setdefault(table, []).append(column)
+    return {"nodes": nodes, "keys": keys, "columns": columns}

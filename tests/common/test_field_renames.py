@@ -6,11 +6,8 @@ new names."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 
 from automation.models import (
     CommandTransition,
@@ -20,36 +17,11 @@ from automation.models import (
 )
 from automation.services.manual import endpoint_command_manual
 from tests.devices.factories import make_farm
-from tests.migrating import migrate_to
+from tests.migrating import migrate_to, schema_catalog
 
 PREVIOUS = [("automation", "0021_lean_endpoint_events")]
 RENAMED = [CommandTransition, DeviceCommandReceipt, EndpointManualHold]
 TABLES = [model._meta.db_table for model in (*RENAMED, DeviceCommand)]
-
-
-def _catalog() -> dict[str, Any]:
-    """Each table's file node (a rewrite changes it), the oids of the foreign keys that leave
-    or reach it (a key dropped and added again gets a new one), and each table's columns."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname, relfilenode FROM pg_class WHERE relname = ANY(%s)", [TABLES]
-        )
-        nodes = dict(cursor.fetchall())
-        cursor.execute(
-            "SELECT conname, oid FROM pg_constraint WHERE contype = 'f' AND "
-            "(conrelid::regclass::text = ANY(%s) OR confrelid::regclass::text = ANY(%s))",
-            [TABLES, TABLES],
-        )
-        keys = dict(cursor.fetchall())
-        cursor.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_name = ANY(%s) ORDER BY table_name, ordinal_position",
-            [TABLES],
-        )
-        columns: dict[str, list[str]] = {}
-        for table, column in cursor.fetchall():
-            columns.setdefault(table, []).append(column)
-    return {"nodes": nodes, "keys": keys, "columns": columns}
 
 
 @pytest.mark.postgres
@@ -62,12 +34,12 @@ def test_the_renamed_fields_keep_their_columns_keys_and_rows() -> None:
     )
     command_id = made.command.pk
     migrate_to(PREVIOUS)
-    before = _catalog()
+    before = schema_catalog(TABLES)
     assert len(before["nodes"]) == len(TABLES) and before["keys"]
 
     migrate_to()
 
-    after = _catalog()
+    after = schema_catalog(TABLES)
     assert after["nodes"] == before["nodes"]
     assert {name: after["keys"].get(name) for name in before["keys"]} == before["keys"]
     assert after["columns"] == before["columns"]

@@ -12,7 +12,6 @@ import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
 from django.utils import timezone
 
 from automation.models import CommandTransition, DeviceCommand
@@ -20,7 +19,7 @@ from automation.services.manual import endpoint_command_manual
 from common.models import MemberRole
 from scheduler.models import DueWork, DueWorkTransition, TraceRecord
 from tests.devices.factories import make_farm
-from tests.migrating import migrate_to
+from tests.migrating import migrate_to, schema_catalog
 from tests.scheduler.factories import DueWorkFactory
 
 PREVIOUS = [
@@ -39,23 +38,6 @@ TABLES = [model._meta.db_table for *_, model in RENAMES]
 
 def _migrate(targets: list[tuple[str, str]] | None = None) -> None:
     migrate_to(targets)
-
-
-def _catalog() -> dict[str, Any]:
-    """Each table's file node (a rewrite changes it) and the oids of the foreign keys that
-    point at it or leave it (a dropped and re-added key gets a new one)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname, relfilenode FROM pg_class WHERE relname = ANY(%s)", [TABLES]
-        )
-        nodes = dict(cursor.fetchall())
-        cursor.execute(
-            "SELECT conname, oid FROM pg_constraint WHERE contype = 'f' AND "
-            "(conrelid::regclass::text = ANY(%s) OR confrelid::regclass::text = ANY(%s))",
-            [TABLES, TABLES],
-        )
-        keys = dict(cursor.fetchall())
-    return {"nodes": nodes, "keys": keys}
 
 
 def _seed() -> tuple[int, int, int]:
@@ -106,12 +88,12 @@ def test_the_renamed_models_keep_their_tables_keys_rows_and_grants() -> None:
         object_repr="command",
         action_flag=CHANGE,
     )
-    catalog = _catalog()
+    catalog = schema_catalog(TABLES)
     assert len(catalog["nodes"]) == len(TABLES) and catalog["keys"]
 
     _migrate()
 
-    after = _catalog()
+    after = schema_catalog(TABLES)
     # No table rewritten, no key dropped and made again (an app that came after the previous
     # release, such as rollouts, adds keys of its own when it is migrated again).
     assert after["nodes"] == catalog["nodes"]
