@@ -32,7 +32,7 @@ from automation.services.spine import Committed, hand_on
 from automation.states import COMMAND_TERMINAL, COMMAND_TRANSITIONS, CommandStatus, ReasonCode
 from common.handoff import after_commit
 from common.json_types import JsonValue
-from common.ledger import Ledger, Move, Step, ledger_move, ledger_row_follow
+from common.ledger import Ledger, Move, Step, ledger_created, ledger_move, ledger_row_follow
 from config.metrics import metrics_transitions_recorded
 
 logger = logging.getLogger(__name__)
@@ -152,6 +152,28 @@ def guarded_transitions_apply(
                 },
             )
     return done
+
+
+def commands_created(created: Sequence[tuple[int, Transition]], *, now: datetime) -> None:
+    """The first audit rows of commands just inserted (id, the status it was created in and
+    why): moves from no status (``ledger_created``), one INSERT for the batch, counted once
+    committed (a set-based insert sends no post_save)."""
+    if not created:
+        return
+    steps = [(pk, Step(t.to, _audit(t))) for pk, t in created]
+    ledger_created(COMMANDS, steps, now=now)
+    audit = [
+        CommandTransition(
+            command_id=pk,
+            from_status="",
+            to_status=t.to,
+            reason_code=t.reason,
+            detail=t.detail[:DETAIL_MAX_CHARS],
+            at=now,
+        )
+        for pk, t in created
+    ]
+    after_commit(lambda: metrics_transitions_recorded(transitions=audit))
 
 
 def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:
