@@ -1,6 +1,7 @@
 """Set-based SQL the ORM does not offer: multi-row INSERT … ON CONFLICT DO NOTHING RETURNING,
 which tells the caller exactly which rows were new (PostgreSQL and SQLite ≥ 3.35), and the
-batch compare-and-set UPDATE. Both run through ``common.hot_sql``: the stages call them on
+batch compare-and-set UPDATE (``GuardedUpdate``, which ``common.ledger`` runs for every move
+of every ledger). Both run through ``common.hot_sql``: the stages call them on
 every batch, so on PostgreSQL they are prepared statements (one text per set of columns,
 however many rows), and the cost tests count them as hand-written, not as the ORM's."""
 
@@ -87,25 +88,6 @@ def _insert_values(
         params = [f.get_db_prep_save(row[f.name], connection) for row in chunk for f in fields]
         out.extend(hot_rows(f"{head}VALUES {', '.join([one] * len(chunk))}{tail}", params))
     return out
-
-
-def update_returning(
-    model: type[models.Model],
-    rows: Sequence[tuple[dict[str, Any], dict[str, Any]]],
-    *,
-    bump: str | None = None,
-) -> list[Any]:
-    """One UPDATE for many rows, each with its own values: ``rows`` are (match, set) pairs,
-    and a row moves only while its columns still hold the ``match`` values (a
-    compare-and-set per row: id, status, version). Every pair carries the same keys.
-    ``bump`` names an integer column incremented by one on every row that moves.
-
-    Returns the primary keys of the rows that moved. A state change with its audit rows is
-    ``common.ledger.ledger_move``, which builds on the same statement."""
-    if not rows:
-        return []
-    update = GuardedUpdate.of(model, list(rows[0][0]), list(rows[0][1]), bump=bump)
-    return [row[0] for row in update.run(rows)]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The dispatcher's claim: a lease on each command and its endpoint's inflight slot, taken
-for a whole batch in one compare-and-set UPDATE (docs/architecture.md, "dispatch")."""
+for a whole batch in one move of the commands' ledger with no steps (the status stays, the
+end of the attempt is audited), a guarded UPDATE (docs/architecture.md, "dispatch")."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from django.db import IntegrityError, transaction
 from automation.keys import new_device_command_id
 from automation.models import DeviceCommand
 from automation.services.targets import targets_lock
+from automation.services.transitions import COMMANDS
 from automation.states import CommandStatus
-from common.sql import update_returning
+from common.ledger import Move, ledger_move, ledger_row_follow
 
 
 class DispatchOutcome(StrEnum):
@@ -48,13 +50,9 @@ class _Claim:
             device_command_id=command.device_command_id or new_device_command_id(),
         )
 
-    def taken(self, command: DeviceCommand) -> None:
+    def taken(self, command: DeviceCommand, now: datetime) -> None:
         """The claimed command follows in memory, as the row now reads."""
-        command.version += 1
-        command.attempt_count = self.attempt_count
-        command.lease_expires_at = self.lease_expires_at
-        command.inflight_endpoint_id = self.inflight_endpoint_id
-        command.device_command_id = self.device_command_id
+        ledger_row_follow(COMMANDS, command, _claim_move(command, self), now=now)
 
 
 def commands_claim(
@@ -79,7 +77,7 @@ def commands_claim(
         else:
             chosen[endpoint_id] = command
     claims = [_Claim.of(i, now) for i in chosen.values()]
-    rows = [_claim_row(i, c, now) for i, c in zip(chosen.values(), claims, strict=True)]
+    moves = [_claim_move(i, c) for i, c in zip(chosen.values(), claims, strict=True)]
     try:
         with transaction.atomic():
             targets_lock(
@@ -87,7 +85,7 @@ def commands_claim(
                 for i in chosen.values()
                 if i.status == CommandStatus.PENDING_DISPATCH and i.attempt_count == 0
             )
-            moved = set(update_returning(DeviceCommand, rows, bump="version"))
+            moved = ledger_move(COMMANDS, moves, now=now)
     except IntegrityError:  # a concurrent claim took one of the endpoints: row by row
         return [i for i in chosen.values() if _claim_one(i, now, outcomes)]
     claimed: list[DeviceCommand] = []
@@ -95,26 +93,21 @@ def commands_claim(
         if command.pk not in moved:
             outcomes[command.pk] = DispatchOutcome.LOST_RACE
             continue
-        claim.taken(command)
+        claim.taken(command, now)
         claimed.append(command)
     return claimed
 
 
-def _claim_row(
-    command: DeviceCommand, claim: _Claim, now: datetime
-) -> tuple[dict[str, object], dict[str, object]]:
-    """The claim as a compare-and-set row of ``update_returning``: from the (status,
-    version) the command was read with."""
-    return (
-        {"id": command.pk, "status": command.status, "version": command.version},
-        {
-            "attempt_count": claim.attempt_count,
-            "lease_expires_at": claim.lease_expires_at,
-            "inflight_endpoint": claim.inflight_endpoint_id,
-            "device_command_id": claim.device_command_id,
-            "updated_at": now,
-        },
-    )
+def _claim_move(command: DeviceCommand, claim: _Claim) -> Move:
+    """The claim as a move of the commands' ledger with no steps: from the (status, version)
+    the command was read with, its status kept."""
+    sets = {
+        "attempt_count": claim.attempt_count,
+        "lease_expires_at": claim.lease_expires_at,
+        "inflight_endpoint": claim.inflight_endpoint_id,
+        "device_command_id": claim.device_command_id,
+    }
+    return Move(command.pk, command.status, command.version, (), sets)
 
 
 def _claim_one(command: DeviceCommand, now: datetime, outcomes: dict[int, DispatchOutcome]) -> bool:
@@ -124,13 +117,12 @@ def _claim_one(command: DeviceCommand, now: datetime, outcomes: dict[int, Dispat
         with transaction.atomic():
             if command.status == CommandStatus.PENDING_DISPATCH and command.attempt_count == 0:
                 targets_lock([command.target_device_endpoint_id])
-            row = _claim_row(command, claim, now)
-            moved = update_returning(DeviceCommand, [row], bump="version")
+            moved = ledger_move(COMMANDS, [_claim_move(command, claim)], now=now)
     except IntegrityError:
         outcomes[command.pk] = DispatchOutcome.ENDPOINT_BUSY
         return False
     if not moved:
         outcomes[command.pk] = DispatchOutcome.LOST_RACE
         return False
-    claim.taken(command)
+    claim.taken(command, now)
     return True

@@ -85,7 +85,7 @@ def telemetry_store(*, messages: Sequence[InboundTelemetry]) -> int:
     result = telemetry_ingest(messages=messages, directory=_devices())
     metrics_bridge_stored(kind="telemetry", messages=len(messages), events=result.events)
     hand_on(Committed(events=result.pending_event_ids), send=_nudged)
-    _flush.reconcile.update(dict.fromkeys(result.awaiting_command_ids))
+    _flush.reconcile |= dict.fromkeys(result.awaiting_command_ids)
     return result.events
 
 
@@ -94,7 +94,7 @@ def replies_store(*, messages: Sequence[DeviceMessage]) -> int:
     reconciliation at the end of the flush. Returns how many commands got new evidence."""
     command_ids = device_messages_record(messages=messages)
     metrics_bridge_stored(kind="reply", messages=len(messages))
-    _flush.reconcile.update(dict.fromkeys(command_ids))
+    _flush.reconcile |= dict.fromkeys(command_ids)
     return len(command_ids)
 
 

@@ -176,7 +176,7 @@ def _candidates(
             logger.exception("evaluation failed", extra={"eventId": event.pk})
             finished[EventStatus.FAILED, ReasonCode.EVALUATION_ERROR].append(event.pk)
             continue
-        verdicts.update(judged)
+        verdicts |= judged
         fired = [rule for rule, holds in judged.values() if holds]
         candidates.extend(
             Decision(trigger, rule, action) for rule in fired for action in rule_actions(rule)

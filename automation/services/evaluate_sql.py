@@ -28,11 +28,17 @@ from automation.models import (
     DeviceCommand,
     EndpointManualHold,
 )
-from automation.states import COMMAND_LIVE, CommandStatus, EventStatus, ReasonCode
+from automation.states import (
+    COMMAND_LIVE,
+    EVENT_TRANSITIONS,
+    CommandStatus,
+    EventStatus,
+    ReasonCode,
+)
 from common.hot_models import column_time, column_value, model_columns, model_from_row, model_width
 from common.hot_sql import hot_rows, in_list
 from common.json_types import JsonValue
-from common.sql import update_returning
+from common.ledger import Ledger, Move, Step, ledger_move
 from devices.models import Device, DeviceInstanceEndpoint
 
 EVENTS = AutomationEndpointEvent._meta.db_table
@@ -41,6 +47,16 @@ ENDPOINTS = DeviceInstanceEndpoint._meta.db_table
 # Ends of a command that was sent and never answered for: the device may have applied it.
 COMMAND_ENDED_UNSEEN = (CommandStatus.EXPIRED, CommandStatus.UNCERTAIN)
 _LIVE = sorted(COMMAND_LIVE)  # one statement text, whatever the set's order
+# Endpoint events' ledger: a pending event ends once, stamped with its time; no version (the
+# status is the guard: an event only ever leaves pending) and no audit table (the executions
+# and the event's own reason say why).
+ENDPOINT_EVENTS = Ledger(
+    AutomationEndpointEvent,
+    status="processing_status",
+    version=None,
+    touched="processed_at",
+    edges=EVENT_TRANSITIONS,
+)
 
 
 def _json(model: type[models.Model], name: str, raw: object) -> JsonValue:
@@ -77,24 +93,16 @@ def endpoint_events_pending_read(ids: Iterable[int]) -> list[PendingEvent]:
 
 def endpoint_events_finish(
     ends: Mapping[int, tuple[EventStatus, ReasonCode]], *, now: datetime
-) -> list[int]:
-    """Compare-and-set, one statement for every outcome: only a still-pending event moves,
-    so a late duplicate changes nothing. The ids of the events that moved."""
+) -> set[int]:
+    """Moves of the endpoint events' ledger, one statement for every outcome: only a
+    still-pending event moves, so a late duplicate changes nothing. The ids of the events
+    that moved."""
     pending = str(EventStatus.PENDING)
-    return update_returning(
-        AutomationEndpointEvent,
-        [
-            (
-                {"id": pk, "processing_status": pending},
-                {
-                    "processing_status": str(status),
-                    "status_reason": str(reason),
-                    "processed_at": now,
-                },
-            )
-            for pk, (status, reason) in sorted(ends.items())
-        ],
-    )
+    moves = [
+        Move(pk, pending, None, [Step(str(status))], {"status_reason": str(reason)})
+        for pk, (status, reason) in sorted(ends.items())
+    ]
+    return ledger_move(ENDPOINT_EVENTS, moves, now=now)
 
 
 class LiveCommand(NamedTuple):

@@ -42,6 +42,7 @@ from automation.services.rows import as_row
 from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
 from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
+from automation.services.transitions import Transition, commands_created
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.audit.writes import audited_update
 from common.json_types import JsonValue
@@ -146,15 +147,9 @@ def endpoint_command_manual(
         commands_supersede_unsent(targets, [(command.pk, target.pk)], now)
         until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
         _hold_move(target.pk, command, user_id, until, now)
-        CommandTransition.objects.create(
-            command=command,
-            from_status="",
-            to_status=CommandStatus.PENDING_DISPATCH,
-            reason_code=ReasonCode.MANUAL,
-            detail=f"{note} (rules held until {until:%Y-%m-%d %H:%M:%S} UTC)"[:500],
-            attempt=0,
-            at=now,
-        )
+        detail = f"{note} (rules held until {until:%Y-%m-%d %H:%M:%S} UTC)"
+        step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.MANUAL, detail)
+        commands_created([(command.pk, step)], now=now)
         hand_on_commit(Committed(commands=[command.pk]))
     return ManualCommand(command, True, until if until > now else None)
 

@@ -254,7 +254,7 @@ def _walk(command: DeviceCommand, evidence: Evidence, now: datetime) -> Walk:
         if not command_can_move(status, verdict.to):
             break
         path.append(Transition(verdict.to, verdict.reason, verdict.detail))
-        fields.update(verdict.fields)
+        fields |= verdict.fields
         if verdict.to == CommandStatus.APPLIED:
             fields["applied_at"] = now
         status = verdict.to

@@ -18,7 +18,7 @@ def as_row(row: DataclassInstance) -> dict[str, object]:
     for f in fields(row):
         value = getattr(row, f.name)
         if is_dataclass(value) and not isinstance(value, type):
-            out.update(as_row(value))
+            out |= as_row(value)
         else:
             out[f.name] = value
     return out

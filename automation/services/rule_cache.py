@@ -59,7 +59,7 @@ def _rule_set_load() -> RuleSet:
         for endpoint_id in dict.fromkeys(condition_endpoints(rule)):
             triggered_by[endpoint_id].append(rule)
         if rule.operator != Operator.SILENT_FOR:
-            evaluated.update(condition_endpoints(rule))
+            evaluated |= set(condition_endpoints(rule))
             continue
         driven = {rule.target_endpoint_id, *(a.target_endpoint_id for a in rule.actions.all())}
         for endpoint_id in driven:

@@ -13,12 +13,13 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Q
 
-from automation.models import CommandTransition, DeviceCommand
+from automation.models import DeviceCommand
 from automation.services.commands import command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import run_limit_input, run_limit_value
 from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
+from automation.services.transitions import Transition, commands_created
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.sql import insert_ignore_returning
 from scheduler.keys import RunLimitKey, SchedulerKeyError, parse_scheduler_key, scheduler_input_hash
@@ -108,15 +109,9 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
             found = _existing(job.scheduler_key)
             return HandlerResult({**coordinates, "outcome": "created", "intents": [found]})
         pk = int(inserted[0][0])
-        CommandTransition.objects.create(
-            command_id=pk,
-            from_status="",
-            to_status=CommandStatus.PENDING_DISPATCH,
-            reason_code=ReasonCode.RUN_LIMIT,
-            detail=f"command {command.pk} applied {command.max_on_s} s ago: back to {value!r}",
-            attempt=0,
-            at=job.now,
-        )
+        detail = f"command {command.pk} applied {command.max_on_s} s ago: back to {value!r}"
+        step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.RUN_LIMIT, detail)
+        commands_created([(pk, step)], now=job.now)
         state.replaced, state.creates = list(state.unsent), True
         pending = commands_supersede_unsent(targets, [(pk, endpoint.pk)], job.now)
         hand_on_commit(Committed(commands=pending))

@@ -1,10 +1,11 @@
 """Command transitions, the one primitive of every stage and of the row-by-row paths
-(``command_transition`` is a batch of one): each row moves only from the (status, version)
-it was read with, every transition it takes gets its audit row in the same transaction,
-and a command that ends frees its endpoint for the next one. A batch costs one UPDATE per
-distinct set of changed columns (two or three kinds in practice), one INSERT of audit rows
-and, after commit, one query for the commands waiting behind the freed endpoints, however
-many rows it carries; every one hand-written (``common.sql``,
+(``command_transition`` is a batch of one): moves of the commands' ledger (``COMMANDS``,
+``common.ledger``). Each row moves only from the (status, version) it was read with, every
+transition it takes gets its audit row in the same statement (PostgreSQL) or transaction
+(SQLite), and a command that ends frees its endpoint for the next one. A batch costs one
+statement per distinct set of changed columns (two or three kinds in practice; on SQLite one
+INSERT of audit rows more) and, after commit, one query for the commands waiting behind the
+freed endpoints, however many rows it carries; every one hand-written (``common.ledger``,
 ``automation.services.dispatch_sql``), none through the ORM.
 
 Two ends imply more, in the same transaction, and cost nothing when no row of the batch
@@ -15,7 +16,6 @@ handed to the farm's alarm policy (one read of the devices' farms for both)."""
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,10 +29,10 @@ from automation.models import CommandTransition, DeviceCommand
 from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
 from automation.services.run_limits import run_limits_ensure
 from automation.services.spine import Committed, hand_on
-from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
+from automation.states import COMMAND_TERMINAL, COMMAND_TRANSITIONS, CommandStatus, ReasonCode
 from common.handoff import after_commit
 from common.json_types import JsonValue
-from common.sql import insert_ignore_returning, update_returning
+from common.ledger import Ledger, Move, Step, ledger_created, ledger_move, ledger_row_follow
 from config.metrics import metrics_transitions_recorded
 
 logger = logging.getLogger(__name__)
@@ -42,6 +42,28 @@ logger = logging.getLogger(__name__)
 # rollout raises its own), one support marked failed.
 ALARMED_ENDS = frozenset({CommandStatus.FAILED, CommandStatus.EXPIRED, CommandStatus.UNCERTAIN})
 QUIET_ENDS = frozenset({ReasonCode.SUPERSEDED, ReasonCode.ROLLOUT_STOPPED, ReasonCode.MANUAL})
+DETAIL_MAX_CHARS = 500
+
+# The moves the commands' ledger makes: the state machine's edges (``automation.states``),
+# and one in place, retrying -> retrying: a command already waiting to be retried that fails
+# to publish again for another reason moves its ``status_reason`` and its next attempt, and
+# that step is audited once (``automation.services.commands``).
+COMMAND_EDGES: dict[str, frozenset[str]] = {
+    **COMMAND_TRANSITIONS,
+    CommandStatus.RETRYING: COMMAND_TRANSITIONS[CommandStatus.RETRYING] | {CommandStatus.RETRYING},
+}
+# The commands' ledger (``common.ledger``): version and ``updated_at`` follow every move, a
+# move may take several steps (a reply that proves a command applied acknowledges it first),
+# and each audit row copies the attempt the move left on the row. A move off its edges is
+# not made (as ``command_transition`` never asked for one).
+COMMANDS = Ledger(
+    DeviceCommand,
+    touched="updated_at",
+    audit=CommandTransition,
+    audit_row="command",
+    copies={"attempt": "attempt_count"},
+    edges=COMMAND_EDGES,
+)
 
 
 class CommandFields(TypedDict, total=False):
@@ -104,36 +126,20 @@ def guarded_transitions_apply(
     moves = [m for m in moves if m.path or m.fields]
     if not moves:
         return []
-    groups: dict[tuple[str, ...], list[tuple[GuardedTransition, CommandUpdates]]] = defaultdict(
-        list
-    )
-    for move in moves:
-        updates = _updates(move, now)
-        groups[tuple(sorted(updates))].append((move, updates))
-    moved_ids: set[int] = set()
     # No savepoint: nested in a stage's transaction, a failure here fails the whole batch
     # anyway, and a savepoint costs two more round trips per batch.
     with transaction.atomic(savepoint=False):
-        for _, members in sorted(groups.items()):
-            rows = [
-                (
-                    {"id": m.command.pk, "status": m.command.status, "version": m.command.version},
-                    dict(updates),
-                )
-                for m, updates in members
-            ]
-            moved_ids.update(update_returning(DeviceCommand, rows, bump="version"))
+        moved_ids = ledger_move(COMMANDS, [_move(m, now) for m in moves], now=now)
         done = [m for m in moves if m.command.pk in moved_ids]
+        # The ledger's set-based insert sends no post_save: its counters are fed here instead.
         audit = _audit_rows(done, now)
-        insert_ignore_returning(CommandTransition, [_audit_columns(a) for a in audit])
-        # A set-based insert sends no post_save: the ledger's counters are fed here instead.
         after_commit(lambda: metrics_transitions_recorded(transitions=audit))
         released = [m.command.target_device_endpoint_id for m in done if m.to in COMMAND_TERMINAL]
         if released:
             after_commit(lambda: endpoints_released(released))
         _ends_follow(done, now)
     for move in done:
-        _apply_in_memory(move, _updates(move, now))
+        ledger_row_follow(COMMANDS, move.command, _move(move, now), now=now)
         for step in move.path:
             logger.info(
                 "command %s -> %s (%s)",
@@ -146,6 +152,28 @@ def guarded_transitions_apply(
                 },
             )
     return done
+
+
+def commands_created(created: Sequence[tuple[int, Transition]], *, now: datetime) -> None:
+    """The first audit rows of commands just inserted (id, the status it was created in and
+    why): moves from no status (``ledger_created``), one INSERT for the batch, counted once
+    committed (a set-based insert sends no post_save)."""
+    if not created:
+        return
+    steps = [(pk, Step(t.to, _audit(t))) for pk, t in created]
+    ledger_created(COMMANDS, steps, now=now)
+    audit = [
+        CommandTransition(
+            command_id=pk,
+            from_status="",
+            to_status=t.to,
+            reason_code=t.reason,
+            detail=t.detail[:DETAIL_MAX_CHARS],
+            at=now,
+        )
+        for pk, t in created
+    ]
+    after_commit(lambda: metrics_transitions_recorded(transitions=audit))
 
 
 def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:
@@ -176,11 +204,17 @@ def _updates(move: GuardedTransition, now: datetime) -> CommandUpdates:
     return updates
 
 
-def _apply_in_memory(move: GuardedTransition, updates: CommandUpdates) -> None:
+def _move(move: GuardedTransition, now: datetime) -> Move:
+    """The transition as the ledger takes it: from the (status, version) it was read with."""
     command = move.command
-    for name, value in updates.items():
-        setattr(command, "inflight_endpoint_id" if name == "inflight_endpoint" else name, value)
-    command.version += 1
+    sets = {k: v for k, v in _updates(move, now).items() if k not in ("status", "updated_at")}
+    steps = [Step(t.to, _audit(t)) for t in move.path]
+    return Move(command.pk, command.status, command.version, steps, sets)
+
+
+def _audit(step: Transition) -> dict[str, object]:
+    """A step's own audit columns (the ledger fills in the command, statuses, time, attempt)."""
+    return {"reason_code": step.reason, "detail": step.detail[:DETAIL_MAX_CHARS]}
 
 
 def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[CommandTransition]:
@@ -195,25 +229,13 @@ def _audit_rows(done: Sequence[GuardedTransition], now: datetime) -> list[Comman
                     from_status=before,
                     to_status=step.to,
                     reason_code=step.reason,
-                    detail=step.detail[:500],
+                    detail=step.detail[:DETAIL_MAX_CHARS],
                     attempt=attempt,
                     at=now,
                 )
             )
             before = step.to
     return rows
-
-
-def _audit_columns(row: CommandTransition) -> dict[str, object]:
-    return {
-        "command": row.command_id,
-        "from_status": row.from_status,
-        "to_status": row.to_status,
-        "reason_code": row.reason_code,
-        "detail": row.detail,
-        "attempt": row.attempt,
-        "at": row.at,
-    }
 
 
 def endpoints_released(endpoint_ids: list[int]) -> None:

@@ -19,7 +19,7 @@ from django.db.models import Count
 
 from automation.gates import command_gate_failure
 from automation.keys import rollout_command_idempotency_key
-from automation.models import CommandTransition, DeviceCommand
+from automation.models import DeviceCommand
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.manual import manual_holds_active
 from automation.services.rows import as_row
@@ -28,11 +28,10 @@ from automation.services.targets import (
     target_states_load,
     targets_lock,
 )
+from automation.services.transitions import Transition, commands_created
 from automation.states import COMMAND_LIVE, CommandOrigin, CommandStatus, ReasonCode
-from common.handoff import after_commit
 from common.ledger import Move, Step, ledger_move
 from common.sql import insert_ignore_returning
-from config.metrics import metrics_transitions_recorded
 from devices.models import DeviceInstanceEndpoint
 from rollouts.models import Rollout, RolloutTarget
 from rollouts.services.moves import ROLLOUT_TARGETS
@@ -180,20 +179,8 @@ def _commands_insert(
         )
     )
     new = {pk for (pk,) in inserted}
-    audit = CommandTransition.objects.bulk_create(
-        [
-            CommandTransition(
-                command_id=pk,
-                from_status="",
-                to_status=CommandStatus.PENDING_DISPATCH,
-                reason_code=ReasonCode.ROLLOUT,
-                detail=f"rollout #{rollout.pk} wave {wave}",
-                attempt=0,
-                at=now,
-            )
-            for pk in sorted(new)
-        ]
-    )
+    detail = f"rollout #{rollout.pk} wave {wave}"
+    step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.ROLLOUT, detail)
     # Counted once committed, by reason: farm_command_transitions_total{reason="rollout"}.
-    after_commit(lambda: metrics_transitions_recorded(transitions=audit))
+    commands_created([(pk, step) for pk in sorted(new)], now=now)
     return commands

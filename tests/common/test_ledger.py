@@ -33,9 +33,10 @@ from tests.devices.factories import FarmKit, make_farm
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
 C = CommandStatus
-# The commands' ledger as ``automation.services.transitions`` will declare it: several steps
-# per move (a reply that proves a command applied acknowledges it first), the attempt
-# copied from the row as the move left it.
+# The commands' ledger as ``automation.services.transitions`` declares it, but for its edges
+# (here none, so a step in place is a note and raises): several steps per move (a reply that
+# proves a command applied acknowledges it first), the attempt copied from the row as the
+# move left it.
 COMMANDS = Ledger(
     DeviceCommand,
     touched="updated_at",
