@@ -1,6 +1,7 @@
 """A command's row-by-row ways: a move, a touch, a retry or expiry. Each is a batch of one
-through the stages' one primitive (``automation.services.transitions.commands_transition``): a
-compare-and-set on (status, version) that writes its audit rows in the same transaction and,
+through the stages' one way of moving commands
+(``automation.services.transitions.guarded_transitions_apply``, on ``common.ledger``): a
+compare-and-set on (status, version) that writes its audit rows in the same statement and,
 on a terminal state, frees the endpoint for the next pending command."""
 
 from __future__ import annotations

@@ -191,8 +191,8 @@ def commands_reconcile(
     applied command lifts it.
 
     The common moves (acknowledged, applied, uncertain, failed) are decided in memory and
-    written together (``commands_transition``); a retry (busy, ack timeout) goes row by row, as it
-    also writes a receipt and may expire the command."""
+    written together (``guarded_transitions_apply``); a retry (busy, ack timeout) goes row
+    by row, as it also writes a receipt and may expire the command."""
     now = now or timezone.now()
     if not command_ids:
         return {}
