@@ -12,9 +12,10 @@ ones (latest decision wins). Called under the targets' lock (``targets_lock``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from automation.gates import command_gate_failure
 from automation.keys import (
@@ -142,7 +143,7 @@ class CommandRow:
 class Context:
     """What the decisions of one batch read, loaded once under the targets' lock."""
 
-    targets: dict[int, TargetState]
+    targets: Mapping[int, TargetState]
     cooldowns: dict[CooldownKey, CommandCooldown]
     holds: dict[int, int]  # endpoint → the manual command holding it
     now: datetime
@@ -151,7 +152,7 @@ class Context:
 
 
 def decision_context(
-    targets: dict[int, TargetState],
+    targets: Mapping[int, TargetState],
     now: datetime,
     *,
     rules: RuleSet | None = None,
@@ -182,26 +183,33 @@ def decision_context(
     )
 
 
-def candidates_decide(candidates: Sequence[Decision], context: Context) -> list[Decision]:
+class Decided(NamedTuple):
+    """A batch's decisions and its targets as they leave them: the commands they create and
+    the unsent ones they replace (``decisions_persist``)."""
+
+    decisions: list[Decision]
+    targets: dict[int, TargetState]
+
+
+def candidates_decide(candidates: Sequence[Decision], context: Context) -> Decided:
     """Every candidate's outcome: one winner per endpoint decided in trigger order (each
     seeing what the earlier ones changed), the rest discarded naming the winner (or the
     higher-priority live command, ``automation.services.priority``)."""
     winners, losers = candidates_rank(candidates, context.targets)
+    targets = dict(context.targets)
     decided: list[Decision] = []
     for candidate in sorted(winners, key=lambda d: d.trigger.order):
-        decision = _decide(candidate, context)
+        pk = candidate.action.endpoint.pk
+        decision = _decide(candidate, context, targets[pk])
         if decision.reason not in (ReasonCode.MANUAL_OVERRIDE, ReasonCode.WATCHDOG):
             # The manual (or the watchdog's) command stays the endpoint's latest decision.
-            target_state_track(
-                context.targets[decision.action.endpoint.pk],
-                decision.outcome,
-                decision.action.value,
-            )
+            targets[pk] = target_state_track(targets[pk], decision.outcome, decision.action.value)
         decided.append(decision)
-    return decided + losers  # a loser names its winner by identity, whatever it decided
+    # A loser names its winner by identity, whatever it decided.
+    return Decided(decided + losers, targets)
 
 
-def _decide(candidate: Decision, context: Context) -> Decision:
+def _decide(candidate: Decision, context: Context, target: TargetState) -> Decision:
     """Compared with the newest live command, then, when no command is on its way to the
     device, with the value the device last reported (telemetry or a state report): commands
     never sent are replaced by this decision (latest wins), so they do not count. A command
@@ -220,7 +228,6 @@ def _decide(candidate: Decision, context: Context) -> Decision:
     watchdog = context.watchdog_holds.get(endpoint.pk)
     if watchdog is not None and watchdog.rule_id != rule.pk and rule.priority < watchdog.priority:
         return ends(ExecutionOutcome.SUPPRESSED, ReasonCode.WATCHDOG)
-    target = context.targets[endpoint.pk]
     has_live, live_value = target.newest_live_value()
     if has_live and values_equal(live_value, value):
         return ends(ExecutionOutcome.ALREADY_PENDING)
@@ -240,7 +247,7 @@ def _decide(candidate: Decision, context: Context) -> Decision:
 
 
 def decisions_persist(
-    decisions: Sequence[Decision], targets: dict[int, TargetState], now: datetime
+    decisions: Sequence[Decision], targets: Mapping[int, TargetState], now: datetime
 ) -> list[int]:
     """Insert the executions (winners first, so the discarded ones can name theirs) and the
     commands set-based, replace the unsent commands the decisions overruled; the ids of the
@@ -320,7 +327,7 @@ def _command_row(d: Decision, execution_id: int, now: datetime) -> CommandRow:
             target_value=value,
             event_id=d.trigger.event.pk,
         )
-    elif d.trigger.origin == CommandOrigin.WATCHDOG or d.trigger.origin == CommandOrigin.WATCHDOG:
+    elif d.trigger.origin == CommandOrigin.WATCHDOG:
         origin = CommandOrigin.WATCHDOG
         key = watchdog_command_idempotency_key(
             rule_id=rule.pk,

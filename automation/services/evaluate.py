@@ -122,11 +122,11 @@ def endpoint_events_evaluate(*, event_ids: Sequence[int]) -> EvaluateResult:
         context = decision_context(targets, now, rules=rule_cache, readings=readings)
         farm_of = {p.event.pk: p.farm_id for p in pending}
         candidates, finished, verdicts = _candidates(events, farm_of, rules_by_endpoint, readings)
-        decisions = candidates_decide(candidates, context)
+        decisions, decided = candidates_decide(candidates, context)
         result.executions = len(decisions)
         for d in decisions:
             result.outcomes[d.outcome] = result.outcomes.get(d.outcome, 0) + 1
-        result.pending_command_ids = decisions_persist(decisions, targets, now)
+        result.pending_command_ids = decisions_persist(decisions, decided, now)
         endpoint_events_finish(
             {pk: end for end, ended_ids in finished.items() for pk in ended_ids},
             now=timezone.now(),

@@ -41,7 +41,12 @@ from automation.services.commands import CommandColumns, command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
 from automation.services.spine import Committed, hand_on_commit
-from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
+from automation.services.targets import (
+    NewCommand,
+    commands_supersede_unsent,
+    target_states_load,
+    targets_lock,
+)
 from automation.services.transitions import Transition, commands_created
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.audit.writes import audited_update
@@ -142,9 +147,8 @@ def endpoint_command_manual(
         except IntegrityError:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
-        state = targets[target.pk]
-        state.replaced, state.creates = list(state.unsent), True
-        commands_supersede_unsent(targets, [(command.pk, target.pk)], now)
+        replacing = {target.pk: targets[target.pk].superseded(NewCommand(value))}
+        commands_supersede_unsent(replacing, [(command.pk, target.pk)], now)
         until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
         _hold_move(target.pk, command, user_id, until, now)
         detail = f"{note} (rules held until {until:%Y-%m-%d %H:%M:%S} UTC)"

@@ -18,7 +18,7 @@ An operator's manual command outranks every rule through its hold
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def candidates_rank(
-    candidates: Sequence[Decision], targets: dict[int, TargetState]
+    candidates: Sequence[Decision], targets: Mapping[int, TargetState]
 ) -> tuple[list[Decision], list[Decision]]:
     """(winners, losers): one winner per endpoint, or none where a higher-priority live
     command holds it; every loser already ``discarded``/``lower_priority``."""

@@ -277,8 +277,9 @@ def rule_occurrence_run(job: SchedulerJob) -> HandlerResult:
         if not rule_holds(rule, readings, at=job.now):
             return HandlerResult({**coordinates, "outcome": "conditions_not_met"})
         context = decision_context(targets, job.now)
-        decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
-        pending = decisions_persist(decisions, targets, job.now)
+        candidates = [Decision(trigger, rule, a) for a in actions]
+        decisions, decided = candidates_decide(candidates, context)
+        pending = decisions_persist(decisions, decided, job.now)
         hand_on_commit(Committed(commands=pending))
     outcomes = sorted({str(d.outcome) for d in decisions})
     # "intents" lists the commands made: the key these stored results have always had.

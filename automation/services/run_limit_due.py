@@ -18,7 +18,12 @@ from automation.services.commands import command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import run_limit_input, run_limit_value
 from automation.services.spine import Committed, hand_on_commit
-from automation.services.targets import commands_supersede_unsent, target_states_load, targets_lock
+from automation.services.targets import (
+    NewCommand,
+    commands_supersede_unsent,
+    target_states_load,
+    targets_lock,
+)
 from automation.services.transitions import Transition, commands_created
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.sql import insert_ignore_returning
@@ -112,7 +117,7 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
         detail = f"command {command.pk} applied {command.max_on_s} s ago: back to {value!r}"
         step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.RUN_LIMIT, detail)
         commands_created([(pk, step)], now=job.now)
-        state.replaced, state.creates = list(state.unsent), True
-        pending = commands_supersede_unsent(targets, [(pk, endpoint.pk)], job.now)
+        replacing = {endpoint.pk: state.superseded(NewCommand(value))}
+        pending = commands_supersede_unsent(replacing, [(pk, endpoint.pk)], job.now)
         hand_on_commit(Committed(commands=pending))
     return HandlerResult({**coordinates, "outcome": "created", "intents": [pk]})

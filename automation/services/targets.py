@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -34,19 +35,26 @@ from common.json_types import JsonValue
 TARGET_LOCK_NAMESPACE = 0x46410001
 
 
-@dataclass
-class TargetState:
-    """What one target endpoint will end with, as far as its live commands tell: kept up to
-    date while a batch is decided, so two rules on one target in one batch agree. And what
-    may hold it against a decision: an operator's manual hold, the cool-downs of values that
-    failed on it."""
+class NewCommand(NamedTuple):
+    """The command a batch's last decision on a target creates: its id is known only after
+    the insert, its value already."""
 
-    live: list[tuple[int, JsonValue]] = field(default_factory=list)  # (id, value), oldest first
+    value: JsonValue
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """What one target endpoint will end with, as far as its live commands tell, and what may
+    hold it against a decision: an operator's manual hold, the cool-downs of values that
+    failed on it. Read once per batch; each decision yields the next state
+    (``target_state_track``), so two rules on one target in one batch agree."""
+
+    live: tuple[tuple[int, JsonValue], ...] = ()  # (id, value), oldest first
     # (priority, command, execution) of the live commands a rule, a schedule or a rollout
     # (no execution) decided: a lower-priority rule's decision does not replace them
     # (``automation.services.priority``).
-    ranked: list[tuple[int, int, int | None]] = field(default_factory=list)
-    unsent: list[int] = field(default_factory=list)  # live commands never sent: replaceable
+    ranked: tuple[tuple[int, int, int | None], ...] = ()
+    unsent: tuple[int, ...] = ()  # live commands never sent: replaceable
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
     # What the device last reported, read after the live commands (see target_states_load).
     reported: JsonValue = None
@@ -55,11 +63,13 @@ class TargetState:
     reported_unsure: bool = False
     edited_at: datetime | None = None  # the endpoint's last configuration edit
     hold: ManualHold | None = None  # an operator's, not cancelled (it may have run out)
-    cooldowns: dict[str, CommandCooldown] = field(default_factory=dict)  # by value key
-    replaced: list[int] = field(default_factory=list)  # unsent commands a decision replaced
-    creates: bool = False  # the last decision creates a command
+    cooldowns: Mapping[str, CommandCooldown] = field(default_factory=dict)  # by value key
+    replaced: tuple[int, ...] = ()  # unsent commands this batch's decisions replaced
+    creates: NewCommand | None = None  # the command the last decision creates
 
     def newest_live_value(self) -> tuple[bool, JsonValue]:
+        if self.creates is not None:
+            return True, self.creates.value
         return (True, self.live[-1][1]) if self.live else (False, None)
 
     def known_to_hold(self, value: JsonValue) -> bool:
@@ -68,6 +78,18 @@ class TargetState:
         report and telemetry were all lost has applied a command nobody saw; believing its
         older report would leave it where that command put it."""
         return not self.reported_unsure and values_equal(self.reported, value)
+
+    def superseded(self, creates: NewCommand | None) -> TargetState:
+        """This state after a decision that does not keep the newest live command: the unsent
+        commands are replaced, by ``creates`` when the decision makes one."""
+        unsent = set(self.unsent)
+        return replace(
+            self,
+            live=tuple(row for row in self.live if row[0] not in unsent),
+            unsent=(),
+            replaced=self.replaced + self.unsent,
+            creates=creates,
+        )
 
 
 def target_states_load(endpoint_ids: Iterable[int]) -> dict[int, TargetState]:
@@ -92,37 +114,47 @@ def targets_and_readings_load(
 
     ``priorities`` (rule id → priority, every rule's: the rule cache's) spares the live
     commands' read a join with the rules."""
-    targets: dict[int, TargetState] = {pk: TargetState() for pk in endpoint_ids}
-    for command in commands_live_read(targets, rule_priority=priorities is None):
+    ids = list(endpoint_ids)
+    live: dict[int, list[tuple[int, JsonValue]]] = {pk: [] for pk in ids}
+    ranked: dict[int, list[tuple[int, int, int | None]]] = {pk: [] for pk in ids}
+    unsent: dict[int, list[int]] = {pk: [] for pk in ids}
+    has_sent: set[int] = set()
+    for command in commands_live_read(ids, rule_priority=priorities is None):
         if priorities is None:
             priority = command.rule_priority
         else:
             rule = command.rule_id
             priority = None if rule is None else priorities.get(rule, 0)
-        target = targets[command.endpoint_id]
-        target.live.append((command.id, command.value))
+        endpoint = command.endpoint_id
+        live[endpoint].append((command.id, command.value))
         if priority is not None and command.execution_id is not None:
-            target.ranked.append((priority, command.id, command.execution_id))
+            ranked[endpoint].append((priority, command.id, command.execution_id))
         elif command.rollout_priority is not None:
-            target.ranked.append((command.rollout_priority, command.id, None))
+            ranked[endpoint].append((command.rollout_priority, command.id, None))
         if command.status == CommandStatus.PENDING_DISPATCH and command.attempt_count == 0:
-            target.unsent.append(command.id)
+            unsent[endpoint].append(command.id)
         else:
-            target.has_sent = True
+            has_sent.add(endpoint)
+    targets = {
+        pk: TargetState(tuple(live[pk]), tuple(ranked[pk]), tuple(unsent[pk]), pk in has_sent)
+        for pk in ids
+    }
     # One read also gives the last reading of each endpoint in ``reading_ids`` (a rule's
     # conditions), in the same round trip.
     readings: dict[int, Reading] = {}
     wanted = set(reading_ids)
     for reported in endpoints_reported_read(set(targets) | wanted):
         if reported.id in targets:
-            target = targets[reported.id]
-            target.reported, target.edited_at = reported.value, reported.edited_at
             unsure_since = reported.unsure_since
-            target.reported_unsure = unsure_since is not None and (
-                reported.value_at is None or reported.value_at < unsure_since
+            targets[reported.id] = replace(
+                targets[reported.id],
+                reported=reported.value,
+                edited_at=reported.edited_at,
+                reported_unsure=unsure_since is not None
+                and (reported.value_at is None or reported.value_at < unsure_since),
+                hold=reported.hold,
+                cooldowns={c.value_key: c for c in reported.cooldowns},
             )
-            target.hold = reported.hold
-            target.cooldowns = {c.value_key: c for c in reported.cooldowns}
         if reported.id in wanted:
             readings[reported.id] = Reading(reported.value, reported.value_at)
     return targets, readings
@@ -144,26 +176,22 @@ def targets_lock(endpoint_ids: Iterable[int]) -> None:
     )
 
 
-def target_state_track(target: TargetState, outcome: ExecutionOutcome, value: JsonValue) -> None:
-    """Update the target's picture with a decision, before the next one is made. Any decision
-    that does not leave the newest live command in place replaces the unsent ones."""
+def target_state_track(
+    target: TargetState, outcome: ExecutionOutcome, value: JsonValue
+) -> TargetState:
+    """The target's picture after a decision, for the next one. Any decision that does not
+    leave the newest live command in place replaces the unsent ones."""
     if outcome == ExecutionOutcome.BLOCKED:
-        return
+        return target
     has_live, live_value = target.newest_live_value()
     if has_live and values_equal(live_value, value):
-        return
-    replaced = set(target.unsent)
-    target.replaced.extend(pk for pk in target.unsent if pk)
-    target.live = [(pk, v) for pk, v in target.live if pk not in replaced]
-    target.unsent = []
-    target.creates = outcome == ExecutionOutcome.COMMAND_CREATED
-    if target.creates:  # its id is known after the insert: 0 stands for it until then
-        target.live.append((0, value))
-        target.unsent.append(0)
+        return target
+    created = outcome == ExecutionOutcome.COMMAND_CREATED
+    return target.superseded(NewCommand(value) if created else None)
 
 
 def commands_supersede_unsent(
-    targets: dict[int, TargetState], created: list[tuple[int, int]], now: datetime
+    targets: Mapping[int, TargetState], created: list[tuple[int, int]], now: datetime
 ) -> list[int]:
     """Expire the unsent commands the newest decision on each endpoint overruled: the device
     gets the latest decision, not a queue of outdated ones. A command already claimed or sent
@@ -176,7 +204,7 @@ def commands_supersede_unsent(
     replaced_by: dict[int, str] = {}
     for endpoint_id, target in targets.items():
         mine = created_on.get(endpoint_id, [])
-        kept = mine[-1] if mine and target.creates else None
+        kept = mine[-1] if mine and target.creates is not None else None
         reason = f"replaced by command {kept}" if kept else "the newest decision needs no command"
         for pk in [*target.replaced, *mine]:
             if pk != kept:

@@ -109,8 +109,9 @@ def watchdog_silence_run(job: SchedulerJob) -> HandlerResult:
         targets_lock(endpoints)
         targets, _ = targets_and_readings_load(endpoints, reading_ids([rule]))
         context = decision_context(targets, job.now)
-        decisions = candidates_decide([Decision(trigger, rule, a) for a in actions], context)
-        pending = decisions_persist(decisions, targets, job.now)
+        candidates = [Decision(trigger, rule, a) for a in actions]
+        decisions, decided = candidates_decide(candidates, context)
+        pending = decisions_persist(decisions, decided, job.now)
         hand_on_commit(Committed(commands=pending))
         alarm = alarm_raise(
             farm_id=rule.farm_id,

@@ -24,6 +24,7 @@ from automation.services.commands import CommandColumns, command_fields
 from automation.services.manual import manual_holds_active
 from automation.services.rows import as_row
 from automation.services.targets import (
+    NewCommand,
     commands_supersede_unsent,
     target_states_load,
     targets_lock,
@@ -112,11 +113,11 @@ def wave_start(rollout: Rollout, quota: int, farm_ids: Sequence[int], now: datet
     wave = rollout.waves + 1
     commands = _commands_insert(rollout, sending, wave, now)
     sent = {target_id: commands[endpoint.pk] for target_id, endpoint in sending}
-    for _, endpoint in sending:  # latest decision wins: it replaces the unsent ones
-        state = states[endpoint.pk]
-        state.replaced, state.creates = list(state.unsent), True
+    # Latest decision wins: each command replaces its endpoint's unsent ones.
+    new = NewCommand(rollout.value)
+    replacing = {e.pk: states[e.pk].superseded(new) for _, e in sending}
     created = sorted((commands[e.pk], e.pk) for _, e in sending)
-    dispatch = commands_supersede_unsent({e.pk: states[e.pk] for _, e in sending}, created, now)
+    dispatch = commands_supersede_unsent(replacing, created, now)
     # The targets record the wave: sent with their commands, or skipped with why.
     moves = [
         Move(target_id, TargetStep.PENDING, None, [SEND], {"command_id": command, "wave": wave})
@@ -136,7 +137,7 @@ def wave_start(rollout: Rollout, quota: int, farm_ids: Sequence[int], now: datet
 def _precedence(
     rollout: Rollout,
     endpoint: DeviceInstanceEndpoint,
-    ranked: list[tuple[int, int, int | None]],
+    ranked: Sequence[tuple[int, int, int | None]],
     holds: dict[int, int],
 ) -> SkipReason | None:
     """Why this target is skipped now (docs/architecture.md, "Precedence"), or None."""
