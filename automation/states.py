@@ -129,7 +129,8 @@ class ReasonCode(TextChoices):
     BROKER_UNREACHABLE = "broker_unreachable"
     # An operator's manual command holds the endpoint: rule decisions for it send nothing.
     MANUAL_OVERRIDE = "manual_override"
-    # An operator ended a manual hold before its time: rules act on the endpoint again.
+    # An operator ended a manual hold before its time: the audit rows of earlier releases
+    # (a cancel is now on the hold and in its audit-log entry: it moves no command).
     HOLD_CANCELLED = "hold_cancelled"
     # A decision of a higher-priority rule (or a newer reading) won the same endpoint.
     LOWER_PRIORITY = "lower_priority"

@@ -151,6 +151,7 @@ class CommandAdmin(ReadOnlyAdmin):
                     "run_limit",
                     "origin_shown",
                     "attempts",
+                    "retried_as",
                     "last_error",
                 )
             },
@@ -191,6 +192,7 @@ class CommandAdmin(ReadOnlyAdmin):
         "run_limit",
         "origin_shown",
         "attempts",
+        "retried_as",
         "timeline",
         "prior",
     )
@@ -260,6 +262,16 @@ class CommandAdmin(ReadOnlyAdmin):
     @admin.display(description="attempts")
     def attempts(self, obj: DeviceCommand) -> str:
         return f"{obj.attempt_count} of at most {obj.max_attempts}"
+
+    @admin.display(description="retried as")
+    def retried_as(self, obj: DeviceCommand) -> SafeString | str:
+        """Support's retries of it: an ended command never moves again, so its page leads to
+        them; who asked and why is each retry's first audit row."""
+        retries = list(obj.retries.order_by("pk").values_list("pk", flat=True))
+        if not retries:
+            return "—"
+        links = ((_change_link(COMMAND_ADMIN, pk, f"#{pk}"),) for pk in retries)
+        return format_html_join(", ", "{}", links)
 
     @admin.display(description="transitions and receipts, oldest first")
     def timeline(self, obj: DeviceCommand) -> SafeString:

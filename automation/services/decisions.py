@@ -29,7 +29,6 @@ from automation.models import (
     AutomationRule,
     AutomationRuleExecution,
     CommandCooldown,
-    DeviceCommand,
 )
 from automation.operators import values_equal
 from automation.services.commands import CommandColumns, command_fields
@@ -45,6 +44,7 @@ from automation.services.targets import (
     commands_supersede_unsent,
     target_state_track,
 )
+from automation.services.transitions import CommandInsert, commands_insert
 from automation.services.watchdog import WatchdogHold, watchdog_holds_active
 from automation.states import CommandOrigin, ExecutionOutcome, ReasonCode
 from common.json_types import JsonValue
@@ -277,11 +277,10 @@ def decisions_persist(
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: d.trigger.order)
     commands = [_command_row(d, ids[d.identity], now) for d in wanted if d.identity in ids]
-    made = insert_ignore_returning(
-        DeviceCommand, [as_row(i) for i in commands], returning=("id", "target_device_endpoint")
-    )
+    made = commands_insert([CommandInsert(as_row(i)) for i in commands], now=now)
     if len(made) == len(commands):  # no conflict: every one is new, so pending dispatch
-        created = sorted((int(pk), int(endpoint_id)) for pk, endpoint_id in made)
+        endpoint_of = {i.columns.idempotency_key: i.target_device_endpoint for i in commands}
+        created = sorted((pk, endpoint_of[key]) for key, pk in made.items())
     else:
         created = commands_pending_by_key([i.columns.idempotency_key for i in commands])
     return commands_supersede_unsent(targets, created, now)

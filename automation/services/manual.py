@@ -17,8 +17,9 @@ takes, and holds the endpoint against the farm's rules for a while.
   (``automation.services.evaluate``). A newer manual command moves the hold to itself; a
   cancel ends it early, and the next reading is decided by the rules again.
 
-Who asked and why is on the command (``requested_by``, ``request_reason``) and in its audit
-rows (``CommandTransition``, reason ``manual``; a cancel ``hold_cancelled``).
+Who asked and why is on the command (``requested_by``, ``request_reason``) and in its first
+audit row (``CommandTransition``, reason ``manual``); who cancelled a hold and why is on the
+hold and in its audit-log entry.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from datetime import datetime, timedelta
 from typing import TypedDict
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from automation.gates import command_gate_failure
 from automation.keys import manual_command_idempotency_key
-from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
+from automation.models import DeviceCommand, EndpointManualHold
 from automation.services.commands import CommandColumns, command_fields
 from automation.services.rows import as_row
 from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
@@ -47,7 +48,7 @@ from automation.services.targets import (
     target_states_load,
     targets_lock,
 )
-from automation.services.transitions import Transition, commands_created
+from automation.services.transitions import CommandInsert, Transition, commands_insert
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
 from common.audit.writes import audited_update
 from common.json_types import JsonValue
@@ -138,35 +139,33 @@ def endpoint_command_manual(
         return ManualCommand(existing, False, manual_hold_until(endpoint_id=target.pk, now=now))
     limit = RunLimit(max_on_s, max_on_value)
     row = _command_row(target, value, key, user_id, reason.strip(), now, limit)
+    until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
+    detail = f"{note} (rules held until {until:%Y-%m-%d %H:%M:%S} UTC)"
+    step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.MANUAL, detail)
     with transaction.atomic():
         targets_lock([target.pk])
         targets = target_states_load([target.pk])  # before the insert: what this replaces
-        try:
-            with transaction.atomic():
-                command = DeviceCommand.objects.create(**as_row(row))
-        except IntegrityError:  # a concurrent twin of this request made it
+        made = commands_insert([CommandInsert(as_row(row), step)], now=now)
+        if not made:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
+        command = DeviceCommand.objects.get(pk=made[key])
         replacing = {target.pk: targets[target.pk].superseded(NewCommand(value))}
         commands_supersede_unsent(replacing, [(command.pk, target.pk)], now)
-        until = now + timedelta(minutes=target.device.farm.manual_override_minutes)
         _hold_move(target.pk, command, user_id, until, now)
-        detail = f"{note} (rules held until {until:%Y-%m-%d %H:%M:%S} UTC)"
-        step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.MANUAL, detail)
-        commands_created([(command.pk, step)], now=now)
         hand_on_commit(Committed(commands=[command.pk]))
     return ManualCommand(command, True, until if until > now else None)
 
 
 @dataclass(frozen=True)
 class _ManualCommandRow:
-    """A manual ``DeviceCommand`` as ``objects.create`` takes it (foreign keys by their ids)."""
+    """A manual ``DeviceCommand`` as ``commands_insert`` takes it (foreign keys by their ids)."""
 
     origin: CommandOrigin
-    requested_by_id: int | None
+    requested_by: int | None
     request_reason: str
-    target_device_id: int
-    target_device_endpoint_id: int
+    target_device: int
+    target_device_endpoint: int
     columns: CommandColumns
 
 
@@ -181,10 +180,10 @@ def _command_row(
 ) -> _ManualCommandRow:
     return _ManualCommandRow(
         origin=CommandOrigin.MANUAL,
-        requested_by_id=user_id,
+        requested_by=user_id,
         request_reason=reason[:400],
-        target_device_id=target.device_id,
-        target_device_endpoint_id=target.pk,
+        target_device=target.device_id,
+        target_device_endpoint=target.pk,
         columns=command_fields(target, value, key=key, now=now, limit=limit),
     )
 
@@ -229,9 +228,10 @@ def endpoint_hold_cancel(
     *, endpoint_id: int, actor: Actor, reason: str, now: datetime | None = None
 ) -> bool:
     """End the endpoint's active hold now, so the rules decide its next reading; False when
-    no hold is active (then nothing is written). The who and why are on the hold and an audit
-    row (``hold_cancelled``) on the command that held it; that command keeps its course."""
-    note = support_note(actor.get_username(), reason)
+    no hold is active (then nothing is written). The who and why are on the hold
+    (``cancelled_by``, ``cancel_reason``) and in its audit-log entry; the command that held
+    it keeps its course, and its ledger records none of this: nothing moved it."""
+    support_note(actor.get_username(), reason)  # refuses a blank reason
     now = now or timezone.now()
     with transaction.atomic():
         targets_lock([endpoint_id])
@@ -250,19 +250,7 @@ def endpoint_hold_cancel(
             cancel_reason=reason.strip()[:400],
             updated_at=now,
         )
-        if moved != 1:
-            return False
-        command = hold.command
-        CommandTransition.objects.create(
-            command=command,
-            from_status=command.status,
-            to_status=command.status,
-            reason_code=ReasonCode.HOLD_CANCELLED,
-            detail=f"hold on endpoint {endpoint_id} cancelled {note}"[:500],
-            attempt=command.attempt_count,
-            at=now,
-        )
-    return True
+    return moved == 1
 
 
 def manual_holds_active(endpoint_ids: Iterable[int], *, now: datetime) -> dict[int, int]:

@@ -24,9 +24,8 @@ from automation.services.targets import (
     target_states_load,
     targets_lock,
 )
-from automation.services.transitions import Transition, commands_created
+from automation.services.transitions import CommandInsert, Transition, commands_insert
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
-from common.sql import insert_ignore_returning
 from scheduler.keys import RunLimitKey, SchedulerKeyError, parse_scheduler_key, scheduler_input_hash
 from scheduler.registry import (
     HandlerResult,
@@ -109,14 +108,13 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
             "target_device_endpoint": endpoint.pk,
             **as_row(columns),
         }
-        inserted = insert_ignore_returning(DeviceCommand, [row])
-        if not inserted:  # a concurrent run of the same row made it first
-            found = _existing(job.scheduler_key)
-            return HandlerResult({**coordinates, "outcome": "created", "intents": [found]})
-        pk = int(inserted[0][0])
         detail = f"command {command.pk} applied {command.max_on_s} s ago: back to {value!r}"
         step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.RUN_LIMIT, detail)
-        commands_created([(pk, step)], now=job.now)
+        made = commands_insert([CommandInsert(row, step)], now=job.now)
+        if not made:  # a concurrent run of the same row made it first
+            found = _existing(job.scheduler_key)
+            return HandlerResult({**coordinates, "outcome": "created", "intents": [found]})
+        (pk,) = made.values()
         replacing = {endpoint.pk: state.superseded(NewCommand(value))}
         pending = commands_supersede_unsent(replacing, [(pk, endpoint.pk)], job.now)
         hand_on_commit(Committed(commands=pending))

@@ -1,7 +1,7 @@
 """Support staff's manual moves on commands (admin actions, API): every one is a guarded
-compare-and-set through the same services the pipeline uses, and records who did it and why in
-the command's audit table (``CommandTransition``), never a field edit. The scheduler's are in
-``scheduler.services.support``.
+compare-and-set through the same services the pipeline uses, and records who did it and why
+in the audit row of the move it made (``CommandTransition``), never a field edit. The
+scheduler's are in ``scheduler.services.support``.
 
 Manual retry of a command never reopens it: terminal commands stay terminal (docs/spec.md
 §3.3, history is never rewritten). It creates a new command for the same target and value in
@@ -15,15 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from automation.keys import retry_command_idempotency_key
-from automation.models import CommandTransition, DeviceCommand
+from automation.models import DeviceCommand
 from automation.services.commands import command_transition
 from automation.services.cooldown import command_cooldown_clear
 from automation.services.spine import Committed, hand_on_commit
+from automation.services.transitions import CommandInsert, Transition, commands_insert
 from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
 from scheduler.services.support import support_note
 
@@ -67,7 +68,8 @@ def command_retry(
 
     The key is the original's key + the retry number, so a repeated click (same number read)
     lands on the same row; while a retry is still live, asking again returns it. The who and
-    why are an audit row (reason ``manual``) on the original, whose status never changes.
+    why are the retry's first audit row (reason ``manual``); the original never moves, and
+    its retries point at it (``retry_of``).
     Raises ``DeviceCommand.DoesNotExist`` or ``CommandRetryRefused``."""
     detail = support_note(actor, reason)
     command = DeviceCommand.objects.get(pk=command_id)
@@ -91,44 +93,38 @@ def _retry_insert(
     detail: str,
     now: datetime,
 ) -> CommandRetry:
-    """Insert the retry and its audit row together; a concurrent twin's key wins."""
+    """Insert the retry with its first audit row, which names the command retried and who
+    asked why; a concurrent twin's key wins."""
+    row = {
+        "origin": original.origin,  # a manual command's retry stays manual
+        "rule_execution": original.rule_execution_id,
+        "retry_of": original.pk,
+        "rule": original.rule_id,
+        "requested_by": original.requested_by_id,
+        "request_reason": original.request_reason,
+        "target_device": original.target_device_id,
+        "target_device_endpoint": original.target_device_endpoint_id,
+        "target_serial_number": original.target_serial_number,
+        "command_method": original.command_method,
+        "command_params": original.command_params,
+        "target_value": original.target_value,
+        "idempotency_key": key,
+        "desired_state_fingerprint": original.desired_state_fingerprint,
+        "status": CommandStatus.PENDING_DISPATCH,
+        "max_attempts": original.max_attempts,
+        "created_at": now,
+        "updated_at": now,
+    }
+    step = Transition(
+        CommandStatus.PENDING_DISPATCH, ReasonCode.MANUAL, f"retry of command {retried.pk} {detail}"
+    )
     with transaction.atomic():
-        try:
-            with transaction.atomic():
-                new = DeviceCommand.objects.create(
-                    origin=original.origin,  # a manual command's retry stays manual
-                    rule_execution_id=original.rule_execution_id,
-                    retry_of=original,
-                    rule_id=original.rule_id,
-                    requested_by_id=original.requested_by_id,
-                    request_reason=original.request_reason,
-                    target_device_id=original.target_device_id,
-                    target_device_endpoint_id=original.target_device_endpoint_id,
-                    target_serial_number=original.target_serial_number,
-                    command_method=original.command_method,
-                    command_params=original.command_params,
-                    target_value=original.target_value,
-                    idempotency_key=key,
-                    desired_state_fingerprint=original.desired_state_fingerprint,
-                    status=CommandStatus.PENDING_DISPATCH,
-                    max_attempts=original.max_attempts,
-                    created_at=now,
-                    updated_at=now,
-                )
-        except IntegrityError:
+        made = commands_insert([CommandInsert(row, step)], now=now)
+        if not made:
             return CommandRetry(DeviceCommand.objects.get(idempotency_key=key), False)
-        CommandTransition.objects.create(
-            command=original,
-            from_status=original.status,
-            to_status=original.status,
-            reason_code=ReasonCode.MANUAL,
-            detail=f"retry of command {retried.pk} as command {new.pk} {detail}"[:500],
-            attempt=original.attempt_count,
-            at=now,
-        )
         # Support asked to try again: the pair's cool-down no longer holds rule decisions.
         command_cooldown_clear(
             endpoint_id=original.target_device_endpoint_id, value=original.target_value
         )
-        hand_on_commit(Committed(commands=[new.pk]))
-    return CommandRetry(new, created=True)
+        hand_on_commit(Committed(commands=[made[key]]))
+    return CommandRetry(DeviceCommand.objects.get(pk=made[key]), created=True)

@@ -16,10 +16,10 @@ handed to the farm's alarm policy (one read of the devices' farms for both)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypedDict
+from typing import NamedTuple, TypedDict
 
 from django.db import transaction
 
@@ -33,6 +33,7 @@ from automation.states import COMMAND_TERMINAL, COMMAND_TRANSITIONS, CommandStat
 from common.handoff import after_commit
 from common.json_types import JsonValue
 from common.ledger import Ledger, Move, Step, ledger_created, ledger_move, ledger_row_follow
+from common.sql import insert_ignore_returning
 from config.metrics import metrics_transitions_recorded
 
 logger = logging.getLogger(__name__)
@@ -154,14 +155,35 @@ def guarded_transitions_apply(
     return done
 
 
-def commands_created(created: Sequence[tuple[int, Transition]], *, now: datetime) -> None:
-    """The first audit rows of commands just inserted (id, the status it was created in and
-    why): moves from no status (``ledger_created``), one INSERT for the batch, counted once
-    committed (a set-based insert sends no post_save)."""
+class CommandInsert(NamedTuple):
+    """A command to create: its row (field name -> value, foreign keys by id; its
+    ``idempotency_key`` names it) and its first audit row's status and why. ``created``
+    None: a rule's decision, whose execution row says why."""
+
+    row: Mapping[str, object]
+    created: Transition | None = None
+
+
+def commands_insert(commands: Sequence[CommandInsert], *, now: datetime) -> dict[str, int]:
+    """The one way a command is created: one INSERT for the batch, a key already in the
+    ledger absorbed (a twin made it first), then the first audit rows of the rows inserted
+    here, moves from no status (``ledger_created``), in one INSERT more, counted once
+    committed (a set-based insert sends no post_save). Idempotency key -> id of each row
+    inserted here; a key missing from it was absorbed."""
+    if not commands:
+        return {}
+    made = insert_ignore_returning(
+        DeviceCommand, [dict(c.row) for c in commands], returning=("idempotency_key", "id")
+    )
+    ids = {str(key): int(pk) for key, pk in made}
+    created = [
+        (ids[key], c.created)
+        for c in commands
+        if c.created is not None and (key := str(c.row["idempotency_key"])) in ids
+    ]
     if not created:
-        return
-    steps = [(pk, Step(t.to, _audit(t))) for pk, t in created]
-    ledger_created(COMMANDS, steps, now=now)
+        return ids
+    ledger_created(COMMANDS, [(pk, Step(t.to, _audit(t))) for pk, t in created], now=now)
     audit = [
         CommandTransition(
             command_id=pk,
@@ -174,6 +196,7 @@ def commands_created(created: Sequence[tuple[int, Transition]], *, now: datetime
         for pk, t in created
     ]
     after_commit(lambda: metrics_transitions_recorded(transitions=audit))
+    return ids
 
 
 def _ends_follow(done: Sequence[GuardedTransition], now: datetime) -> None:

@@ -29,10 +29,9 @@ from automation.services.targets import (
     target_states_load,
     targets_lock,
 )
-from automation.services.transitions import Transition, commands_created
+from automation.services.transitions import CommandInsert, Transition, commands_insert
 from automation.states import COMMAND_LIVE, CommandOrigin, CommandStatus, ReasonCode
 from common.ledger import Move, Step, ledger_move
-from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint
 from rollouts.models import Rollout, RolloutTarget
 from rollouts.services.moves import ROLLOUT_TARGETS
@@ -173,15 +172,12 @@ def _commands_insert(
         )
         for _, e in sending
     ]
-    inserted = insert_ignore_returning(DeviceCommand, rows, returning=("id",))
-    commands = dict(
+    detail = f"rollout #{rollout.pk} wave {wave}"
+    step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.ROLLOUT, detail)
+    # Counted once committed, by reason: farm_command_transitions_total{reason="rollout"}.
+    commands_insert([CommandInsert(row, step) for row in rows], now=now)
+    return dict(
         DeviceCommand.objects.filter(idempotency_key__in=list(keys.values())).values_list(
             "target_device_endpoint_id", "pk"
         )
     )
-    new = {pk for (pk,) in inserted}
-    detail = f"rollout #{rollout.pk} wave {wave}"
-    step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.ROLLOUT, detail)
-    # Counted once committed, by reason: farm_command_transitions_total{reason="rollout"}.
-    commands_created([(pk, step) for pk in sorted(new)], now=now)
-    return commands

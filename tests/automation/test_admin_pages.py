@@ -165,9 +165,11 @@ def test_buttons_on_a_commands_page_ask_a_reason_and_go_through_the_services(
     assert b"1 done, 0 skipped" in done.content
     retry = DeviceCommand.objects.get(retry_of=intent)
     assert retry.status == CommandStatus.PENDING_DISPATCH
-    audit = CommandTransition.objects.filter(command=intent).order_by("-pk").first()
-    assert audit is not None and audit.detail.endswith("by support: rewired")
-    assert f"as command {retry.pk}" in audit.detail
+    # Who asked and why is the retry's first audit row; the original's page leads to it.
+    audit = CommandTransition.objects.get(command=retry)
+    assert audit.detail == f"retry of command {intent.pk} by support: rewired"
+    page = support.get(f"{INTENT_URL}{intent.pk}/change/")
+    assert f'{retry.pk}/change/">#{retry.pk}</a>' in page.content.decode()
 
 
 def _extra_devices(kit: FarmKit, n: int) -> None:

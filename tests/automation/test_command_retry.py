@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db.models import F
 from django.test import Client
 from rest_framework.test import APIClient
 
@@ -65,13 +66,15 @@ def test_retry_of_an_expired_intent_is_one_new_pending_command(
     )
     assert new.device_command_id is None
     assert nudged == [(COMMANDS_DISPATCH, [new.pk])]
-    # The original stays expired, with an audit row naming who and why.
+    # The original stays expired and unaudited (nothing moved it); the retry's first audit
+    # row names it and who asked why.
     kept = DeviceCommand.objects.get(pk=original.pk)
     assert (kept.status, kept.version) == (CommandStatus.EXPIRED, original.version)
-    audit = CommandTransition.objects.filter(command=original).order_by("-pk").first()
-    assert audit is not None and audit.reason_code == ReasonCode.MANUAL
-    assert audit.from_status == audit.to_status == CommandStatus.EXPIRED
-    assert audit.detail.endswith(f"as command {new.pk} by sam: relay replaced")
+    assert not CommandTransition.objects.filter(command=original, from_status=F("to_status"))
+    audit = CommandTransition.objects.get(command=new)
+    assert audit.reason_code == ReasonCode.MANUAL
+    assert (audit.from_status, audit.to_status) == ("", CommandStatus.PENDING_DISPATCH)
+    assert audit.detail == f"retry of command {original.pk} by sam: relay replaced"
     # The execution still answers with its original command.
     assert original.rule_execution.command == original
     assert original.rule_execution.commands.count() == 2
@@ -89,7 +92,10 @@ def test_a_double_submit_creates_one_retry(tenants: tuple[Tenant, Tenant]) -> No
     assert first.created and not again.created
     assert again.command.pk == first.command.pk
     assert [r.pk for r in _retries(original)] == [first.command.pk]
-    assert CommandTransition.objects.filter(command=original, reason_code="manual").count() == 1
+    assert (
+        CommandTransition.objects.filter(command__retry_of=original, reason_code="manual").count()
+        == 1
+    )
 
 
 def test_same_retry_number_read_twice_lands_on_one_row(tenants: tuple[Tenant, Tenant]) -> None:
@@ -143,7 +149,7 @@ def test_api_retry_records_actor_and_reason(tenants: tuple[Tenant, Tenant]) -> N
     again = client.post(url, {"reason": "fan unplugged"}, format="json")
     assert again.status_code == 200 and again.json()["id"] == body["id"]
     assert len(_retries(original)) == 1
-    audit = CommandTransition.objects.get(command=original, reason_code="manual")
+    audit = CommandTransition.objects.get(command__retry_of=original, reason_code="manual")
     assert audit.detail.endswith("by alpha: fan unplugged")
     # Another organisation's command does not exist; a live command is a 400.
     other = client.post(f"/api/v1/commands/{theirs.pk}/retry/", {"reason": "x"}, format="json")
@@ -172,8 +178,11 @@ def test_admin_retry_action_records_actor_and_reason(tenants: tuple[Tenant, Tena
     page = act([original.pk], "valve serviced")
     assert b"1 done, 0 skipped" in page.content
     (new,) = _retries(original)
-    audit = CommandTransition.objects.get(command=original, reason_code="manual")
+    audit = CommandTransition.objects.get(command__retry_of=original, reason_code="manual")
     assert audit.detail.endswith("by alpha: valve serviced")
+    # The original's page leads to its retry, whose timeline says who asked and why.
+    shown = client.get(f"{INTENT_URL}{original.pk}/change/").content.decode()
+    assert f'{new.pk}/change/">#{new.pk}</a>' in shown
     page = act([new.pk], "again")  # the retry is live: refused, nothing created
     assert b"0 done, 1 skipped" in page.content
     assert len(_retries(original)) == 1

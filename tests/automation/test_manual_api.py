@@ -15,7 +15,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from automation.models import CommandTransition, DeviceCommand, EndpointManualHold
+from automation.models import DeviceCommand, EndpointManualHold
+from common.audit.models import AuditEntry
 from common.models import MemberRole, OrganizationMember
 from devices.models import DeviceStatus
 from tests.common.auth import token_client
@@ -226,7 +227,9 @@ def test_the_device_page_sets_a_value_once_per_form_and_cancels_the_hold(support
     assert cancelled.status_code == 302
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
     assert hold.cancelled_at is not None and hold.cancel_reason == "enough"
-    assert CommandTransition.objects.filter(command=intent, reason_code="hold_cancelled").exists()
+    entry = AuditEntry.objects.get_for_object(hold).order_by("pk").last()
+    assert entry is not None and entry.surface == "admin" and entry.actor is not None
+    assert entry.changes["cancel_reason"] == ["", "enough"]
 
 
 def test_the_device_page_is_scoped(tenants: tuple[Tenant, Tenant], client: Client) -> None:

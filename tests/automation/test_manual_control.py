@@ -17,6 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -38,6 +39,7 @@ from automation.services.manual import (
 )
 from automation.services.support import command_mark_failed, command_retry
 from automation.states import CommandOrigin, CommandStatus, ReasonCode
+from common.audit.models import AuditEntry
 from devices.models import DeviceInstanceEndpoint, DeviceStatus, Farm
 from devices.mqtt.messages import InboundTelemetry
 from tests.automation.conftest import ack, dispatch, fake_publish, make_intent, state
@@ -268,8 +270,11 @@ def test_a_cancelled_hold_lets_rules_act_again_and_is_audited(operator: User) ->
     hold = EndpointManualHold.objects.get(endpoint=kit.io1)
     assert hold.cancelled_at is not None and hold.cancelled_by_id == boss.pk
     assert hold.cancel_reason == "harvest is over"
-    note = CommandTransition.objects.get(command=manual, reason_code=ReasonCode.HOLD_CANCELLED)
-    assert "by bea: harvest is over" in note.detail
+    # Audited where it happened, the hold; the command that held it did not move.
+    entry = AuditEntry.objects.get_for_object(hold).order_by("pk").last()
+    assert entry is not None and entry.changes["cancel_reason"] == ["", "harvest is over"]
+    assert entry.changes["cancelled_by"][1] == str(boss.pk)
+    assert not CommandTransition.objects.filter(command=manual, from_status=F("to_status"))
     # The manual command keeps its course (sent); the rule's new decision queues behind it.
     assert len(_crossing(kit, 1)) == 1
     assert _statuses(kit) == [
