@@ -14,6 +14,7 @@ class RemindersConfig(AppConfig):
         providers_load()
         scheduler_handlers_register()
         _config_tables_watch()
+        _metric_reader_register()
 
 
 def _config_tables_watch() -> None:
@@ -24,3 +25,13 @@ def _config_tables_watch() -> None:
     from reminders.models import EndpointMetricSource
 
     config_tables_watch(EndpointMetricSource)
+
+
+def _metric_reader_register() -> None:
+    """Tell ingest which endpoints' readings a threshold reminder reads as they come
+    (``automation.services.rule_cache.endpoints_read``), and the spine which readings to hand
+    on to threshold reminders."""
+    from automation.services.rule_cache import metric_readers_register
+    from reminders.selectors import metric_endpoints_active
+
+    metric_readers_register(metric_endpoints_active)

@@ -11,6 +11,7 @@ from django.db.models import Avg, Count, Max, Min, OuterRef, Q, QuerySet, Subque
 from devices.models import DeviceInstanceEndpoint, EndpointDataType
 from devices.readings import numeric_readings
 from reminders.models import (
+    EndpointMetricSource,
     MetricAggregate,
     ReminderOccurrence,
     ReminderSetting,
@@ -139,3 +140,10 @@ def user_message_next_occurrence(*, message_id: int) -> datetime | None:
     links = UserMessageOccurrence.objects.filter(message_id=message_id).values("scheduler_id")
     pending = DueWork.objects.filter(pk__in=links, status=SchedulerStatus.PENDING)
     return pending.order_by("scheduled_on").values_list("scheduled_on", flat=True).first()
+
+
+def metric_endpoints_active() -> frozenset[int]:
+    """The endpoints an active threshold reminder's metric reads: ingest keeps their readings
+    for evaluation, and the spine hands them on to threshold reminders."""
+    rows = EndpointMetricSource.objects.filter(active=True).values_list("endpoint_id", flat=True)
+    return frozenset(rows)

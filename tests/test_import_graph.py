@@ -192,3 +192,32 @@ def test_only_the_handoff_module_waits_for_a_commit_or_sends_by_name() -> None:
             ):
                 found.add((name, node.func.attr))
     assert found == HANDOFF_EXCEPTIONS
+
+
+# The product modules that look a model up by its label, each with why. None of them is an
+# app reading the models of an app above it around the layers.
+MODEL_BY_LABEL: dict[str, str] = {
+    "common.partitions": "migration operations: the historical models a migration is given",
+    "common.model_renames": "a migration operation: Django's own content types and permissions",
+    "common.roles": "Django's own groups and permissions, in a migration",
+    "common.retention": "the one table of every append-only table's retention, by label",
+    "common.audit.registry": "the one table of what the audit log follows, by label",
+}
+
+
+def test_no_app_reads_another_by_a_model_label_around_the_layers() -> None:
+    """An app that needs what an app above it knows asks through a hook that app registers
+    (``automation.services.rule_cache.metric_readers_register``), not ``apps.get_model``: a
+    model looked up by its label is an import the layers cannot see."""
+    found = {}
+    for name, path in _modules().items():
+        if name.startswith("devtools"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get_model"
+            ):
+                found[name] = MODEL_BY_LABEL.get(name, "not listed")
+    assert found == MODEL_BY_LABEL

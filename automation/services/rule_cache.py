@@ -12,11 +12,9 @@ never change them."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from django.apps import apps
 
 from automation.models import AutomationRule, Operator
 from automation.services.conditions import Reading, condition_endpoints, rules_loaded
@@ -72,12 +70,22 @@ def _rule_set_load() -> RuleSet:
     )
 
 
+# What the apps above this one read of readings as they come (the reminders' threshold
+# metrics), each registered by its app when it is ready (``metric_readers_register``): this
+# app sits below them and names none of their models.
+_METRIC_READERS: list[Callable[[], Iterable[int]]] = []
+
+
+def metric_readers_register(reader: Callable[[], Iterable[int]]) -> None:
+    """``reader`` returns the endpoints whose readings it reads as they come, from its own
+    configuration tables (watched by ``common.config_version``, so an edit reloads them)."""
+    if reader not in _METRIC_READERS:
+        _METRIC_READERS.append(reader)
+
+
 def _metric_endpoints_load() -> frozenset[int]:
-    """The endpoints an active threshold reminder reads. The model is the reminders app's,
-    which sits above this one: by name."""
-    source = apps.get_model("reminders", "EndpointMetricSource")
-    rows = source.objects.filter(active=True).values_list("endpoint_id", flat=True)
-    return frozenset(rows)
+    """The endpoints the registered readers read (an active threshold reminder's metric)."""
+    return frozenset(pk for reader in _METRIC_READERS for pk in reader())
 
 
 _RULES = ConfigCache(_rule_set_load)
