@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from celery import shared_task
-from django.conf import settings
 from django.utils import timezone
 
 from config.celery import DB_RETRY, routed_to
 from config.task_names import DEVICES_OFFLINE_SWEEP, TELEMETRY_ROLLUPS_ADVANCE
-from devices.services.health import devices_offline_sweep
+from devices.services.health import devices_offline_sweep_due
 from devices.services.rollups import telemetry_rollups_advance
 
 
@@ -25,9 +24,6 @@ def telemetry_rollups_advance_task() -> int:
     return telemetry_rollups_advance().telemetry_rows
 
 
-OFFLINE_SWEEP_BATCHES = 20  # per run: a fleet-wide outage moves 10,000 devices a run
-
-
 # Housekeeping queue: a sweep is one indexed read when nothing is due.
 @shared_task(
     name=DEVICES_OFFLINE_SWEEP,
@@ -35,14 +31,5 @@ OFFLINE_SWEEP_BATCHES = 20  # per run: a fleet-wide outage moves 10,000 devices 
     **DB_RETRY,
 )
 def devices_offline_sweep_task() -> int:
-    """The devices silent past their offline window moved offline, in bounded batches until
-    none is due (at most ``OFFLINE_SWEEP_BATCHES`` per run; the next run takes the rest);
-    how many went offline."""
-    moved = 0
-    for _ in range(OFFLINE_SWEEP_BATCHES):
-        batch = settings.DEVICE_HEALTH_SWEEP_BATCH
-        gone = devices_offline_sweep(now=timezone.now(), batch=batch)
-        moved += len(gone)
-        if len(gone) < batch:
-            break
-    return moved
+    """The devices silent past their offline window moved offline; how many went offline."""
+    return len(devices_offline_sweep_due(now=timezone.now()))

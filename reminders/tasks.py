@@ -3,8 +3,6 @@ the low-frequency reconciliation and the report periods (config.beat)."""
 
 from __future__ import annotations
 
-import logging
-
 from celery import shared_task
 from django.utils import timezone
 
@@ -15,31 +13,18 @@ from config.task_names import (
     REPORT_SUBSCRIPTIONS_ENSURE,
     USER_MESSAGES_ENSURE,
 )
-from reminders.providers.base import reminder_source_types
 from reminders.services.handlers import (
     endpoint_metrics_touched,
 )
-from reminders.services.reconcile import reminder_reconcile
+from reminders.services.reconcile import reminders_reconcile
 from reminders.services.reports.subscriptions import report_subscriptions_ensure_due
 from reminders.services.user_messages import user_messages_ensure_due
-
-logger = logging.getLogger(__name__)
 
 
 @shared_task(name=REMINDERS_RECONCILE, **routed_to("scheduler"), **DB_RETRY)
 def reminders_reconcile_task(provider: str | None = None) -> int:
     """One bounded pass per provider (or of ``provider``); how many rows it repaired."""
-    now = timezone.now()
-    repaired, failed = 0, []
-    for name in [provider] if provider else reminder_source_types():
-        try:
-            repaired += len(reminder_reconcile(provider=name, now=now).repairs)
-        except Exception:  # one provider's failure must not starve the others
-            logger.exception("reminder reconciliation of %s failed", name)
-            failed.append(name)
-    if failed:
-        raise RuntimeError(f"reconciliation failed for {', '.join(failed)}")
-    return repaired
+    return reminders_reconcile(provider=provider, now=timezone.now())
 
 
 @shared_task(name=REPORT_SUBSCRIPTIONS_ENSURE, **routed_to("scheduler"), **DB_RETRY)

@@ -19,6 +19,7 @@ revalidation deactivates stale rows that reconciliation does not reach).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -33,8 +34,11 @@ from reminders.providers.base import (
     SourceRef,
     WindowScan,
     reminder_providers_for,
+    reminder_source_types,
 )
 from reminders.services.sync import SyncResult, reminder_source_sync
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,25 @@ class _RollBack(Exception):
     def __init__(self, report: ReconcileReport) -> None:
         super().__init__("dry run")
         self.report = report
+
+
+class ReconcileFailed(RuntimeError):
+    """A provider's pass failed (logged); the others ran, and the task is retried."""
+
+
+def reminders_reconcile(*, provider: str | None = None, now: datetime) -> int:
+    """One bounded pass per provider (or of ``provider``); how many rows it repaired. One
+    provider's failure does not starve the others: it is logged, and raised at the end."""
+    repaired, failed = 0, []
+    for name in [provider] if provider else reminder_source_types():
+        try:
+            repaired += len(reminder_reconcile(provider=name, now=now).repairs)
+        except Exception:
+            logger.exception("reminder reconciliation of %s failed", name)
+            failed.append(name)
+    if failed:
+        raise ReconcileFailed(f"reconciliation failed for {', '.join(failed)}")
+    return repaired
 
 
 def reminder_reconcile(

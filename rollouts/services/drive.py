@@ -114,6 +114,17 @@ def abort_tripped(rollout: Rollout, counts: Counts) -> dict[str, JsonValue] | No
     return None
 
 
+def rollouts_drive(*, now: datetime) -> int:
+    """Tick each rollout due (its lease free), at most ``ROLLOUTS.tick_batch``; a rollout
+    another driver holds is skipped, so two beats or a redelivered task start nothing twice.
+    Returns the commands started."""
+    started = 0
+    for rollout_id in rollouts_due(now=now, limit=settings.ROLLOUTS.tick_batch):
+        tick = rollout_tick(rollout_id, now=now)
+        started += len(tick.commands) if tick else 0
+    return started
+
+
 def rollout_tick(rollout_id: int, *, now: datetime | None = None) -> Tick | None:
     """One bounded step of one rollout; None when another driver holds it."""
     now = now or timezone.now()
