@@ -183,6 +183,17 @@ def _fresh_coordination_cache() -> None:
     cache.clear()
 
 
+@pytest.fixture(autouse=True)
+def _no_publisher_left_behind() -> Iterator[None]:
+    """A test that dispatched (a task run eagerly) leaves the process's MQTT publisher
+    connected, or trying to connect, to the broker of its own settings; the next test on the
+    worker would be handed that one, whatever its broker."""
+    yield
+    from devices.mqtt.publisher import close_publisher
+
+    close_publisher()
+
+
 @dataclass
 class Tenant:
     kit: FarmKit
