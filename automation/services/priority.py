@@ -56,11 +56,11 @@ def candidates_rank(
 def _live_outranking(target: TargetState, priority: int) -> tuple[int, int | None] | None:
     """(command, its execution or None for a rollout's) of the highest-priority (then newest)
     live command that outranks ``priority``, if any."""
-    above = [(p, command, execution) for p, command, execution in target.ranked if p > priority]
+    above = [ranked for ranked in target.ranked if ranked.priority > priority]
     if not above:
         return None
-    _, command, execution = max(above, key=lambda row: row[:2])
-    return command, execution
+    top = max(above, key=lambda ranked: (ranked.priority, ranked.command))
+    return top.command, top.execution
 
 
 def _reason(loser: Decision, winner: Decision) -> ReasonCode:

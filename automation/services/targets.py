@@ -35,6 +35,22 @@ from common.json_types import JsonValue
 TARGET_LOCK_NAMESPACE = 0x46410001
 
 
+class Live(NamedTuple):
+    """A live command on the target: what the device ends with if it is the newest."""
+
+    command: int
+    value: JsonValue
+
+
+class Ranked(NamedTuple):
+    """A live command a rule, a schedule or a rollout decided, by the priority it holds the
+    target with (``automation.services.priority``); a rollout's has no execution."""
+
+    priority: int
+    command: int
+    execution: int | None
+
+
 class NewCommand(NamedTuple):
     """The command a batch's last decision on a target creates: its id is known only after
     the insert, its value already."""
@@ -49,11 +65,10 @@ class TargetState:
     failed on it. Read once per batch; each decision yields the next state
     (``target_state_track``), so two rules on one target in one batch agree."""
 
-    live: tuple[tuple[int, JsonValue], ...] = ()  # (id, value), oldest first
-    # (priority, command, execution) of the live commands a rule, a schedule or a rollout
-    # (no execution) decided: a lower-priority rule's decision does not replace them
-    # (``automation.services.priority``).
-    ranked: tuple[tuple[int, int, int | None], ...] = ()
+    live: tuple[Live, ...] = ()  # oldest first
+    # The live commands a rule, a schedule or a rollout decided: a lower-priority rule's
+    # decision does not replace them.
+    ranked: tuple[Ranked, ...] = ()
     unsent: tuple[int, ...] = ()  # live commands never sent: replaceable
     has_sent: bool = False  # a live command already claimed or sent (cannot be recalled)
     # What the device last reported, read after the live commands (see target_states_load).
@@ -70,7 +85,7 @@ class TargetState:
     def newest_live_value(self) -> tuple[bool, JsonValue]:
         if self.creates is not None:
             return True, self.creates.value
-        return (True, self.live[-1][1]) if self.live else (False, None)
+        return (True, self.live[-1].value) if self.live else (False, None)
 
     def known_to_hold(self, value: JsonValue) -> bool:
         """The device said it holds ``value`` and nothing sent since may have changed it
@@ -85,7 +100,7 @@ class TargetState:
         unsent = set(self.unsent)
         return replace(
             self,
-            live=tuple(row for row in self.live if row[0] not in unsent),
+            live=tuple(row for row in self.live if row.command not in unsent),
             unsent=(),
             replaced=self.replaced + self.unsent,
             creates=creates,
@@ -115,8 +130,8 @@ def targets_and_readings_load(
     ``priorities`` (rule id → priority, every rule's: the rule cache's) spares the live
     commands' read a join with the rules."""
     ids = list(endpoint_ids)
-    live: dict[int, list[tuple[int, JsonValue]]] = {pk: [] for pk in ids}
-    ranked: dict[int, list[tuple[int, int, int | None]]] = {pk: [] for pk in ids}
+    live: dict[int, list[Live]] = {pk: [] for pk in ids}
+    ranked: dict[int, list[Ranked]] = {pk: [] for pk in ids}
     unsent: dict[int, list[int]] = {pk: [] for pk in ids}
     has_sent: set[int] = set()
     for command in commands_live_read(ids, rule_priority=priorities is None):
@@ -126,11 +141,11 @@ def targets_and_readings_load(
             rule = command.rule_id
             priority = None if rule is None else priorities.get(rule, 0)
         endpoint = command.endpoint_id
-        live[endpoint].append((command.id, command.value))
+        live[endpoint].append(Live(command.id, command.value))
         if priority is not None and command.execution_id is not None:
-            ranked[endpoint].append((priority, command.id, command.execution_id))
+            ranked[endpoint].append(Ranked(priority, command.id, command.execution_id))
         elif command.rollout_priority is not None:
-            ranked[endpoint].append((command.rollout_priority, command.id, None))
+            ranked[endpoint].append(Ranked(command.rollout_priority, command.id, None))
         if command.status == CommandStatus.PENDING_DISPATCH and command.attempt_count == 0:
             unsent[endpoint].append(command.id)
         else:

@@ -25,6 +25,7 @@ from automation.services.manual import manual_holds_active
 from automation.services.rows import as_row
 from automation.services.targets import (
     NewCommand,
+    Ranked,
     commands_supersede_unsent,
     target_states_load,
     targets_lock,
@@ -136,13 +137,13 @@ def wave_start(rollout: Rollout, quota: int, farm_ids: Sequence[int], now: datet
 def _precedence(
     rollout: Rollout,
     endpoint: DeviceInstanceEndpoint,
-    ranked: Sequence[tuple[int, int, int | None]],
+    ranked: Sequence[Ranked],
     holds: dict[int, int],
 ) -> SkipReason | None:
     """Why this target is skipped now (docs/architecture.md, "Precedence"), or None."""
     if endpoint.pk in holds:
         return SkipReason.MANUAL_OVERRIDE
-    if any(priority > rollout.priority for priority, _, _ in ranked):
+    if any(r.priority > rollout.priority for r in ranked):
         return SkipReason.LOWER_PRIORITY
     return skip_reason(command_gate_failure(None, endpoint, value=rollout.value))
 
