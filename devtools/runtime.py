@@ -4,6 +4,7 @@ whole pipeline with no servers (and tests can run real tasks end to end)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import threading
 import time
 from collections.abc import Iterator
@@ -56,6 +57,10 @@ def _drain(worker: Any) -> None:
     executor = getattr(getattr(worker, "pool", None), "executor", None)
     if executor is not None:
         executor.shutdown(wait=True, cancel_futures=True)
+    # The pool's threads have ended, and their database connections (a thread's own, in
+    # reference cycles) stay open until a collection finds them; collect now, so no session
+    # of a stopped worker is left on the database (a test database could not be dropped).
+    gc.collect()
 
 
 def _wake_for_shutdown(worker: Any) -> None:
