@@ -25,7 +25,7 @@ from automation.services.transitions import (
     Transition,
     guarded_transitions_apply,
 )
-from automation.states import CommandStatus, ReasonCode, command_can_move
+from automation.states import CommandOrigin, CommandStatus, ReasonCode, command_can_move
 from common.json_types import JsonObject, JsonValue
 from common.sql import insert_ignore_returning
 from devices.models import DeviceInstanceEndpoint
@@ -190,6 +190,23 @@ class CommandColumns:
     updated_at: datetime
     max_on_s: int | None  # the run-time limit it carries (``automation.services.run_limits``)
     max_on_value: JsonValue
+
+
+@dataclass(frozen=True)
+class CommandRow:
+    """A new ``DeviceCommand`` as ``commands_insert`` takes it (``as_row``; foreign keys by
+    their ids): who decided it, its target and the columns every command shares. The one
+    shape of a new command, whoever decided it."""
+
+    origin: CommandOrigin
+    target_device: int
+    target_device_endpoint: int
+    columns: CommandColumns
+    rule: int | None = None
+    rule_execution: int | None = None
+    retry_of: int | None = None  # support's retry of an ended command
+    requested_by: int | None = None  # a person's command: manual control, a rollout
+    request_reason: str = ""
 
 
 def command_fields(

@@ -31,7 +31,7 @@ from automation.models import (
     CommandCooldown,
 )
 from automation.operators import values_equal
-from automation.services.commands import CommandColumns, command_fields
+from automation.services.commands import CommandRow, command_fields
 from automation.services.conditions import Reading
 from automation.services.cooldown import CooldownKey, cooldown_holds
 from automation.services.evaluate_sql import commands_pending_by_key, executions_read
@@ -125,18 +125,6 @@ class ExecutionRow:
     suppressed_by: int | None
     won_by: int | None
     created_at: datetime
-
-
-@dataclass(frozen=True)
-class CommandRow:
-    """A ``DeviceCommand`` a rule or a schedule decided, as a batch inserts it."""
-
-    origin: CommandOrigin
-    rule_execution: int
-    rule: int
-    target_device: int
-    target_device_endpoint: int
-    columns: CommandColumns
 
 
 @dataclass(frozen=True)
@@ -277,7 +265,7 @@ def decisions_persist(
     # highest id (the one that supersedes, and the one the device ends with).
     wanted.sort(key=lambda d: d.trigger.order)
     commands = [_command_row(d, ids[d.identity], now) for d in wanted if d.identity in ids]
-    made = commands_insert([CommandInsert(as_row(i)) for i in commands], now=now)
+    made = commands_insert([CommandInsert(i) for i in commands], now=now)
     if len(made) == len(commands):  # no conflict: every one is new, so pending dispatch
         endpoint_of = {i.columns.idempotency_key: i.target_device_endpoint for i in commands}
         created = sorted((pk, endpoint_of[key]) for key, pk in made.items())

@@ -38,8 +38,7 @@ from django.utils import timezone
 from automation.gates import command_gate_failure
 from automation.keys import manual_command_idempotency_key
 from automation.models import DeviceCommand, EndpointManualHold
-from automation.services.commands import CommandColumns, command_fields
-from automation.services.rows import as_row
+from automation.services.commands import CommandRow, command_fields
 from automation.services.run_limits import RunLimit, RunLimitInvalid, run_limit_errors
 from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import (
@@ -145,7 +144,7 @@ def endpoint_command_manual(
     with transaction.atomic():
         targets_lock([target.pk])
         targets = target_states_load([target.pk])  # before the insert: what this replaces
-        made = commands_insert([CommandInsert(as_row(row), step)], now=now)
+        made = commands_insert([CommandInsert(row, step)], now=now)
         if not made:  # a concurrent twin of this request made it
             twin = DeviceCommand.objects.get(idempotency_key=key)
             return ManualCommand(twin, False, manual_hold_until(endpoint_id=target.pk, now=now))
@@ -157,18 +156,6 @@ def endpoint_command_manual(
     return ManualCommand(command, True, until if until > now else None)
 
 
-@dataclass(frozen=True)
-class _ManualCommandRow:
-    """A manual ``DeviceCommand`` as ``commands_insert`` takes it (foreign keys by their ids)."""
-
-    origin: CommandOrigin
-    requested_by: int | None
-    request_reason: str
-    target_device: int
-    target_device_endpoint: int
-    columns: CommandColumns
-
-
 def _command_row(
     target: DeviceInstanceEndpoint,
     value: JsonValue,
@@ -177,8 +164,8 @@ def _command_row(
     reason: str,
     now: datetime,
     limit: RunLimit,
-) -> _ManualCommandRow:
-    return _ManualCommandRow(
+) -> CommandRow:
+    return CommandRow(
         origin=CommandOrigin.MANUAL,
         requested_by=user_id,
         request_reason=reason[:400],

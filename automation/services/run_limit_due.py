@@ -14,8 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from automation.models import DeviceCommand
-from automation.services.commands import command_fields
-from automation.services.rows import as_row
+from automation.services.commands import CommandRow, command_fields
 from automation.services.run_limits import run_limit_input, run_limit_value
 from automation.services.spine import Committed, hand_on_commit
 from automation.services.targets import (
@@ -100,14 +99,13 @@ def run_limit_run(job: SchedulerJob) -> HandlerResult:
         state = targets[endpoint.pk]
         if not state.live and state.known_to_hold(value):
             raise SourceNoLongerValid(f"the endpoint already reports {value!r}")
-        columns = command_fields(endpoint, value, key=job.scheduler_key, now=job.now)
-        row = {
-            "origin": CommandOrigin.RUN_LIMIT,
-            "request_reason": f"run-time limit of command {command.pk}: {command.max_on_s} s",
-            "target_device": endpoint.device_id,
-            "target_device_endpoint": endpoint.pk,
-            **as_row(columns),
-        }
+        row = CommandRow(
+            origin=CommandOrigin.RUN_LIMIT,
+            target_device=endpoint.device_id,
+            target_device_endpoint=endpoint.pk,
+            columns=command_fields(endpoint, value, key=job.scheduler_key, now=job.now),
+            request_reason=f"run-time limit of command {command.pk}: {command.max_on_s} s",
+        )
         detail = f"command {command.pk} applied {command.max_on_s} s ago: back to {value!r}"
         step = Transition(CommandStatus.PENDING_DISPATCH, ReasonCode.RUN_LIMIT, detail)
         made = commands_insert([CommandInsert(row, step)], now=job.now)

@@ -21,11 +21,11 @@ from django.utils import timezone
 
 from automation.keys import retry_command_idempotency_key
 from automation.models import DeviceCommand
-from automation.services.commands import command_transition
+from automation.services.commands import CommandColumns, CommandRow, command_transition
 from automation.services.cooldown import command_cooldown_clear
 from automation.services.spine import Committed, hand_on_commit
 from automation.services.transitions import CommandInsert, Transition, commands_insert
-from automation.states import COMMAND_TERMINAL, CommandStatus, ReasonCode
+from automation.states import COMMAND_TERMINAL, CommandOrigin, CommandStatus, ReasonCode
 from scheduler.services.support import support_note
 
 
@@ -95,26 +95,30 @@ def _retry_insert(
 ) -> CommandRetry:
     """Insert the retry with its first audit row, which names the command retried and who
     asked why; a concurrent twin's key wins."""
-    row = {
-        "origin": original.origin,  # a manual command's retry stays manual
-        "rule_execution": original.rule_execution_id,
-        "retry_of": original.pk,
-        "rule": original.rule_id,
-        "requested_by": original.requested_by_id,
-        "request_reason": original.request_reason,
-        "target_device": original.target_device_id,
-        "target_device_endpoint": original.target_device_endpoint_id,
-        "target_serial_number": original.target_serial_number,
-        "command_method": original.command_method,
-        "command_params": original.command_params,
-        "target_value": original.target_value,
-        "idempotency_key": key,
-        "desired_state_fingerprint": original.desired_state_fingerprint,
-        "status": CommandStatus.PENDING_DISPATCH,
-        "max_attempts": original.max_attempts,
-        "created_at": now,
-        "updated_at": now,
-    }
+    columns = CommandColumns(
+        target_serial_number=original.target_serial_number,
+        command_method=original.command_method,
+        command_params=original.command_params,
+        target_value=original.target_value,
+        idempotency_key=key,
+        desired_state_fingerprint=original.desired_state_fingerprint,
+        max_attempts=original.max_attempts,
+        created_at=now,
+        updated_at=now,
+        max_on_s=None,  # as before: a retry carries no run-time limit
+        max_on_value=None,
+    )
+    row = CommandRow(
+        origin=CommandOrigin(original.origin),  # a manual command's retry stays manual
+        target_device=original.target_device_id,
+        target_device_endpoint=original.target_device_endpoint_id,
+        columns=columns,
+        rule=original.rule_id,
+        rule_execution=original.rule_execution_id,
+        retry_of=original.pk,
+        requested_by=original.requested_by_id,
+        request_reason=original.request_reason,
+    )
     step = Transition(
         CommandStatus.PENDING_DISPATCH, ReasonCode.MANUAL, f"retry of command {retried.pk} {detail}"
     )

@@ -16,10 +16,10 @@ handed to the farm's alarm policy (one read of the devices' farms for both)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple, TypedDict
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from django.db import transaction
 
@@ -27,6 +27,7 @@ from alarms.services import CommandEnded, command_alarms_raise
 from automation import coordination
 from automation.models import CommandTransition, DeviceCommand
 from automation.services.dispatch_sql import device_farms, endpoints_next_waiting
+from automation.services.rows import as_row
 from automation.services.run_limits import run_limits_ensure
 from automation.services.spine import Committed, hand_on
 from automation.states import COMMAND_TERMINAL, COMMAND_TRANSITIONS, CommandStatus, ReasonCode
@@ -35,6 +36,9 @@ from common.json_types import JsonValue
 from common.ledger import Ledger, Move, Step, ledger_created, ledger_move, ledger_row_follow
 from common.sql import insert_ignore_returning
 from config.metrics import metrics_transitions_recorded
+
+if TYPE_CHECKING:
+    from automation.services.commands import CommandRow
 
 logger = logging.getLogger(__name__)
 
@@ -156,11 +160,10 @@ def guarded_transitions_apply(
 
 
 class CommandInsert(NamedTuple):
-    """A command to create: its row (field name -> value, foreign keys by id; its
-    ``idempotency_key`` names it) and its first audit row's status and why. ``created``
-    None: a rule's decision, whose execution row says why."""
+    """A command to create: its row (its idempotency key names it) and its first audit row's
+    status and why. ``created`` None: a rule's decision, whose execution row says why."""
 
-    row: Mapping[str, object]
+    row: CommandRow
     created: Transition | None = None
 
 
@@ -173,13 +176,13 @@ def commands_insert(commands: Sequence[CommandInsert], *, now: datetime) -> dict
     if not commands:
         return {}
     made = insert_ignore_returning(
-        DeviceCommand, [dict(c.row) for c in commands], returning=("idempotency_key", "id")
+        DeviceCommand, [as_row(c.row) for c in commands], returning=("idempotency_key", "id")
     )
     ids = {str(key): int(pk) for key, pk in made}
     created = [
         (ids[key], c.created)
         for c in commands
-        if c.created is not None and (key := str(c.row["idempotency_key"])) in ids
+        if c.created is not None and (key := c.row.columns.idempotency_key) in ids
     ]
     if not created:
         return ids

@@ -20,9 +20,8 @@ from django.db.models import Count
 from automation.gates import command_gate_failure
 from automation.keys import rollout_command_idempotency_key
 from automation.models import DeviceCommand
-from automation.services.commands import CommandColumns, command_fields
+from automation.services.commands import CommandRow, command_fields
 from automation.services.manual import manual_holds_active
-from automation.services.rows import as_row
 from automation.services.targets import (
     NewCommand,
     Ranked,
@@ -46,14 +45,6 @@ SEND, SKIP = Step(TargetStep.SENT), Step(TargetStep.SKIPPED)
 class Wave:
     commands: list[int]  # the commands started, to dispatch after commit
     skipped: int
-
-
-@dataclass(frozen=True)
-class _RolloutCommandRow:
-    origin: CommandOrigin
-    target_device: int
-    target_device_endpoint: int
-    columns: CommandColumns
 
 
 def farms_room(rollout: Rollout, farm_ids: Sequence[int]) -> dict[int, int]:
@@ -163,13 +154,11 @@ def _commands_insert(
         for _, e in sending
     }
     rows = [
-        as_row(
-            _RolloutCommandRow(
-                origin=CommandOrigin.ROLLOUT,
-                target_device=e.device_id,
-                target_device_endpoint=e.pk,
-                columns=command_fields(e, rollout.value, key=keys[e.pk], now=now),
-            )
+        CommandRow(
+            origin=CommandOrigin.ROLLOUT,
+            target_device=e.device_id,
+            target_device_endpoint=e.pk,
+            columns=command_fields(e, rollout.value, key=keys[e.pk], now=now),
         )
         for _, e in sending
     ]
